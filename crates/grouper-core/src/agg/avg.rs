@@ -1,0 +1,181 @@
+//! `AVG(x)`: state = (sum, count); finalize divides. DataFusion casts integer arguments to Float64
+//! before AVG, so the inputs are Float64 or Decimal128. The decimal result has scale
+//! `min(38, s + 4)` and is `sum * 10^(scale - s) / count`, truncated, as DataFusion computes it.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
+use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
+
+use super::{downcast_input, for_each_valid, Aggregate};
+use crate::error::{GrouperError, Result};
+
+/// Per-group state of an AVG.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AvgState<N> {
+    /// Sum of the non-NULL values.
+    pub sum: N,
+    /// Number of non-NULL values.
+    pub count: i64,
+}
+
+/// `AVG` of Float64.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Avg;
+
+impl Avg {
+    /// Scalar update.
+    #[inline(always)]
+    pub fn update(state: &mut AvgState<f64>, value: f64) {
+        state.sum += value;
+        state.count += 1;
+    }
+}
+
+impl Aggregate for Avg {
+    type State = AvgState<f64>;
+    fn init(&self) -> Self::State {
+        AvgState::default()
+    }
+    fn update_batch(
+        &self,
+        states: &mut [Self::State],
+        gids: &[u32],
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let array = downcast_input::<Float64Array>(input, "avg")?;
+        let values = array.values();
+        for_each_valid(array.nulls(), gids, |g, row| {
+            Avg::update(&mut states[g], values[row]);
+            Ok(())
+        })
+    }
+    fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
+        state.sum += other.sum;
+        state.count += other.count;
+        Ok(())
+    }
+    fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
+        let out: Float64Array = states
+            .into_iter()
+            .map(|s| (s.count > 0).then(|| s.sum / s.count as f64))
+            .collect();
+        Ok(Arc::new(out))
+    }
+}
+
+/// `AVG` of Decimal128(p, s), exact.
+#[derive(Debug, Clone)]
+pub struct AvgDecimal {
+    input_scale: i8,
+    output_precision: u8,
+    output_scale: i8,
+}
+
+impl AvgDecimal {
+    /// An AVG over Decimal128 values with scale `input_scale` producing `output_type`.
+    pub fn new(input_scale: i8, output_type: &DataType) -> Result<Self> {
+        match output_type {
+            DataType::Decimal128(p, s) if *s >= input_scale => Ok(Self {
+                input_scale,
+                output_precision: *p,
+                output_scale: *s,
+            }),
+            t => Err(GrouperError::UnsupportedType {
+                what: "avg result",
+                data_type: t.clone(),
+            }),
+        }
+    }
+
+    fn overflow(&self) -> GrouperError {
+        GrouperError::Overflow {
+            aggregate: "avg",
+            data_type: DataType::Decimal128(self.output_precision, self.output_scale),
+        }
+    }
+
+    /// Scalar update.
+    #[inline(always)]
+    pub fn update(&self, state: &mut AvgState<i128>, value: i128) -> Result<()> {
+        state.sum = state
+            .sum
+            .checked_add(value)
+            .ok_or_else(|| self.overflow())?;
+        state.count += 1;
+        Ok(())
+    }
+
+    /// Scalar finalize of one state.
+    pub fn finalize_one(&self, state: &AvgState<i128>) -> Result<Option<i128>> {
+        if state.count == 0 {
+            return Ok(None);
+        }
+        let scale_up = 10i128.pow((self.output_scale - self.input_scale) as u32);
+        let avg = state
+            .sum
+            .checked_mul(scale_up)
+            .ok_or_else(|| self.overflow())?
+            / state.count as i128;
+        Decimal128Type::validate_decimal_precision(avg, self.output_precision, self.output_scale)
+            .map_err(|_| self.overflow())?;
+        Ok(Some(avg))
+    }
+}
+
+impl Aggregate for AvgDecimal {
+    type State = AvgState<i128>;
+    fn init(&self) -> Self::State {
+        AvgState::default()
+    }
+    fn update_batch(
+        &self,
+        states: &mut [Self::State],
+        gids: &[u32],
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let array = downcast_input::<Decimal128Array>(input, "avg")?;
+        let values = array.values();
+        for_each_valid(array.nulls(), gids, |g, row| {
+            self.update(&mut states[g], values[row])
+        })
+    }
+    fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
+        state.sum = state
+            .sum
+            .checked_add(other.sum)
+            .ok_or_else(|| self.overflow())?;
+        state.count += other.count;
+        Ok(())
+    }
+    fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
+        let out = states
+            .iter()
+            .map(|s| self.finalize_one(s))
+            .collect::<Result<Decimal128Array>>()?
+            .with_precision_and_scale(self.output_precision, self.output_scale)?;
+        Ok(Arc::new(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_avg_scales_and_truncates() {
+        // avg(1.00, 2.00, 2.00) with scale 2 -> scale 6: 1.666666 (truncated, as DataFusion)
+        let avg = AvgDecimal::new(2, &DataType::Decimal128(19, 6)).unwrap();
+        let mut s = avg.init();
+        for v in [100, 200, 200] {
+            avg.update(&mut s, v).unwrap();
+        }
+        assert_eq!(avg.finalize_one(&s).unwrap(), Some(1_666_666));
+        assert_eq!(avg.finalize_one(&avg.init()).unwrap(), None);
+        let neg = AvgState {
+            sum: -500,
+            count: 3,
+        };
+        assert_eq!(avg.finalize_one(&neg).unwrap(), Some(-1_666_666));
+    }
+}

@@ -1,0 +1,73 @@
+//! `COUNT(*)` and `COUNT(x)`: state = a 64-bit row count, init 0, update +1, merge +, finalize as is.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array};
+
+use super::Aggregate;
+use crate::error::{GrouperError, Result};
+
+/// `COUNT(*)`: counts every row of the group.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CountStar;
+
+/// `COUNT(x)`: counts the non-NULL values of `x`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Count;
+
+/// Scalar update shared by both counts.
+#[inline(always)]
+pub fn count_update(state: &mut i64) {
+    *state += 1;
+}
+
+fn finalize_counts(states: Vec<i64>) -> Result<ArrayRef> {
+    Ok(Arc::new(Int64Array::from(states)))
+}
+
+impl Aggregate for CountStar {
+    type State = i64;
+    fn init(&self) -> i64 {
+        0
+    }
+    fn update_batch(&self, states: &mut [i64], gids: &[u32], _: Option<&ArrayRef>) -> Result<()> {
+        for &g in gids {
+            count_update(&mut states[g as usize]);
+        }
+        Ok(())
+    }
+    fn merge(&self, state: &mut i64, other: &i64) -> Result<()> {
+        *state += *other;
+        Ok(())
+    }
+    fn finalize(&self, states: Vec<i64>) -> Result<ArrayRef> {
+        finalize_counts(states)
+    }
+}
+
+impl Aggregate for Count {
+    type State = i64;
+    fn init(&self) -> i64 {
+        0
+    }
+    fn update_batch(
+        &self,
+        states: &mut [i64],
+        gids: &[u32],
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let input =
+            input.ok_or_else(|| GrouperError::InvalidInput("count(x) needs input".into()))?;
+        super::for_each_valid(input.logical_nulls().as_ref(), gids, |g, _| {
+            count_update(&mut states[g]);
+            Ok(())
+        })
+    }
+    fn merge(&self, state: &mut i64, other: &i64) -> Result<()> {
+        *state += *other;
+        Ok(())
+    }
+    fn finalize(&self, states: Vec<i64>) -> Result<ArrayRef> {
+        finalize_counts(states)
+    }
+}

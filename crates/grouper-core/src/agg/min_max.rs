@@ -1,0 +1,302 @@
+//! `MIN(x)` / `MAX(x)`: state = the best value so far (or none); update keeps the better of the
+//! two; merge is the same comparison; finalize emits NULL for groups that saw no value.
+//! Floats compare in IEEE total order (NaN above +inf), as Arrow's kernels do. Strings compare
+//! byte-wise, which is code-point order for UTF-8.
+
+use std::cmp::Ordering;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, LargeStringArray, PrimitiveArray, StringArray,
+    StringViewArray,
+};
+use arrow::datatypes::{ArrowNativeTypeOp, ArrowPrimitiveType, DataType};
+
+use super::{downcast_input, for_each_valid, Aggregate};
+use crate::error::{GrouperError, Result};
+
+/// Whether MIN/MAX handle arguments of this type.
+pub fn supports(t: &DataType) -> bool {
+    use DataType::*;
+    matches!(
+        t,
+        Int8 | Int16
+            | Int32
+            | Int64
+            | UInt8
+            | UInt16
+            | UInt32
+            | UInt64
+            | Float32
+            | Float64
+            | Decimal128(_, _)
+            | Date32
+            | Date64
+            | Timestamp(_, _)
+            | Time32(_)
+            | Time64(_)
+            | Boolean
+            | Utf8
+            | LargeUtf8
+            | Utf8View
+    )
+}
+
+/// Keeps `candidate` in `state` when it is better (smaller for MIN, larger for MAX).
+#[inline(always)]
+pub fn keep_better<V: Clone, Q: ?Sized + ToOwnedInto<V>>(
+    state: &mut Option<V>,
+    candidate: &Q,
+    is_max: bool,
+    cmp: impl Fn(&Q, &V) -> Ordering,
+) {
+    let replace = match state {
+        None => true,
+        Some(cur) => {
+            let o = cmp(candidate, cur);
+            if is_max {
+                o == Ordering::Greater
+            } else {
+                o == Ordering::Less
+            }
+        }
+    };
+    if replace {
+        *state = Some(candidate.to_owned_into());
+    }
+}
+
+/// Conversion of a borrowed candidate into the owned state value.
+pub trait ToOwnedInto<V> {
+    /// The owned copy.
+    fn to_owned_into(&self) -> V;
+}
+
+impl<T: Copy> ToOwnedInto<T> for T {
+    fn to_owned_into(&self) -> T {
+        *self
+    }
+}
+
+impl ToOwnedInto<Box<[u8]>> for [u8] {
+    fn to_owned_into(&self) -> Box<[u8]> {
+        self.into()
+    }
+}
+
+/// MIN or MAX over a primitive Arrow type (integers, floats, decimals, dates, times).
+#[derive(Debug, Clone)]
+pub struct MinMaxPrimitive<T: ArrowPrimitiveType> {
+    is_max: bool,
+    data_type: DataType,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: ArrowPrimitiveType> MinMaxPrimitive<T> {
+    /// MIN (`is_max == false`) or MAX over values of `data_type`.
+    pub fn new(is_max: bool, data_type: DataType) -> Self {
+        Self {
+            is_max,
+            data_type,
+            _t: PhantomData,
+        }
+    }
+
+    /// Scalar update.
+    #[inline(always)]
+    pub fn update(&self, state: &mut Option<T::Native>, value: T::Native) {
+        keep_better(state, &value, self.is_max, |a, b| a.compare(*b));
+    }
+}
+
+impl<T: ArrowPrimitiveType> Aggregate for MinMaxPrimitive<T> {
+    type State = Option<T::Native>;
+    fn init(&self) -> Self::State {
+        None
+    }
+    fn update_batch(
+        &self,
+        states: &mut [Self::State],
+        gids: &[u32],
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let array = downcast_input::<PrimitiveArray<T>>(input, "min/max")?;
+        let values = array.values();
+        for_each_valid(array.nulls(), gids, |g, row| {
+            self.update(&mut states[g], values[row]);
+            Ok(())
+        })
+    }
+    fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
+        if let Some(v) = other {
+            self.update(state, *v);
+        }
+        Ok(())
+    }
+    fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
+        let array: PrimitiveArray<T> = states.into_iter().collect();
+        Ok(Arc::new(array.with_data_type(self.data_type.clone())))
+    }
+}
+
+/// MIN or MAX over booleans (false < true).
+#[derive(Debug, Clone, Copy)]
+pub struct MinMaxBool {
+    is_max: bool,
+}
+
+impl MinMaxBool {
+    /// MIN (`is_max == false`) or MAX.
+    pub fn new(is_max: bool) -> Self {
+        Self { is_max }
+    }
+}
+
+impl Aggregate for MinMaxBool {
+    type State = Option<bool>;
+    fn init(&self) -> Self::State {
+        None
+    }
+    fn update_batch(
+        &self,
+        states: &mut [Self::State],
+        gids: &[u32],
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let array = downcast_input::<BooleanArray>(input, "min/max")?;
+        for_each_valid(array.nulls(), gids, |g, row| {
+            keep_better(&mut states[g], &array.value(row), self.is_max, |a, b| {
+                a.cmp(b)
+            });
+            Ok(())
+        })
+    }
+    fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
+        if let Some(v) = other {
+            keep_better(state, v, self.is_max, |a, b| a.cmp(b));
+        }
+        Ok(())
+    }
+    fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
+        Ok(Arc::new(states.into_iter().collect::<BooleanArray>()))
+    }
+}
+
+/// MIN or MAX over strings (Utf8, LargeUtf8, Utf8View); the result has the input's type.
+#[derive(Debug, Clone)]
+pub struct MinMaxBytes {
+    is_max: bool,
+    data_type: DataType,
+}
+
+impl MinMaxBytes {
+    /// MIN (`is_max == false`) or MAX over strings of `data_type`.
+    pub fn new(is_max: bool, data_type: DataType) -> Self {
+        Self { is_max, data_type }
+    }
+
+    fn fold<'a>(
+        &self,
+        states: &mut [Option<Box<[u8]>>],
+        gids: &[u32],
+        nulls: Option<&arrow::buffer::NullBuffer>,
+        value: impl Fn(usize) -> &'a [u8],
+    ) -> Result<()> {
+        for_each_valid(nulls, gids, |g, row| {
+            keep_better(&mut states[g], value(row), self.is_max, |a, b| a.cmp(&**b));
+            Ok(())
+        })
+    }
+}
+
+impl Aggregate for MinMaxBytes {
+    type State = Option<Box<[u8]>>;
+    fn init(&self) -> Self::State {
+        None
+    }
+    fn update_batch(
+        &self,
+        states: &mut [Self::State],
+        gids: &[u32],
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let array =
+            input.ok_or_else(|| GrouperError::InvalidInput("min/max needs input".into()))?;
+        match array.data_type() {
+            DataType::Utf8 => {
+                let a: &StringArray = array.as_string();
+                self.fold(states, gids, a.nulls(), |r| a.value(r).as_bytes())
+            }
+            DataType::LargeUtf8 => {
+                let a: &LargeStringArray = array.as_string();
+                self.fold(states, gids, a.nulls(), |r| a.value(r).as_bytes())
+            }
+            DataType::Utf8View => {
+                let a: &StringViewArray = array.as_string_view();
+                self.fold(states, gids, a.nulls(), |r| a.value(r).as_bytes())
+            }
+            _ => downcast_input::<StringArray>(Some(array), "min/max").map(|_| ()),
+        }
+    }
+    fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
+        if let Some(v) = other {
+            keep_better(state, &**v, self.is_max, |a, b| a.cmp(&**b));
+        }
+        Ok(())
+    }
+    fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
+        let strings = states
+            .iter()
+            .map(|s| s.as_deref().map(std::str::from_utf8).transpose())
+            .collect::<std::result::Result<Vec<Option<&str>>, _>>()
+            .map_err(|e| GrouperError::InvalidInput(format!("min/max of invalid UTF-8: {e}")))?;
+        Ok(match self.data_type {
+            DataType::LargeUtf8 => Arc::new(LargeStringArray::from(strings)),
+            DataType::Utf8View => Arc::new(StringViewArray::from(strings)),
+            _ => Arc::new(StringArray::from(strings)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Float64Array;
+    use arrow::datatypes::Float64Type;
+
+    #[test]
+    fn float_min_max_use_total_order() {
+        let max = MinMaxPrimitive::<Float64Type>::new(true, DataType::Float64);
+        let min = MinMaxPrimitive::<Float64Type>::new(false, DataType::Float64);
+        let input: ArrayRef = Arc::new(Float64Array::from(vec![1.0, f64::NAN, -3.0]));
+        let (mut a, mut b) = (vec![None], vec![None]);
+        max.update_batch(&mut a, &[0, 0, 0], Some(&input)).unwrap();
+        min.update_batch(&mut b, &[0, 0, 0], Some(&input)).unwrap();
+        assert!(a[0].unwrap().is_nan());
+        assert_eq!(b[0], Some(-3.0));
+    }
+
+    #[test]
+    fn string_min_max_keep_the_input_type() {
+        let input: ArrayRef = Arc::new(StringViewArray::from(vec![
+            Some("pear"),
+            None,
+            Some("apple"),
+            Some("zebra-long-string-beyond-twelve-bytes"),
+        ]));
+        for (is_max, want) in [
+            (false, "apple"),
+            (true, "zebra-long-string-beyond-twelve-bytes"),
+        ] {
+            let agg = MinMaxBytes::new(is_max, DataType::Utf8View);
+            let mut states = vec![None, None];
+            agg.update_batch(&mut states, &[0, 0, 0, 0], Some(&input))
+                .unwrap();
+            let out = agg.finalize(states).unwrap();
+            let out = out.as_string_view();
+            assert_eq!(out.value(0), want);
+            assert!(out.is_null(1));
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The aggregate algebra: the one place where aggregate semantics live.
+//!
+//! Every aggregate is a *state* with four operations (Karnagel §2.1):
+//!
+//! ```text
+//!   init()            -> state            the empty aggregate (no rows seen)
+//!   update(state, v)                      fold one non-NULL input value in
+//!   merge(state, other)                   combine two partial states (threads, partitions)
+//!   finalize(states)  -> Arrow array      the SQL result, NULL where SQL says so
+//! ```
+//!
+//! Every CPU strategy, the reference executor and (later) the GPU code generator use exactly these
+//! operations; strategies differ only in *where* states live and *how* rows find their group.
+//!
+//! SQL semantics, matching what DataFusion plans: NULL inputs are skipped; `COUNT(*)` counts rows;
+//! `COUNT(x)` counts non-NULL values; SUM/MIN/MAX/AVG of no non-NULL value is NULL. Result types are
+//! DataFusion's (SUM of Int64 is Int64, of Decimal128(p, s) is Decimal128(min(38, p + 10), s), AVG of
+//! Decimal128(p, s) is Decimal128(min(38, p + 4), min(38, s + 4)) with the sum scaled and divided
+//! truncating). Where DataFusion wraps (integer and decimal SUM overflow) we raise
+//! [`GrouperError::Overflow`] instead: a wrong answer is never returned silently.
+
+mod accumulator;
+pub mod avg;
+mod count;
+mod min_max;
+pub mod sum;
+
+use std::fmt;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::DataType;
+
+pub use accumulator::{new_accumulator, GroupAccumulator, Groups};
+pub use avg::{Avg, AvgDecimal};
+pub use count::{Count, CountStar};
+pub use min_max::{MinMaxBool, MinMaxBytes, MinMaxPrimitive};
+pub use sum::{SumDecimal, SumF64, SumI64, SumU64};
+
+use crate::error::{GrouperError, Result};
+
+/// The aggregate functions grouper handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AggKind {
+    /// `COUNT(*)`: rows per group.
+    CountStar,
+    /// `COUNT(x)`: non-NULL values per group.
+    Count,
+    /// `SUM(x)`.
+    Sum,
+    /// `MIN(x)`.
+    Min,
+    /// `MAX(x)`.
+    Max,
+    /// `AVG(x)` = SUM / COUNT.
+    Avg,
+}
+
+impl AggKind {
+    /// The SQL name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AggKind::CountStar => "count(*)",
+            AggKind::Count => "count",
+            AggKind::Sum => "sum",
+            AggKind::Min => "min",
+            AggKind::Max => "max",
+            AggKind::Avg => "avg",
+        }
+    }
+}
+
+impl fmt::Display for AggKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One aggregate of a query: the function and the type of its argument (none for `COUNT(*)`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AggregateSpec {
+    /// Which function.
+    pub kind: AggKind,
+    /// The argument's type; `None` only for [`AggKind::CountStar`].
+    pub input_type: Option<DataType>,
+}
+
+impl AggregateSpec {
+    /// `COUNT(*)`.
+    pub fn count_star() -> Self {
+        Self {
+            kind: AggKind::CountStar,
+            input_type: None,
+        }
+    }
+
+    /// An aggregate over an argument of type `input_type`.
+    pub fn new(kind: AggKind, input_type: DataType) -> Self {
+        Self {
+            kind,
+            input_type: Some(input_type),
+        }
+    }
+
+    /// The result type, or an error when grouper does not handle this aggregate over this type.
+    pub fn output_type(&self) -> Result<DataType> {
+        let unsupported = |t: &DataType| GrouperError::UnsupportedType {
+            what: self.kind.name(),
+            data_type: t.clone(),
+        };
+        let input = match (&self.kind, &self.input_type) {
+            (AggKind::CountStar, _) => return Ok(DataType::Int64),
+            (_, None) => {
+                return Err(GrouperError::InvalidInput(format!(
+                    "{} needs an argument",
+                    self.kind
+                )))
+            }
+            (_, Some(t)) => t,
+        };
+        match self.kind {
+            AggKind::CountStar | AggKind::Count => Ok(DataType::Int64),
+            AggKind::Sum => match input {
+                DataType::Int64 | DataType::UInt64 | DataType::Float64 => Ok(input.clone()),
+                DataType::Decimal128(p, s) => Ok(DataType::Decimal128((*p + 10).min(38), *s)),
+                t => Err(unsupported(t)),
+            },
+            AggKind::Avg => match input {
+                DataType::Float64 => Ok(DataType::Float64),
+                DataType::Decimal128(p, s) => {
+                    Ok(DataType::Decimal128((*p + 4).min(38), (*s + 4).min(38)))
+                }
+                t => Err(unsupported(t)),
+            },
+            AggKind::Min | AggKind::Max => {
+                if min_max::supports(input) {
+                    Ok(input.clone())
+                } else {
+                    Err(unsupported(input))
+                }
+            }
+        }
+    }
+}
+
+/// The scalar algebra of one aggregate over one input type.
+///
+/// `update_batch` is the vectorised form of `update`: it folds row `i` of `input` into
+/// `states[gids[i]]`, skipping NULLs, by calling the aggregate's scalar `update` (each
+/// implementation keeps that scalar function next to it, so the algebra is written once).
+pub trait Aggregate: Send + Sync + 'static {
+    /// The per-group state.
+    type State: Clone + Send + Sync + 'static;
+    /// The empty state.
+    fn init(&self) -> Self::State;
+    /// Folds rows of `input` into the states their group ids name. `input` is `None` for
+    /// `COUNT(*)`, whose rows are counted from `gids` alone.
+    fn update_batch(
+        &self,
+        states: &mut [Self::State],
+        gids: &[u32],
+        input: Option<&ArrayRef>,
+    ) -> Result<()>;
+    /// Combines a partial state into another.
+    fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()>;
+    /// The SQL results of a list of states, in order.
+    fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef>;
+}
+
+/// Downcasts `input` to the concrete array type an aggregate reads, or explains the mismatch.
+pub(crate) fn downcast_input<'a, T: 'static>(
+    input: Option<&'a ArrayRef>,
+    name: &'static str,
+) -> Result<&'a T> {
+    let array = input.ok_or_else(|| GrouperError::InvalidInput(format!("{name} needs input")))?;
+    array.as_any().downcast_ref::<T>().ok_or_else(|| {
+        GrouperError::InvalidInput(format!("{name} got an input of type {}", array.data_type()))
+    })
+}
+
+/// Calls `f(gid, row)` for every row of `gids` whose input value is valid.
+#[inline]
+pub(crate) fn for_each_valid(
+    nulls: Option<&arrow::buffer::NullBuffer>,
+    gids: &[u32],
+    mut f: impl FnMut(usize, usize) -> Result<()>,
+) -> Result<()> {
+    match nulls {
+        Some(n) if n.null_count() > 0 => {
+            for (row, &g) in gids.iter().enumerate() {
+                if n.is_valid(row) {
+                    f(g as usize, row)?;
+                }
+            }
+        }
+        _ => {
+            for (row, &g) in gids.iter().enumerate() {
+                f(g as usize, row)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_types_follow_datafusion() {
+        let sum = |t| AggregateSpec::new(AggKind::Sum, t).output_type().unwrap();
+        assert_eq!(sum(DataType::Int64), DataType::Int64);
+        assert_eq!(sum(DataType::UInt64), DataType::UInt64);
+        assert_eq!(
+            sum(DataType::Decimal128(15, 2)),
+            DataType::Decimal128(25, 2)
+        );
+        assert_eq!(
+            sum(DataType::Decimal128(35, 2)),
+            DataType::Decimal128(38, 2)
+        );
+        let avg = |t| AggregateSpec::new(AggKind::Avg, t).output_type().unwrap();
+        assert_eq!(
+            avg(DataType::Decimal128(15, 2)),
+            DataType::Decimal128(19, 6)
+        );
+        assert_eq!(avg(DataType::Float64), DataType::Float64);
+        assert!(AggregateSpec::new(AggKind::Sum, DataType::Utf8)
+            .output_type()
+            .is_err());
+        assert!(AggregateSpec::new(AggKind::Sum, DataType::Int32)
+            .output_type()
+            .is_err());
+        assert_eq!(
+            AggregateSpec::new(AggKind::Min, DataType::Utf8View)
+                .output_type()
+                .unwrap(),
+            DataType::Utf8View
+        );
+        assert_eq!(
+            AggregateSpec::count_star().output_type().unwrap(),
+            DataType::Int64
+        );
+    }
+}

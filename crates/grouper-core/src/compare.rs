@@ -1,0 +1,108 @@
+//! Comparing two aggregation results regardless of group order: the check every strategy test
+//! and every differential test uses. Rows are sorted by the key columns; integer, decimal, date,
+//! string and boolean columns must be identical; floating-point columns must agree within a
+//! relative tolerance, since parallel strategies add in a different order than the oracle.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::compute::{lexsort_to_indices, take, SortColumn};
+use arrow::datatypes::{DataType, Float32Type, Float64Type};
+
+/// Relative tolerance for floating-point aggregates (sums of up to millions of terms).
+pub const FLOAT_REL_TOL: f64 = 1e-9;
+
+/// `Ok` when `actual` holds the same groups as `expected`; otherwise a description of the first
+/// difference. The first `keys` columns are group keys.
+pub fn same_groups(expected: &[ArrayRef], actual: &[ArrayRef], keys: usize) -> Result<(), String> {
+    if expected.len() != actual.len() {
+        return Err(format!(
+            "{} columns expected, {} found",
+            expected.len(),
+            actual.len()
+        ));
+    }
+    let e = sorted(expected, keys)?;
+    let a = sorted(actual, keys)?;
+    for (c, (x, y)) in e.iter().zip(&a).enumerate() {
+        if x.len() != y.len() {
+            return Err(format!(
+                "column {c}: {} rows expected, {} found",
+                x.len(),
+                y.len()
+            ));
+        }
+        if x.data_type() != y.data_type() {
+            return Err(format!(
+                "column {c}: type {} expected, {} found",
+                x.data_type(),
+                y.data_type()
+            ));
+        }
+        let mismatch = match x.data_type() {
+            DataType::Float64 => float_mismatch(
+                x.as_primitive::<Float64Type>().iter(),
+                y.as_primitive::<Float64Type>().iter(),
+            ),
+            DataType::Float32 => float_mismatch(
+                x.as_primitive::<Float32Type>()
+                    .iter()
+                    .map(|v| v.map(f64::from)),
+                y.as_primitive::<Float32Type>()
+                    .iter()
+                    .map(|v| v.map(f64::from)),
+            ),
+            _ => (x.to_data() != y.to_data()).then(|| first_diff(x, y)),
+        };
+        if let Some(m) = mismatch {
+            return Err(format!("column {c}: {m}"));
+        }
+    }
+    Ok(())
+}
+
+fn sorted(cols: &[ArrayRef], keys: usize) -> Result<Vec<ArrayRef>, String> {
+    if keys == 0 || cols.is_empty() {
+        return Ok(cols.to_vec());
+    }
+    let sort: Vec<SortColumn> = cols[..keys]
+        .iter()
+        .map(|c| SortColumn {
+            values: c.clone(),
+            options: None,
+        })
+        .collect();
+    let idx = lexsort_to_indices(&sort, None).map_err(|e| e.to_string())?;
+    cols.iter()
+        .map(|c| take(c, &idx, None).map_err(|e| e.to_string()))
+        .collect()
+}
+
+fn float_mismatch(
+    x: impl Iterator<Item = Option<f64>>,
+    y: impl Iterator<Item = Option<f64>>,
+) -> Option<String> {
+    for (r, (a, b)) in x.zip(y).enumerate() {
+        let ok = match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                (a.is_nan() && b.is_nan())
+                    || a == b
+                    || (a - b).abs() <= FLOAT_REL_TOL * a.abs().max(b.abs())
+            }
+            _ => false,
+        };
+        if !ok {
+            return Some(format!("row {r}: {a:?} expected, {b:?} found"));
+        }
+    }
+    None
+}
+
+fn first_diff(x: &ArrayRef, y: &ArrayRef) -> String {
+    for r in 0..x.len() {
+        let (a, b) = (x.slice(r, 1), y.slice(r, 1));
+        if a.to_data() != b.to_data() {
+            return format!("row {r}: {a:?} expected, {b:?} found");
+        }
+    }
+    "arrays differ".into()
+}

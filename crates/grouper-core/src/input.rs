@@ -1,0 +1,135 @@
+//! What the engine is asked: the query's shape ([`QuerySpec`]) and its input ([`InputBatch`]).
+
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::DataType;
+
+use crate::agg::AggregateSpec;
+use crate::error::{GrouperError, Result};
+use crate::keys;
+
+/// The shape of a `GROUP BY` query: key column types and aggregates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuerySpec {
+    /// Types of the group keys, in output order (empty for a global aggregate).
+    pub key_types: Vec<DataType>,
+    /// The aggregates, in output order.
+    pub aggregates: Vec<AggregateSpec>,
+}
+
+impl QuerySpec {
+    /// Checks that every key and aggregate is supported; returns the output column types
+    /// (keys, then aggregates).
+    pub fn output_types(&self) -> Result<Vec<DataType>> {
+        let mut out = Vec::with_capacity(self.key_types.len() + self.aggregates.len());
+        for t in &self.key_types {
+            if !keys::supports(t) {
+                return Err(GrouperError::UnsupportedType {
+                    what: "group key",
+                    data_type: t.clone(),
+                });
+            }
+            out.push(t.clone());
+        }
+        for a in &self.aggregates {
+            out.push(a.output_type()?);
+        }
+        Ok(out)
+    }
+}
+
+/// One batch of input: the evaluated key columns and aggregate arguments, all of equal length.
+#[derive(Debug, Clone)]
+pub struct InputBatch {
+    /// One array per group key.
+    pub keys: Vec<ArrayRef>,
+    /// One array per aggregate argument; `None` for `COUNT(*)`.
+    pub args: Vec<Option<ArrayRef>>,
+    rows: usize,
+}
+
+impl InputBatch {
+    /// A batch of `rows` rows; fails when a column's length or type does not match `spec`.
+    pub fn try_new(
+        spec: &QuerySpec,
+        keys: Vec<ArrayRef>,
+        args: Vec<Option<ArrayRef>>,
+        rows: usize,
+    ) -> Result<Self> {
+        if keys.len() != spec.key_types.len() || args.len() != spec.aggregates.len() {
+            return Err(GrouperError::InvalidInput(format!(
+                "expected {} keys and {} arguments, got {} and {}",
+                spec.key_types.len(),
+                spec.aggregates.len(),
+                keys.len(),
+                args.len()
+            )));
+        }
+        for (k, t) in keys.iter().zip(&spec.key_types) {
+            check_column(k, t, rows, "key")?;
+        }
+        for (a, s) in args.iter().zip(&spec.aggregates) {
+            match (a, &s.input_type) {
+                (Some(a), Some(t)) => check_column(a, t, rows, "argument")?,
+                (None, None) => {}
+                _ => {
+                    return Err(GrouperError::InvalidInput(format!(
+                        "argument presence does not match {}",
+                        s.kind
+                    )))
+                }
+            }
+        }
+        Ok(Self { keys, args, rows })
+    }
+
+    /// Number of rows.
+    pub fn num_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Rows `offset..offset + len`, zero-copy.
+    pub fn slice(&self, offset: usize, len: usize) -> Self {
+        Self {
+            keys: self.keys.iter().map(|a| a.slice(offset, len)).collect(),
+            args: self
+                .args
+                .iter()
+                .map(|a| a.as_ref().map(|a| a.slice(offset, len)))
+                .collect(),
+            rows: len,
+        }
+    }
+}
+
+fn check_column(a: &ArrayRef, t: &DataType, rows: usize, what: &str) -> Result<()> {
+    if a.len() != rows || a.data_type() != t {
+        return Err(GrouperError::InvalidInput(format!(
+            "{what} column of type {} and length {} where {t} of length {rows} was expected",
+            a.data_type(),
+            a.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Rows per morsel: large enough to amortise dispatch, small enough to balance threads and
+/// keep a morsel's key words in L2 (Leis et al.'s morsel-driven parallelism).
+pub const MORSEL_ROWS: usize = 1 << 16;
+
+/// Splits batches into morsels of at most [`MORSEL_ROWS`] rows (zero-copy), dropping empty ones.
+pub fn morsels(batches: &[InputBatch]) -> Vec<InputBatch> {
+    let mut out = Vec::new();
+    for b in batches {
+        let mut off = 0;
+        while off < b.num_rows() {
+            let len = MORSEL_ROWS.min(b.num_rows() - off);
+            out.push(if off == 0 && len == b.num_rows() {
+                b.clone()
+            } else {
+                b.slice(off, len)
+            });
+            off += len;
+        }
+    }
+    out
+}

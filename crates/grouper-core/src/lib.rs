@@ -1,0 +1,32 @@
+//! # grouper-core
+//!
+//! The aggregation engine of grouper, free of any query-engine dependency: it takes Arrow arrays
+//! of group keys and aggregate arguments and returns one Arrow array per key and per aggregate.
+//!
+//! ```text
+//!  input batches ──▶ keys: normalize to u64 words ──▶ planner: estimate, choose strategy
+//!                    (mixed-radix packing, string          │
+//!                     dictionaries, row interning)        ▼
+//!                          cpu::{perfect, thread_local, shared, sort}  (later: gpu)
+//!                                          │ group ids → agg algebra (init/update/merge/finalize)
+//!                                          ▼
+//!                    keys decoded back to Arrow + finalized aggregates
+//! ```
+//!
+//! [`reference`] is a deliberately simple single-threaded executor used as the test oracle.
+
+pub mod agg;
+pub mod compare;
+pub mod cpu;
+pub mod error;
+pub mod executor;
+pub mod hash;
+pub mod input;
+pub mod keys;
+pub mod planner;
+pub mod reference;
+pub mod table;
+
+pub use error::{GrouperError, Result};
+pub use executor::{aggregate, AggregateOutput, Options};
+pub use input::{InputBatch, QuerySpec};

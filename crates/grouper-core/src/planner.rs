@@ -1,0 +1,216 @@
+//! The planner: estimate the number of groups, then choose a strategy and its parameters
+//! (DESIGN §5; Karnagel §4's rules for the CPU side).
+//!
+//! The estimate uses what key normalization already knows, the key *domain* (an upper bound from
+//! min/max statistics and dictionary sizes), and a sample of key words with the GEE estimator
+//! (Charikar et al.), which is unbiased for both few and many groups within a factor of
+//! `sqrt(N/n)` (with linear extrapolation when nearly every sampled key is unique). The rules are few and measured (see `grouper bench cpu-sweep`):
+//!
+//! * domain ≤ [`PERFECT_MAX_DOMAIN`]: `perfect` — no hashing at all, arrays fit L2.
+//! * otherwise `thread_local` — per-thread tables stay cache-resident while groups are few, and
+//!   the partitioned merge keeps many groups parallel.
+
+use std::fmt;
+
+use hashbrown::HashMap;
+
+use crate::cpu::{Params, Strategy};
+use crate::error::Result;
+use crate::hash::{murmur3, HashFn};
+use crate::table::check_fill_factor;
+
+/// Largest key domain for which `auto` picks direct indexing: per-thread arrays of this many
+/// states (a few MiB) stay in L2/L3 and merge in well under a millisecond.
+pub const PERFECT_MAX_DOMAIN: u64 = 1 << 18;
+
+/// Rows sampled for the group-count estimate.
+pub const SAMPLE_ROWS: usize = 1 << 16;
+
+/// What the planner knows about the input before aggregating.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Input rows.
+    pub rows: usize,
+    /// Upper bound on groups from the key encoding.
+    pub domain: u64,
+    /// Estimated number of groups.
+    pub groups: u64,
+    /// Rows in the sample the estimate came from.
+    pub sampled: usize,
+}
+
+impl fmt::Display for Estimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rows={} key_domain={} est_groups={} (sample {} rows)",
+            self.rows, self.domain, self.groups, self.sampled
+        )
+    }
+}
+
+/// Estimates the group count from a sample of key words at pseudo-random positions (a strided
+/// sample would alias with periodic keys).
+pub fn estimate(words: &[Vec<u64>], domain: u64) -> Estimate {
+    let rows: usize = words.iter().map(Vec::len).sum();
+    let mut starts = Vec::with_capacity(words.len());
+    let mut base = 0usize;
+    for ws in words {
+        starts.push(base);
+        base += ws.len();
+    }
+    let sampled = rows.min(SAMPLE_ROWS);
+    let mut freq: HashMap<u64, u32> = HashMap::new();
+    for k in 0..sampled {
+        let pos = if sampled == rows {
+            k
+        } else {
+            (murmur3(k as u64 ^ 0x5eed) % rows as u64) as usize
+        };
+        let m = starts.partition_point(|&s| s <= pos) - 1;
+        *freq.entry(words[m][pos - starts[m]]).or_default() += 1;
+    }
+    let distinct = freq.len() as f64;
+    let singletons = freq.values().filter(|&&c| c == 1).count() as f64;
+    let scale = if sampled == 0 {
+        0.0
+    } else {
+        (rows as f64 / sampled as f64).sqrt()
+    };
+    // GEE underestimates when almost every sampled key is unique; there the linear
+    // extrapolation (an overestimate by at most ~2x) is the safer table size.
+    let guess = if sampled > 0 && singletons > 0.9 * sampled as f64 {
+        distinct * rows as f64 / sampled as f64
+    } else {
+        scale * singletons + (distinct - singletons)
+    };
+    let groups = (guess.round() as u64)
+        .max(freq.len() as u64)
+        .min(domain)
+        .min(rows as u64);
+    Estimate {
+        rows,
+        domain,
+        groups,
+        sampled,
+    }
+}
+
+/// The planner's choice and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The strategy that runs.
+    pub strategy: Strategy,
+    /// Its parameters.
+    pub params: Params,
+    /// What the choice was based on.
+    pub estimate: Estimate,
+    /// One sentence on why.
+    pub reason: String,
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "strategy={} hash={} fill={} {}; {}",
+            self.strategy, self.params.hash, self.params.fill_factor, self.estimate, self.reason
+        )
+    }
+}
+
+/// What the user fixed; everything left `None` the planner decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Overrides {
+    /// Force a strategy.
+    pub strategy: Option<Strategy>,
+    /// Force a hash function.
+    pub hash: Option<HashFn>,
+    /// Force a fill factor.
+    pub fill_factor: Option<f64>,
+    /// Force the initial table size in groups (tests use tiny values to exercise growth).
+    pub initial_groups: Option<usize>,
+}
+
+/// Default load of hash tables: linear probing stays short below one half.
+pub const DEFAULT_FILL: f64 = 0.5;
+
+/// Chooses strategy and parameters.
+pub fn choose(estimate: Estimate, overrides: &Overrides) -> Result<Decision> {
+    let fill_factor = overrides.fill_factor.unwrap_or(DEFAULT_FILL);
+    check_fill_factor(fill_factor)?;
+    let (strategy, reason) = match overrides.strategy {
+        Some(s) => (s, format!("{s} was requested")),
+        None if estimate.domain <= PERFECT_MAX_DOMAIN => (
+            Strategy::Perfect,
+            format!(
+                "the key domain ({}) fits a direct-index table (≤ {PERFECT_MAX_DOMAIN})",
+                estimate.domain
+            ),
+        ),
+        None => (
+            Strategy::ThreadLocal,
+            format!(
+                "the key domain ({}) is too wide for direct indexing; per-thread tables with a partitioned merge",
+                estimate.domain
+            ),
+        ),
+    };
+    // Size tables for the estimate with headroom; growth handles underestimates.
+    let initial_groups = overrides
+        .initial_groups
+        .unwrap_or((estimate.groups as usize).saturating_mul(5) / 4 + 16);
+    Ok(Decision {
+        strategy,
+        params: Params {
+            hash: overrides.hash.unwrap_or_default(),
+            fill_factor,
+            initial_groups,
+        },
+        estimate,
+        reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_few_and_many_groups() {
+        let few: Vec<Vec<u64>> = vec![(0..1_000_000u64).map(|i| i % 100).collect()];
+        let e = estimate(&few, 1 << 40);
+        assert_eq!(e.groups, 100);
+        let many: Vec<Vec<u64>> = vec![(0..1_000_000u64).collect()];
+        let e = estimate(&many, 1 << 40);
+        assert!(e.groups > 500_000, "{e}");
+        assert_eq!(estimate(&[], 1).groups, 0);
+    }
+
+    #[test]
+    fn small_domains_go_perfect() {
+        let e = Estimate {
+            rows: 10,
+            domain: 6,
+            groups: 6,
+            sampled: 10,
+        };
+        assert_eq!(
+            choose(e, &Overrides::default()).unwrap().strategy,
+            Strategy::Perfect
+        );
+        let e = Estimate {
+            domain: 1 << 40,
+            ..e
+        };
+        assert_eq!(
+            choose(e, &Overrides::default()).unwrap().strategy,
+            Strategy::ThreadLocal
+        );
+        let bad = Overrides {
+            fill_factor: Some(1.5),
+            ..Default::default()
+        };
+        assert!(choose(e, &bad).is_err());
+    }
+}
