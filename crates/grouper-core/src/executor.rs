@@ -1,13 +1,31 @@
-//! The engine's entry point: normalize keys, plan, run the chosen strategy, decode and finalize.
+//! The engine's entry points.
+//!
+//! [`Aggregation`] is one query; each worker (a DataFusion partition, or a rayon thread in
+//! [`aggregate`]) gets a [`Worker`] and pushes batches into it as they arrive:
+//!
+//! ```text
+//!  first batch ─▶ plan: key codec from its keys, estimate, choose strategy (shared by all)
+//!  each batch  ─▶ encode keys with the current codec ──miss──▶ widen codec (new version),
+//!                 │                                            rekey own groups, encode again
+//!                 ▼
+//!            perfect / thread_local: fold into the worker's Partial at once (streaming)
+//!            shared / sort:          keep the batch (they need all input)
+//!  finish      ─▶ rekey stragglers, merge partials (or run shared/sort), decode, finalize
+//! ```
 
-use arrow::array::ArrayRef;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use arrow::array::{new_empty_array, ArrayRef};
 use arrow::compute::concat;
 
-use crate::cpu::{self, finalize_chunk_aggs, new_accumulators};
-use crate::error::Result;
+use crate::cpu::local::{self, Partial};
+use crate::cpu::morsel::run_workers;
+use crate::cpu::{self, dense, finalize_chunk_aggs, new_accumulators, Chunk, Strategy};
+use crate::error::{GrouperError, Result};
 use crate::input::{morsels, InputBatch, QuerySpec};
-use crate::keys;
-use crate::planner::{self, Decision, Overrides};
+use crate::keys::KeyCodec;
+use crate::planner::{self, Decision, Overrides, PERFECT_MAX_DOMAIN};
+use crate::table::check_fill_factor;
 
 /// How to run a query; the default lets the planner decide everything.
 pub type Options = Overrides;
@@ -19,70 +37,317 @@ pub struct AggregateOutput {
     pub columns: Vec<ArrayRef>,
     /// Number of result groups.
     pub num_rows: usize,
-    /// The planner's decision.
-    pub decision: Decision,
+    /// The planner's decision (`None` when no input row arrived).
+    pub decision: Option<Decision>,
 }
 
-/// Aggregates `batches` as `spec` says, in parallel on the current rayon pool.
+/// The codec in force and the plan made from the first batch.
+#[derive(Clone)]
+struct Plan {
+    codec: Arc<KeyCodec>,
+    version: u64,
+    decision: Decision,
+}
+
+/// One running query.
+pub struct Aggregation {
+    spec: QuerySpec,
+    overrides: Overrides,
+    plan: RwLock<Option<Plan>>,
+}
+
+/// A worker's view of the query: its groups (or kept batches) and the codec version they use.
+pub struct Worker {
+    agg: Arc<Aggregation>,
+    seen: Option<(Arc<KeyCodec>, u64)>,
+    partial: Option<Partial>,
+    kept: Vec<InputBatch>,
+    gids: Vec<u32>,
+    rows: u64,
+}
+
+impl Aggregation {
+    /// A query; fails when a key or aggregate is unsupported or an option is invalid.
+    pub fn new(spec: QuerySpec, overrides: Overrides) -> Result<Arc<Self>> {
+        spec.output_types()?;
+        if let Some(f) = overrides.fill_factor {
+            check_fill_factor(f)?;
+        }
+        Ok(Arc::new(Self {
+            spec,
+            overrides,
+            plan: RwLock::new(None),
+        }))
+    }
+
+    /// A new worker.
+    pub fn worker(self: &Arc<Self>) -> Worker {
+        Worker {
+            agg: Arc::clone(self),
+            seen: None,
+            partial: None,
+            kept: Vec::new(),
+            gids: Vec::new(),
+            rows: 0,
+        }
+    }
+
+    fn current(&self) -> Option<Plan> {
+        self.plan
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The plan, made from `batch` if no worker made one yet.
+    fn plan_from(&self, batch: &InputBatch) -> Result<Plan> {
+        if let Some(p) = self.current() {
+            return Ok(p);
+        }
+        let mut guard = self.plan.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = guard.as_ref() {
+            return Ok(p.clone());
+        }
+        let codec = KeyCodec::plan(&self.spec.key_types, &[&batch.keys])?;
+        let words = codec
+            .encode(&batch.keys, batch.num_rows())?
+            .unwrap_or_default();
+        let estimate = planner::estimate(&[words], codec.domain());
+        let decision = planner::choose(estimate, &self.overrides)?;
+        if decision.strategy == Strategy::Perfect {
+            dense::check_domain(codec.domain())?;
+        }
+        let plan = Plan {
+            codec: Arc::new(codec),
+            version: 0,
+            decision,
+        };
+        *guard = Some(plan.clone());
+        Ok(plan)
+    }
+
+    /// Replaces the codec of version `seen` by one that also covers `keys`.
+    fn widen(&self, seen: u64, keys: &[ArrayRef]) -> Result<()> {
+        let mut guard = self.plan.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(plan) = guard.as_mut() else {
+            return Err(GrouperError::InvalidInput("widen before plan".into()));
+        };
+        if plan.version == seen {
+            plan.codec = Arc::new(plan.codec.widen(keys)?);
+            plan.version += 1;
+        }
+        Ok(())
+    }
+
+    /// The largest domain a worker keeps dense: the planner's bound for `auto`, the hard bound
+    /// when `perfect` was requested.
+    fn dense_limit(&self) -> u64 {
+        match self.overrides.strategy {
+            Some(Strategy::Perfect) => dense::MAX_DOMAIN,
+            _ => PERFECT_MAX_DOMAIN,
+        }
+    }
+
+    /// Merges the workers' groups and produces the result.
+    pub fn finish(&self, workers: Vec<Worker>) -> Result<AggregateOutput> {
+        let Some(plan) = self.current() else {
+            return self.empty(None);
+        };
+        let rows: u64 = workers.iter().map(|w| w.rows).sum();
+        let mut decision = plan.decision.clone();
+        decision.estimate.rows = rows as usize;
+        let params = decision.params;
+        let (chunks, codec) = if decision.strategy.is_streaming() {
+            // Syncing one worker may widen the codec again; repeat until all agree.
+            let mut workers = workers;
+            let plan = loop {
+                let mut latest = None;
+                for w in &mut workers {
+                    latest = Some(w.sync()?);
+                }
+                let Some(latest) = latest else { break plan };
+                if workers
+                    .iter()
+                    .all(|w| w.seen.as_ref().is_some_and(|s| s.1 == latest.version))
+                {
+                    break latest;
+                }
+            };
+            let parts: Vec<Partial> = workers.into_iter().filter_map(|w| w.partial).collect();
+            if decision.strategy == Strategy::Perfect && !parts.iter().all(Partial::is_dense) {
+                decision.reason += &format!(
+                    "; the key range grew past the direct-index bound (domain {}), so workers switched to hash tables",
+                    plan.codec.domain()
+                );
+            }
+            (local::merge(&self.spec, parts, &params)?, plan.codec)
+        } else {
+            let kept: Vec<InputBatch> = workers.into_iter().flat_map(|w| w.kept).collect();
+            let morsels = morsels(&kept);
+            let keys: Vec<&[ArrayRef]> = morsels.iter().map(|m| m.keys.as_slice()).collect();
+            let codec = KeyCodec::plan(&self.spec.key_types, &keys)?;
+            let words = morsels
+                .iter()
+                .map(|m| {
+                    codec.encode(&m.keys, m.num_rows())?.ok_or_else(|| {
+                        GrouperError::InvalidInput(
+                            "a codec planned over all input misses a key".into(),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let chunks =
+                cpu::run_buffered(decision.strategy, &self.spec, &morsels, &words, &params)?;
+            (chunks, Arc::new(codec))
+        };
+        self.assemble(chunks, &codec, decision)
+    }
+
+    /// Decodes and finalizes chunks into the result columns.
+    fn assemble(
+        &self,
+        chunks: Vec<Chunk>,
+        codec: &KeyCodec,
+        decision: Decision,
+    ) -> Result<AggregateOutput> {
+        let mut parts: Vec<Vec<ArrayRef>> = Vec::with_capacity(chunks.len());
+        let mut num_rows = 0;
+        for chunk in chunks {
+            if chunk.words.is_empty() {
+                continue;
+            }
+            num_rows += chunk.words.len();
+            let mut cols = codec.decode(&chunk.words)?;
+            cols.extend(finalize_chunk_aggs(chunk.accs, chunk.select.as_deref())?);
+            parts.push(cols);
+        }
+        if parts.is_empty() {
+            return self.empty(Some(decision));
+        }
+        let columns = if parts.len() == 1 {
+            parts.pop().unwrap_or_default()
+        } else {
+            (0..parts[0].len())
+                .map(|c| {
+                    let arrays: Vec<&dyn arrow::array::Array> =
+                        parts.iter().map(|p| p[c].as_ref()).collect();
+                    concat(&arrays)
+                })
+                .collect::<std::result::Result<_, _>>()?
+        };
+        Ok(AggregateOutput {
+            columns,
+            num_rows,
+            decision: Some(decision),
+        })
+    }
+
+    /// No groups: zero rows, except that an aggregate without GROUP BY yields one row of empty
+    /// aggregates (`COUNT` 0, the others NULL), as SQL requires.
+    fn empty(&self, decision: Option<Decision>) -> Result<AggregateOutput> {
+        let groups = usize::from(self.spec.key_types.is_empty());
+        let mut columns: Vec<ArrayRef> = self.spec.key_types.iter().map(new_empty_array).collect();
+        let mut accs = new_accumulators(&self.spec)?;
+        accs.iter_mut().for_each(|a| a.resize(groups));
+        columns.extend(finalize_chunk_aggs(accs, None)?);
+        Ok(AggregateOutput {
+            columns,
+            num_rows: groups,
+            decision,
+        })
+    }
+}
+
+impl Worker {
+    /// Folds a batch in (or keeps it, for the strategies that need all input).
+    pub fn push(&mut self, batch: &InputBatch) -> Result<()> {
+        for morsel in morsels(std::slice::from_ref(batch)) {
+            self.push_morsel(&morsel)?;
+        }
+        Ok(())
+    }
+
+    fn push_morsel(&mut self, morsel: &InputBatch) -> Result<()> {
+        self.rows += morsel.num_rows() as u64;
+        let agg = Arc::clone(&self.agg);
+        if !agg.plan_from(morsel)?.decision.strategy.is_streaming() {
+            self.kept.push(morsel.clone());
+            return Ok(());
+        }
+        loop {
+            let plan = self.sync()?;
+            match plan.codec.encode(&morsel.keys, morsel.num_rows())? {
+                Some(words) => {
+                    let partial = self.partial.as_mut().ok_or_else(|| {
+                        GrouperError::InvalidInput("worker without groups".into())
+                    })?;
+                    return partial.update(&words, morsel, &mut self.gids);
+                }
+                None => agg.widen(plan.version, &morsel.keys)?,
+            }
+        }
+    }
+
+    /// Brings the worker's groups to the current codec (creating them on first use), widening
+    /// the codec further if the groups' own keys do not fit it; returns the plan synced to.
+    fn sync(&mut self) -> Result<Plan> {
+        let agg = Arc::clone(&self.agg);
+        loop {
+            let plan = agg
+                .current()
+                .ok_or_else(|| GrouperError::InvalidInput("sync before plan".into()))?;
+            if self.seen.as_ref().is_some_and(|(_, v)| *v == plan.version) {
+                return Ok(plan);
+            }
+            let params = &plan.decision.params;
+            match (self.partial.take(), self.seen.take()) {
+                (Some(p), Some((old, v))) => {
+                    let old_words = p.words();
+                    let keys = old.decode(&old_words)?;
+                    match plan.codec.encode(&keys, old_words.len())? {
+                        Some(words) => {
+                            let domain = plan.codec.domain();
+                            self.partial = Some(p.rekeyed(
+                                &agg.spec,
+                                &words,
+                                domain,
+                                agg.dense_limit(),
+                                params,
+                            )?);
+                        }
+                        None => {
+                            self.partial = Some(p);
+                            self.seen = Some((old, v));
+                            agg.widen(plan.version, &keys)?;
+                            continue;
+                        }
+                    }
+                }
+                _ if plan.decision.strategy == Strategy::Perfect
+                    && plan.codec.domain() <= agg.dense_limit() =>
+                {
+                    self.partial = Some(Partial::dense(&agg.spec, plan.codec.domain())?);
+                }
+                _ => self.partial = Some(Partial::hashed(&agg.spec, params)?),
+            }
+            self.seen = Some((Arc::clone(&plan.codec), plan.version));
+            return Ok(plan);
+        }
+    }
+}
+
+/// Aggregates `batches` as `spec` says, morsel-driven on all threads of the current rayon pool.
 pub fn aggregate(
     spec: &QuerySpec,
     batches: &[InputBatch],
     options: &Options,
 ) -> Result<AggregateOutput> {
-    spec.output_types()?;
+    let agg = Aggregation::new(spec.clone(), *options)?;
     let morsels = morsels(batches);
-    let encoded = keys::encode(&morsels, &spec.key_types)?;
-    let estimate = planner::estimate(&encoded.words, encoded.codec.domain());
-    let decision = planner::choose(estimate, options)?;
-    let chunks = cpu::run(
-        decision.strategy,
-        spec,
-        &morsels,
-        &encoded.words,
-        encoded.codec.domain(),
-        &decision.params,
+    let workers = run_workers(
+        morsels.len(),
+        || Ok(agg.worker()),
+        |w, m| w.push(&morsels[m]),
     )?;
-    let mut parts: Vec<Vec<ArrayRef>> = Vec::with_capacity(chunks.len());
-    let mut num_rows = 0;
-    for chunk in chunks {
-        if chunk.words.is_empty() {
-            continue;
-        }
-        num_rows += chunk.words.len();
-        let mut cols = encoded.codec.decode(&chunk.words)?;
-        cols.extend(finalize_chunk_aggs(chunk.accs, chunk.select.as_deref())?);
-        parts.push(cols);
-    }
-    let columns = if parts.is_empty() {
-        empty_result(spec, &encoded.codec)?
-    } else if parts.len() == 1 {
-        parts.pop().unwrap_or_default()
-    } else {
-        (0..parts[0].len())
-            .map(|c| {
-                let arrays: Vec<&dyn arrow::array::Array> =
-                    parts.iter().map(|p| p[c].as_ref()).collect();
-                concat(&arrays)
-            })
-            .collect::<std::result::Result<_, _>>()?
-    };
-    if spec.key_types.is_empty() && num_rows == 0 {
-        num_rows = 1;
-    }
-    Ok(AggregateOutput {
-        columns,
-        num_rows,
-        decision,
-    })
-}
-
-/// No groups: zero rows, except that an aggregate without GROUP BY yields one row of empty
-/// aggregates (`COUNT` 0, the others NULL), as SQL requires.
-fn empty_result(spec: &QuerySpec, codec: &keys::KeyCodec) -> Result<Vec<ArrayRef>> {
-    let groups = if spec.key_types.is_empty() { 1 } else { 0 };
-    let mut cols = codec.decode(&[])?;
-    let mut accs = new_accumulators(spec)?;
-    accs.iter_mut().for_each(|a| a.resize(groups));
-    cols.extend(finalize_chunk_aggs(accs, None)?);
-    Ok(cols)
+    agg.finish(workers)
 }

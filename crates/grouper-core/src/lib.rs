@@ -28,5 +28,5 @@ pub mod reference;
 pub mod table;
 
 pub use error::{GrouperError, Result};
-pub use executor::{aggregate, AggregateOutput, Options};
+pub use executor::{aggregate, AggregateOutput, Aggregation, Options, Worker};
 pub use input::{InputBatch, QuerySpec};

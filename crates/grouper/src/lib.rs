@@ -1,1 +1,21 @@
-pub fn f() {}
+//! # grouper
+//!
+//! grouper's `GROUP BY` operator inside Apache DataFusion, and the `grouper` command-line tool.
+//!
+//! A DataFusion user adopts grouper in one line:
+//!
+//! ```no_run
+//! let ctx = grouper::session::grouper_context();
+//! // ctx.sql("SELECT k, sum(v) FROM t GROUP BY k") now aggregates with grouper.
+//! ```
+//!
+//! [`rule::GrouperRule`] replaces DataFusion's aggregation with [`exec::GroupByExec`] wherever
+//! grouper handles every key and aggregate, and leaves the plan alone elsewhere.
+
+pub mod exec;
+pub mod rule;
+pub mod session;
+pub mod synthetic;
+pub mod tpch;
+
+pub use session::{grouper_context, session_context, Backend, GrouperConfig};

@@ -30,11 +30,11 @@ pub fn aggregate(
     ids: impl Fn(usize, &mut Vec<u32>) + Sync,
 ) -> Result<Chunk> {
     struct Local {
-        accs: Vec<Box<dyn super::GroupAccumulator>>,
+        accs: super::Accumulators,
         present: Vec<bool>,
         gids: Vec<u32>,
     }
-    let mut locals = run_workers(
+    let locals = run_workers(
         morsels.len(),
         || {
             let mut accs = new_accumulators(spec)?;
@@ -53,32 +53,39 @@ pub fn aggregate(
             update_all(&mut l.accs, &l.gids, &morsels[m], domain)
         },
     )?;
-    let Some(mut base) = locals.pop() else {
-        return Ok(Chunk {
-            words: Vec::new(),
-            accs: new_accumulators(spec)?,
-            select: Some(Vec::new()),
-        });
+    let merged = merge(locals.into_iter().map(|l| (l.accs, l.present)).collect())?;
+    Ok(merged.into_iter().next().unwrap_or(Chunk {
+        words: Vec::new(),
+        accs: new_accumulators(spec)?,
+        select: Some(Vec::new()),
+    }))
+}
+
+/// Merges per-worker dense arrays (accumulators and presence) into one chunk selecting the
+/// groups that received rows; no chunk when there are no workers.
+pub fn merge(mut locals: Vec<(super::Accumulators, Vec<bool>)>) -> Result<Option<Chunk>> {
+    let Some((mut accs, mut present)) = locals.pop() else {
+        return Ok(None);
     };
-    for other in &locals {
-        let idx: Vec<u32> = (0..domain as u32)
-            .filter(|&g| other.present[g as usize])
+    for (other_accs, other_present) in &locals {
+        let idx: Vec<u32> = (0..other_present.len() as u32)
+            .filter(|&g| other_present[g as usize])
             .collect();
-        for (a, b) in base.accs.iter_mut().zip(&other.accs) {
+        for (a, b) in accs.iter_mut().zip(other_accs) {
             a.merge(b.as_ref(), &idx, &idx)?;
         }
         for &g in &idx {
-            base.present[g as usize] = true;
+            present[g as usize] = true;
         }
     }
-    let select: Vec<u32> = (0..domain as u32)
-        .filter(|&g| base.present[g as usize])
+    let select: Vec<u32> = (0..present.len() as u32)
+        .filter(|&g| present[g as usize])
         .collect();
-    Ok(Chunk {
+    Ok(Some(Chunk {
         words: Vec::new(),
-        accs: base.accs,
+        accs,
         select: Some(select),
-    })
+    }))
 }
 
 impl Chunk {

@@ -12,6 +12,7 @@
 //! All of them run morsel-driven on the current rayon pool ([`morsel`]).
 
 pub mod dense;
+pub mod local;
 pub mod morsel;
 pub mod shared;
 pub mod sort;
@@ -97,13 +98,16 @@ pub struct Chunk {
     /// The key word of each result row, in result order.
     pub words: Vec<u64>,
     /// One accumulator per aggregate.
-    pub accs: Vec<Box<dyn GroupAccumulator>>,
+    pub accs: Accumulators,
     /// When set, only these group ids are results (in this order).
     pub select: Option<Vec<u32>>,
 }
 
+/// One accumulator per aggregate of a query.
+pub type Accumulators = Vec<Box<dyn GroupAccumulator>>;
+
 /// Fresh accumulators for every aggregate of `spec`.
-pub fn new_accumulators(spec: &QuerySpec) -> Result<Vec<Box<dyn GroupAccumulator>>> {
+pub fn new_accumulators(spec: &QuerySpec) -> Result<Accumulators> {
     spec.aggregates.iter().map(new_accumulator).collect()
 }
 
@@ -121,33 +125,34 @@ pub fn update_all(
     Ok(())
 }
 
-/// Runs `strategy` over encoded morsels.
-pub fn run(
+impl Strategy {
+    /// Whether the strategy folds batches in as they arrive (`perfect`, `thread_local`) rather
+    /// than needing the whole input first (`shared` sizes one table for all; `sort` sorts all).
+    pub fn is_streaming(self) -> bool {
+        matches!(self, Strategy::Perfect | Strategy::ThreadLocal)
+    }
+}
+
+/// Runs a non-streaming strategy over all morsels and their key words.
+pub fn run_buffered(
     strategy: Strategy,
     spec: &QuerySpec,
     morsels: &[InputBatch],
     words: &[Vec<u64>],
-    domain: u64,
     params: &Params,
 ) -> Result<Vec<Chunk>> {
     match strategy {
-        Strategy::Perfect => {
-            dense::check_domain(domain)?;
-            let chunk = dense::aggregate(spec, morsels, domain as usize, |m, gids| {
-                gids.clear();
-                gids.extend(words[m].iter().map(|&w| w as u32));
-            })?;
-            Ok(vec![chunk.with_words_from_ids()])
-        }
-        Strategy::ThreadLocal => thread_local::run(spec, morsels, words, params),
         Strategy::Shared => shared::run(spec, morsels, words, params),
         Strategy::Sort => sort::run(spec, morsels, words),
+        s => Err(GrouperError::InvalidOption(format!(
+            "{s} streams; it does not run on buffered input"
+        ))),
     }
 }
 
 /// Arrays of one chunk's finalized aggregates.
 pub(crate) fn finalize_chunk_aggs(
-    accs: Vec<Box<dyn GroupAccumulator>>,
+    accs: Accumulators,
     select: Option<&[u32]>,
 ) -> Result<Vec<ArrayRef>> {
     accs.into_iter().map(|a| a.finalize(select)).collect()

@@ -1,77 +1,126 @@
-//! Order-preserving dictionaries of byte strings: strings become dense `u32` codes so that string
-//! keys (and whole composite keys that do not pack into 64 bits) join the fixed-width key path.
+//! Append-only dictionaries of byte strings: strings (and whole composite keys that do not pack
+//! into 64 bits) become dense codes so they join the fixed-width key path.
 //!
-//! Built in parallel: each morsel collects its distinct values, the sets are concatenated, sorted
-//! and deduplicated. Codes are ranks in byte order, so sorting codes sorts the strings (and, for
-//! `arrow-row` encoded rows, sorts the composite keys).
+//! Codes are handed out in order of first appearance and never change, so workers can keep
+//! encoding while the dictionary grows: a new string only appends. One dictionary is shared by
+//! all workers of a query behind a read-write lock; a batch takes the read lock once for its
+//! lookups and the write lock only if it brings values not seen before.
 
-use hashbrown::{DefaultHashBuilder, HashSet, HashTable};
-use rayon::prelude::*;
 use std::hash::BuildHasher;
+use std::sync::{PoisonError, RwLock};
 
-/// Distinct byte strings in sorted order, with a hash index from value to code.
+use hashbrown::{DefaultHashBuilder, HashTable};
+
 #[derive(Debug, Default)]
-pub struct Dictionary {
+struct Inner {
     values: Vec<Box<[u8]>>,
     index: HashTable<u32>,
+}
+
+/// A concurrent, append-only dictionary from byte strings to dense `u32` codes.
+#[derive(Debug, Default)]
+pub struct Dictionary {
+    inner: RwLock<Inner>,
     hasher: DefaultHashBuilder,
 }
 
 impl Dictionary {
-    /// Builds the dictionary of every value produced by `parts` (one iterator per morsel).
-    pub fn build<'a, P, I>(parts: P) -> Self
-    where
-        P: IndexedParallelIterator<Item = I>,
-        I: Iterator<Item = &'a [u8]>,
-    {
-        let mut values: Vec<&[u8]> = parts
-            .map(|it| {
-                it.collect::<HashSet<&[u8]>>()
-                    .into_iter()
-                    .collect::<Vec<_>>()
-            })
-            .reduce(Vec::new, |mut a, b| {
-                a.extend(b);
-                a
-            });
-        values.par_sort_unstable();
-        values.dedup();
-        let hasher = DefaultHashBuilder::default();
-        let mut index = HashTable::with_capacity(values.len());
-        for (code, v) in values.iter().enumerate() {
-            let h = hasher.hash_one(v);
-            index.insert_unique(h, code as u32, |&c| hasher.hash_one(values[c as usize]));
-        }
-        Self {
-            values: values.into_iter().map(Box::from).collect(),
-            index,
-            hasher,
-        }
+    /// An empty dictionary.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// Number of distinct values.
+    /// Number of values.
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.read(|i| i.values.len())
     }
 
     /// Whether the dictionary is empty.
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.len() == 0
     }
 
-    /// The code of `value`, if it was present when the dictionary was built.
-    #[inline]
-    pub fn code(&self, value: &[u8]) -> Option<u32> {
-        let h = self.hasher.hash_one(value);
-        self.index
-            .find(h, |&c| &*self.values[c as usize] == value)
+    fn read<R>(&self, f: impl FnOnce(&Inner) -> R) -> R {
+        f(&self.inner.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Codes of `values` (`None` rows stay `None`), appending unseen values while the
+    /// dictionary stays within `capacity` codes. Returns `None` when it would overflow
+    /// `capacity` (nothing is appended then).
+    pub fn encode<'a>(
+        &self,
+        values: impl Iterator<Item = Option<&'a [u8]>> + Clone,
+        capacity: u64,
+    ) -> Option<Vec<Option<u32>>> {
+        let mut missing = false;
+        let codes: Vec<Option<u32>> = self.read(|inner| {
+            values
+                .clone()
+                .map(|v| {
+                    v.map(|v| {
+                        self.find(inner, v).unwrap_or_else(|| {
+                            missing = true;
+                            u32::MAX
+                        })
+                    })
+                })
+                .collect()
+        });
+        if !missing {
+            return Some(codes);
+        }
+        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        let mut out = codes;
+        for (code, v) in out.iter_mut().zip(values) {
+            if let (Some(c), Some(v)) = (code.as_mut(), v) {
+                if *c == u32::MAX {
+                    *c = match self.find(&inner, v) {
+                        Some(found) => found,
+                        None => {
+                            if inner.values.len() as u64 >= capacity {
+                                return None;
+                            }
+                            self.append(&mut inner, v)
+                        }
+                    };
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Appends `values` that are absent (used to seed a dictionary); returns the new length.
+    pub fn extend<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> usize {
+        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        for v in values {
+            if self.find(&inner, v).is_none() {
+                self.append(&mut inner, v);
+            }
+        }
+        inner.values.len()
+    }
+
+    fn find(&self, inner: &Inner, v: &[u8]) -> Option<u32> {
+        let h = self.hasher.hash_one(v);
+        inner
+            .index
+            .find(h, |&c| &*inner.values[c as usize] == v)
             .copied()
     }
 
-    /// The value of `code`.
-    #[inline]
-    pub fn value(&self, code: u32) -> &[u8] {
-        &self.values[code as usize]
+    fn append(&self, inner: &mut Inner, v: &[u8]) -> u32 {
+        let code = inner.values.len() as u32;
+        inner.values.push(v.into());
+        let Inner { values, index } = inner;
+        index.insert_unique(self.hasher.hash_one(v), code, |&c| {
+            self.hasher.hash_one(&values[c as usize])
+        });
+        code
+    }
+
+    /// Calls `f` with the value of each code.
+    pub fn with_values<R>(&self, codes: &[u32], f: impl FnOnce(Vec<&[u8]>) -> R) -> R {
+        self.read(|inner| f(codes.iter().map(|&c| &*inner.values[c as usize]).collect()))
     }
 }
 
@@ -79,19 +128,25 @@ impl Dictionary {
 mod tests {
     use super::*;
 
+    fn some(v: &[&'static str]) -> Vec<Option<&'static [u8]>> {
+        v.iter().map(|s| Some(s.as_bytes())).collect()
+    }
+
     #[test]
-    fn codes_are_sorted_ranks() {
-        let parts: Vec<Vec<&[u8]>> = vec![
-            vec![b"pear", b"apple", b"pear"],
-            vec![b"fig", b"apple"],
-            vec![],
-        ];
-        let d = Dictionary::build(parts.into_par_iter().map(|p| p.into_iter()));
+    fn codes_are_stable_and_capacity_is_respected() {
+        let d = Dictionary::new();
+        let a = some(&["pear", "apple", "pear"]);
+        assert_eq!(
+            d.encode(a.iter().copied(), 10).unwrap(),
+            vec![Some(0), Some(1), Some(0)]
+        );
+        let b = [Some(&b"fig"[..]), None, Some(&b"apple"[..])];
+        assert_eq!(
+            d.encode(b.iter().copied(), 10).unwrap(),
+            vec![Some(2), None, Some(1)]
+        );
+        assert!(d.encode(some(&["kiwi"]).into_iter(), 3).is_none());
         assert_eq!(d.len(), 3);
-        assert_eq!(d.code(b"apple"), Some(0));
-        assert_eq!(d.code(b"fig"), Some(1));
-        assert_eq!(d.code(b"pear"), Some(2));
-        assert_eq!(d.code(b"kiwi"), None);
-        assert_eq!(d.value(1), b"fig");
+        d.with_values(&[2, 0], |v| assert_eq!(v, vec![&b"fig"[..], &b"pear"[..]]));
     }
 }

@@ -3,20 +3,27 @@
 //! 64-bit integers (DESIGN §2 "Keys").
 //!
 //! ```text
-//!  column       code per row                          range
-//!  integer/date ordinal - min (+1 if NULLs, NULL = 0)  max - min + 1 (+1)
-//!  float        total-order bits, as above            as above
-//!  boolean      0/1 (+1 if NULLs)                     2 (+1)
-//!  string       rank in the column's dictionary (+1)  distinct values (+1)
+//!  column       code per row (+1, NULL = 0, if NULLs) range (+1 if NULLs)
+//!  integer/date ordinal - min                         max - min + 1
+//!  float        total-order bits, as above           as above
+//!  boolean      value                                2
+//!  string       dictionary code                      dictionary capacity
 //!
 //!  word = code_0 + range_0 * (code_1 + range_1 * (code_2 + ...))     (mixed radix)
 //! ```
 //!
-//! Mixed radix packs tighter than bit fields (TPC-H Q1's two flags: 3 × 2 = 6 words), and the
-//! product of the ranges, the *domain*, is exactly the size a perfect (direct-index) table needs
-//! (Tomé §3.3). When the domain exceeds 2^64 the key takes the general path: each row's composite
-//! key is encoded with `arrow-row` and interned in a dictionary, whose code is the word. Either way
-//! the encoding is order-preserving, so the sort strategy yields groups in key order.
+//! Mixed radix packs tighter than bit fields (TPC-H Q1's two one-letter flags pack into a domain
+//! of a few hundred words), and the product of the ranges, the *domain*, is exactly the size a
+//! perfect (direct-index) table needs (Tomé §3.3). When the domain exceeds 2^64 the key takes the
+//! general path: each row's composite key is encoded with `arrow-row` and interned in a
+//! dictionary, whose code is the word.
+//!
+//! Batches stream in, so a codec is planned from the first batch and *widened* when a later
+//! batch holds a value outside it ([`KeyCodec::encode`] returns `None`): ordinal ranges grow by
+//! doubling toward the side that overflowed, dictionary capacities double, and the layout turns
+//! interned if the domain no longer fits. Each widening is a new codec; workers re-encode the key
+//! words of their groups (decode with the old codec, encode with the new), which happens
+//! O(log range) times at most.
 
 mod dictionary;
 pub mod ordinal;
@@ -24,18 +31,16 @@ pub mod ordinal;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, LargeStringArray, PrimitiveArray, StringArray,
-    StringViewArray,
+    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, LargeStringArray, PrimitiveArray,
+    StringArray, StringViewArray,
 };
 use arrow::datatypes::{ArrowPrimitiveType, DataType};
 use arrow::row::{RowConverter, SortField};
-use rayon::prelude::*;
 
 pub use dictionary::Dictionary;
 use ordinal::Ordinal;
 
 use crate::error::{GrouperError, Result};
-use crate::input::InputBatch;
 use crate::with_ordinal_type;
 
 /// Whether grouper handles group keys of this type.
@@ -46,262 +51,383 @@ pub fn supports(t: &DataType) -> bool {
     ) || with_ordinal_type!(t, T => { let _ = std::marker::PhantomData::<T>; true }, _ => false)
 }
 
+/// Smallest dictionary capacity (codes reserved) of a string column or interned key.
+const MIN_CAPACITY: u64 = 64;
+
 /// How one column's values become codes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Codec {
-    /// Primitive values: `code = ordinal - min`.
-    Ordinal { min: i128 },
-    /// Booleans: `code = value as u64`.
+    /// Primitive values in `min..=max`: `code = ordinal - min + 1`.
+    Ordinal { min: i128, max: i128 },
+    /// Booleans: `code = value + 1`.
     Bool,
-    /// Strings: `code = rank in the dictionary`.
-    Bytes(Dictionary),
+    /// Strings: `code = dictionary code + 1`, at most `capacity` distinct values.
+    Bytes {
+        dict: Arc<Dictionary>,
+        capacity: u64,
+    },
 }
 
 /// One key column's place in the mixed-radix word.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct ColumnPlan {
     data_type: DataType,
     codec: Codec,
-    /// 1 when the column has NULLs (code 0 is NULL, values shift up by one), else 0.
-    null_offset: u64,
-    /// Number of distinct codes (may exceed 2^64, which forces the interned path).
+    /// Whether code 0 is reserved for NULL (values then start at 1).
+    nulls: bool,
+    /// Number of codes, NULL's included.
     range: u128,
     /// The weight of this column's code in the word.
     mult: u64,
 }
 
-/// The general path: composite keys in `arrow-row` format, interned.
-struct Interned {
-    converter: RowConverter,
-    rows: Dictionary,
+impl ColumnPlan {
+    fn new(data_type: DataType, codec: Codec, nulls: bool) -> Self {
+        let values = match &codec {
+            Codec::Ordinal { min, max } => max.abs_diff(*min) + 1,
+            Codec::Bool => 2,
+            Codec::Bytes { capacity, .. } => *capacity as u128,
+        };
+        Self {
+            data_type,
+            codec,
+            nulls,
+            range: values + nulls as u128,
+            mult: 0,
+        }
+    }
 }
 
+#[derive(Debug, Clone)]
 enum Layout {
     Packed(Vec<ColumnPlan>),
-    Interned(Interned),
+    /// Composite keys in `arrow-row` format, interned; the word is the dictionary code.
+    Interned {
+        converter: Arc<RowConverter>,
+        rows: Arc<Dictionary>,
+        capacity: u64,
+    },
 }
 
-/// How keys were encoded: decodes words back into key columns.
+/// A key encoding: encodes key columns into words and decodes words back.
+#[derive(Debug, Clone)]
 pub struct KeyCodec {
+    key_types: Vec<DataType>,
     layout: Layout,
     domain: u64,
 }
 
-/// The key words of every morsel, and the codec that produced them.
-pub struct EncodedKeys {
-    /// `words[m][r]` is the key word of row `r` of morsel `m`.
-    pub words: Vec<Vec<u64>>,
-    /// The encoding.
-    pub codec: KeyCodec,
-}
-
 impl KeyCodec {
-    /// Number of distinct words the encoding can produce: words lie in `0..domain`.
+    /// A codec covering every key in `batches` (each a slice of key columns), with room for
+    /// growth in its dictionaries.
+    pub fn plan(key_types: &[DataType], batches: &[&[ArrayRef]]) -> Result<Self> {
+        for t in key_types {
+            if !supports(t) {
+                return Err(GrouperError::UnsupportedType {
+                    what: "group key",
+                    data_type: t.clone(),
+                });
+            }
+        }
+        let mut cols = Vec::with_capacity(key_types.len());
+        for (c, t) in key_types.iter().enumerate() {
+            let codec = match t {
+                DataType::Boolean => Codec::Bool,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                    let dict = Arc::new(Dictionary::new());
+                    for b in batches {
+                        let col = ByteColumn::new(&b[c]);
+                        dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
+                    }
+                    let capacity = (2 * dict.len() as u64).max(MIN_CAPACITY);
+                    Codec::Bytes { dict, capacity }
+                }
+                _ => {
+                    let (min, max) = batches
+                        .iter()
+                        .filter_map(|b| ordinal_min_max(&b[c]))
+                        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+                        .unwrap_or((0, 0));
+                    Codec::Ordinal { min, max }
+                }
+            };
+            let nulls = batches.iter().any(|b| b[c].logical_null_count() > 0);
+            cols.push(ColumnPlan::new(t.clone(), codec, nulls));
+        }
+        let codec = Self::pack(key_types, cols);
+        if let Layout::Interned { rows, .. } = &codec.layout {
+            for b in batches {
+                let r = codec.row_converter()?.convert_columns(b)?;
+                rows.extend(r.iter().map(|row| row.data()));
+            }
+        }
+        Ok(codec.with_interned_capacity())
+    }
+
+    /// Mixed-radix layout of `cols`, or the interned layout if the domain exceeds 2^64.
+    fn pack(key_types: &[DataType], mut cols: Vec<ColumnPlan>) -> Self {
+        let mut domain: u128 = 1;
+        for col in &mut cols {
+            col.mult = domain.min(u64::MAX as u128) as u64;
+            domain = domain.saturating_mul(col.range);
+        }
+        if domain <= 1u128 << 64 {
+            return Self {
+                key_types: key_types.to_vec(),
+                layout: Layout::Packed(cols),
+                domain: domain.min(u64::MAX as u128) as u64,
+            };
+        }
+        let fields = key_types
+            .iter()
+            .map(|t| SortField::new(t.clone()))
+            .collect();
+        Self {
+            key_types: key_types.to_vec(),
+            layout: Layout::Interned {
+                converter: Arc::new(RowConverter::new(fields).expect("supported key types")),
+                rows: Arc::new(Dictionary::new()),
+                capacity: MIN_CAPACITY,
+            },
+            domain: MIN_CAPACITY,
+        }
+    }
+
+    fn with_interned_capacity(mut self) -> Self {
+        if let Layout::Interned { rows, capacity, .. } = &mut self.layout {
+            *capacity = (*capacity).max(2 * rows.len() as u64);
+            self.domain = *capacity;
+        }
+        self
+    }
+
+    fn row_converter(&self) -> Result<&RowConverter> {
+        match &self.layout {
+            Layout::Interned { converter, .. } => Ok(converter),
+            Layout::Packed(_) => Err(GrouperError::InvalidInput("not an interned codec".into())),
+        }
+    }
+
+    /// Number of distinct words the codec can produce: words lie in `0..domain`.
     pub fn domain(&self) -> u64 {
         self.domain
     }
 
-    /// Whether keys took the general (interned) path.
+    /// Whether keys take the general (interned) path.
     pub fn is_interned(&self) -> bool {
-        matches!(self.layout, Layout::Interned(_))
+        matches!(self.layout, Layout::Interned { .. })
+    }
+
+    /// The words of a batch's keys, or `None` when a key falls outside this codec (then
+    /// [`KeyCodec::widen`] makes one that covers it).
+    pub fn encode(&self, keys: &[ArrayRef], rows: usize) -> Result<Option<Vec<u64>>> {
+        match &self.layout {
+            Layout::Packed(cols) => {
+                let mut words = vec![0u64; rows];
+                for (col, array) in cols.iter().zip(keys) {
+                    if !encode_column(col, array, &mut words) {
+                        return Ok(None);
+                    }
+                }
+                Ok(Some(words))
+            }
+            Layout::Interned {
+                converter,
+                rows: dict,
+                capacity,
+            } => {
+                let r = converter.convert_columns(keys)?;
+                Ok(dict
+                    .encode((0..r.num_rows()).map(|i| Some(r.row(i).data())), *capacity)
+                    .map(|codes| codes.into_iter().map(|c| c.unwrap_or(0) as u64).collect()))
+            }
+        }
+    }
+
+    /// A codec covering this one's keys and those of `keys`, grown with headroom.
+    pub fn widen(&self, keys: &[ArrayRef]) -> Result<Self> {
+        let batch_rows = keys.first().map_or(0, |k| k.len() as u64);
+        match &self.layout {
+            Layout::Interned {
+                converter,
+                rows,
+                capacity,
+            } => Ok(Self {
+                key_types: self.key_types.clone(),
+                layout: Layout::Interned {
+                    converter: Arc::clone(converter),
+                    rows: Arc::clone(rows),
+                    capacity: (2 * capacity).max(rows.len() as u64 + batch_rows),
+                },
+                domain: 0,
+            }
+            .with_interned_capacity()
+            .with_domain_from_capacity()),
+            Layout::Packed(cols) => {
+                let mut grown = Vec::with_capacity(cols.len());
+                for (col, array) in cols.iter().zip(keys) {
+                    let codec = match &col.codec {
+                        Codec::Bool => Codec::Bool,
+                        Codec::Bytes { dict, capacity } => Codec::Bytes {
+                            dict: Arc::clone(dict),
+                            capacity: (2 * capacity).max(dict.len() as u64 + array.len() as u64),
+                        },
+                        Codec::Ordinal { min, max } => match ordinal_min_max(array) {
+                            None => col.codec.clone(),
+                            Some((lo, hi)) => {
+                                let span = (max - min).max(1);
+                                let (tmin, tmax) = ordinal_bounds(&col.data_type);
+                                Codec::Ordinal {
+                                    min: if lo < *min {
+                                        lo.saturating_sub(span).max(tmin)
+                                    } else {
+                                        *min
+                                    },
+                                    max: if hi > *max {
+                                        hi.saturating_add(span).min(tmax)
+                                    } else {
+                                        *max
+                                    },
+                                }
+                            }
+                        },
+                    };
+                    let nulls = col.nulls || array.logical_null_count() > 0;
+                    grown.push(ColumnPlan::new(col.data_type.clone(), codec, nulls));
+                }
+                Ok(Self::pack(&self.key_types, grown))
+            }
+        }
+    }
+
+    fn with_domain_from_capacity(mut self) -> Self {
+        if let Layout::Interned { capacity, .. } = &self.layout {
+            self.domain = *capacity;
+        }
+        self
     }
 
     /// Decodes key words into one array per key column.
     pub fn decode(&self, words: &[u64]) -> Result<Vec<ArrayRef>> {
         match &self.layout {
             Layout::Packed(cols) => cols.iter().map(|c| decode_column(c, words)).collect(),
-            Layout::Interned(i) => {
-                let parser = i.converter.parser();
-                let rows = words.iter().map(|&w| parser.parse(i.rows.value(w as u32)));
-                Ok(i.converter.convert_rows(rows)?)
+            Layout::Interned {
+                converter, rows, ..
+            } => {
+                if words.is_empty() {
+                    return Ok(self.key_types.iter().map(new_empty_array).collect());
+                }
+                let codes: Vec<u32> = words.iter().map(|&w| w as u32).collect();
+                rows.with_values(&codes, |values| {
+                    let parser = converter.parser();
+                    Ok(converter.convert_rows(values.into_iter().map(|v| parser.parse(v)))?)
+                })
             }
         }
     }
 }
 
-/// Encodes the keys of all morsels (in parallel on the current rayon pool).
-pub fn encode(morsels: &[InputBatch], key_types: &[DataType]) -> Result<EncodedKeys> {
-    for t in key_types {
-        if !supports(t) {
-            return Err(GrouperError::UnsupportedType {
-                what: "group key",
-                data_type: t.clone(),
-            });
-        }
-    }
-    let mut cols = Vec::with_capacity(key_types.len());
-    for (c, t) in key_types.iter().enumerate() {
-        cols.push(plan_column(morsels, c, t)?);
-    }
-    let mut domain: u128 = 1;
-    for col in &mut cols {
-        col.mult = domain.min(u64::MAX as u128) as u64;
-        domain = domain.saturating_mul(col.range);
-    }
-    if domain <= u64::MAX as u128 {
-        let words = morsels
-            .par_iter()
-            .map(|m| encode_packed(&cols, m))
-            .collect::<Result<Vec<_>>>()?;
-        return Ok(EncodedKeys {
-            words,
-            codec: KeyCodec {
-                layout: Layout::Packed(cols),
-                domain: domain as u64,
-            },
-        });
-    }
-    encode_interned(morsels, key_types)
+/// The range of ordinals a type can hold.
+fn ordinal_bounds(t: &DataType) -> (i128, i128) {
+    with_ordinal_type!(t, T => {
+        (
+            <T as ArrowPrimitiveType>::Native::min_ordinal(),
+            <T as ArrowPrimitiveType>::Native::max_ordinal(),
+        )
+    }, _ => (i128::MIN, i128::MAX))
 }
 
-fn plan_column(morsels: &[InputBatch], c: usize, t: &DataType) -> Result<ColumnPlan> {
-    let has_nulls = morsels.par_iter().any(|m| m.keys[c].null_count() > 0);
-    let null_offset = has_nulls as u64;
-    let (codec, distinct) = match t {
-        DataType::Boolean => (Codec::Bool, 2u128),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            let dict = Dictionary::build(
-                morsels
-                    .par_iter()
-                    .map(|m| ByteColumn::new(&m.keys[c]).into_valid_iter()),
-            );
-            let n = dict.len() as u128;
-            (Codec::Bytes(dict), n)
-        }
-        _ => with_ordinal_type!(t, T => {
-            match ordinal_min_max::<T>(morsels, c) {
-                Some((min, max)) => (Codec::Ordinal { min }, max.abs_diff(min) + 1),
-                None => (Codec::Ordinal { min: 0 }, 0),
-            }
-        }, _ => unreachable!("checked by supports()")),
-    };
-    Ok(ColumnPlan {
-        data_type: t.clone(),
-        codec,
-        null_offset,
-        range: (distinct + null_offset as u128).max(1),
-        mult: 0,
-    })
+fn ordinal_min_max(array: &ArrayRef) -> Option<(i128, i128)> {
+    with_ordinal_type!(array.data_type(), T => {
+        let a = array.as_primitive::<T>();
+        let mut it = a.iter().flatten().map(Ordinal::to_ord);
+        let first = it.next()?;
+        Some(it.fold((first, first), |(lo, hi), v| (lo.min(v), hi.max(v))))
+    }, _ => None)
 }
 
-fn ordinal_min_max<T: ArrowPrimitiveType>(morsels: &[InputBatch], c: usize) -> Option<(i128, i128)>
-where
-    T::Native: Ordinal,
-{
-    morsels
-        .par_iter()
-        .filter_map(|m| {
-            let a = m.keys[c].as_primitive::<T>();
-            let mut it = a.iter().flatten().map(Ordinal::to_ord);
-            let first = it.next()?;
-            Some(it.fold((first, first), |(lo, hi), v| (lo.min(v), hi.max(v))))
-        })
-        .reduce_with(|a, b| (a.0.min(b.0), a.1.max(b.1)))
-}
-
-fn encode_packed(cols: &[ColumnPlan], morsel: &InputBatch) -> Result<Vec<u64>> {
-    let mut words = vec![0u64; morsel.num_rows()];
-    for (col, array) in cols.iter().zip(&morsel.keys) {
-        let off = col.null_offset;
-        let mult = col.mult;
-        let nulls = array.logical_nulls();
-        let mut put = |code_of: &dyn Fn(usize) -> u64| {
+/// Adds one column's codes into `words`; `false` when a value is outside the codec.
+fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool {
+    let mult = col.mult;
+    let nulls = array.logical_nulls();
+    if !col.nulls && nulls.as_ref().is_some_and(|n| n.null_count() > 0) {
+        return false;
+    }
+    let off = col.nulls as u64;
+    match &col.codec {
+        Codec::Bool => {
+            let a: &BooleanArray = array.as_boolean();
             for (r, w) in words.iter_mut().enumerate() {
                 if nulls.as_ref().is_none_or(|n| n.is_valid(r)) {
-                    *w += (code_of(r) + off) * mult;
+                    *w += (a.value(r) as u64 + off) * mult;
                 }
             }
-        };
-        match &col.codec {
-            Codec::Bool => {
-                let a: &BooleanArray = array.as_boolean();
-                put(&|r| a.value(r) as u64);
-            }
-            Codec::Bytes(dict) => {
-                let a = ByteColumn::new(array);
-                // Every valid value was seen when the dictionary was built.
-                put(&|r| dict.code(a.value(r)).unwrap_or(0) as u64);
-            }
-            Codec::Ordinal { min } => {
-                let min = *min;
-                with_ordinal_type!(&col.data_type, T => {
-                    encode_ordinal::<T>(&mut words, array, min, off, mult, nulls.as_ref());
-                }, _ => unreachable!())
-            }
+            true
         }
+        Codec::Bytes { dict, capacity } => {
+            let a = ByteColumn::new(array);
+            let Some(codes) = dict.encode((0..array.len()).map(|r| a.get(r)), *capacity) else {
+                return false;
+            };
+            for (w, c) in words.iter_mut().zip(codes) {
+                if let Some(c) = c {
+                    *w += (c as u64 + off) * mult;
+                }
+            }
+            true
+        }
+        Codec::Ordinal { min, max } => with_ordinal_type!(&col.data_type, T => {
+            encode_ordinal::<T>(words, array, *min, max.abs_diff(*min), off, mult, nulls.as_ref())
+        }, _ => false),
     }
-    Ok(words)
 }
 
-/// The hot loop of the common case (integer keys): a tight loop per column, no dynamic calls.
+/// The hot loop of the common case (integer keys): one tight pass per column.
 #[inline]
 fn encode_ordinal<T: ArrowPrimitiveType>(
     words: &mut [u64],
     array: &ArrayRef,
     min: i128,
+    span: u128,
     off: u64,
     mult: u64,
     nulls: Option<&arrow::buffer::NullBuffer>,
-) where
+) -> bool
+where
     T::Native: Ordinal,
 {
     let values = array.as_primitive::<T>().values();
+    let mut outside = false;
     match nulls {
         Some(n) if n.null_count() > 0 => {
             for (r, (w, v)) in words.iter_mut().zip(values.iter()).enumerate() {
                 if n.is_valid(r) {
-                    *w += ((v.to_ord() - min) as u64 + off).wrapping_mul(mult);
+                    let c = (v.to_ord() - min) as u128;
+                    outside |= c > span;
+                    *w = w.wrapping_add((c as u64).wrapping_add(off).wrapping_mul(mult));
                 }
             }
         }
         _ => {
             for (w, v) in words.iter_mut().zip(values.iter()) {
-                *w = w.wrapping_add(((v.to_ord() - min) as u64 + off).wrapping_mul(mult));
+                let c = (v.to_ord() - min) as u128;
+                outside |= c > span;
+                *w = w.wrapping_add((c as u64).wrapping_add(off).wrapping_mul(mult));
             }
         }
     }
-}
-
-fn encode_interned(morsels: &[InputBatch], key_types: &[DataType]) -> Result<EncodedKeys> {
-    let fields = key_types
-        .iter()
-        .map(|t| SortField::new(t.clone()))
-        .collect();
-    let converter = RowConverter::new(fields)?;
-    let rows = morsels
-        .par_iter()
-        .map(|m| converter.convert_columns(&m.keys))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let dict = Dictionary::build(rows.par_iter().map(|r| r.iter().map(|row| row.data())));
-    let words = rows
-        .par_iter()
-        .map(|r| {
-            r.iter()
-                .map(|row| dict.code(row.data()).unwrap_or(0) as u64)
-                .collect()
-        })
-        .collect();
-    let domain = dict.len().max(1) as u64;
-    Ok(EncodedKeys {
-        words,
-        codec: KeyCodec {
-            layout: Layout::Interned(Interned {
-                converter,
-                rows: dict,
-            }),
-            domain,
-        },
-    })
+    !outside
 }
 
 fn decode_column(col: &ColumnPlan, words: &[u64]) -> Result<ArrayRef> {
+    let range = col.range as u64;
+    let off = col.nulls as u64;
     let code = |w: u64| -> Option<u64> {
-        let c = (w / col.mult) % col.range as u64;
-        if col.null_offset == 1 && c == 0 {
-            None
-        } else {
-            Some(c - col.null_offset)
-        }
+        let c = match range {
+            0 => w / col.mult, // a range of 2^64 (wrapped to 0): the column is the whole word
+            r => (w / col.mult) % r,
+        };
+        (off == 0 || c != 0).then(|| c - off)
     };
     Ok(match &col.codec {
         Codec::Bool => Arc::new(
@@ -310,29 +436,34 @@ fn decode_column(col: &ColumnPlan, words: &[u64]) -> Result<ArrayRef> {
                 .map(|&w| code(w).map(|c| c == 1))
                 .collect::<BooleanArray>(),
         ),
-        Codec::Bytes(dict) => {
-            let strings = words
-                .iter()
-                .map(|&w| {
-                    code(w)
-                        .map(|c| std::str::from_utf8(dict.value(c as u32)))
-                        .transpose()
+        Codec::Bytes { dict, .. } => {
+            let codes: Vec<Option<u64>> = words.iter().map(|&w| code(w)).collect();
+            let present: Vec<u32> = codes.iter().flatten().map(|&c| c as u32).collect();
+            dict.with_values(&present, |values| -> Result<ArrayRef> {
+                let mut it = values.into_iter();
+                let strings = codes
+                    .iter()
+                    .map(|c| {
+                        c.and_then(|_| it.next())
+                            .map(std::str::from_utf8)
+                            .transpose()
+                    })
+                    .collect::<std::result::Result<Vec<Option<&str>>, _>>()
+                    .map_err(|e| GrouperError::InvalidInput(format!("string key: {e}")))?;
+                Ok(match col.data_type {
+                    DataType::LargeUtf8 => Arc::new(LargeStringArray::from(strings)),
+                    DataType::Utf8View => Arc::new(StringViewArray::from(strings)),
+                    _ => Arc::new(StringArray::from(strings)),
                 })
-                .collect::<std::result::Result<Vec<Option<&str>>, _>>()
-                .map_err(|e| GrouperError::InvalidInput(format!("string key: {e}")))?;
-            match col.data_type {
-                DataType::LargeUtf8 => Arc::new(LargeStringArray::from(strings)),
-                DataType::Utf8View => Arc::new(StringViewArray::from(strings)),
-                _ => Arc::new(StringArray::from(strings)),
-            }
+            })?
         }
-        Codec::Ordinal { min } => with_ordinal_type!(&col.data_type, T => {
+        Codec::Ordinal { min, .. } => with_ordinal_type!(&col.data_type, T => {
             let array: PrimitiveArray<T> = words
                 .iter()
                 .map(|&w| code(w).map(|c| <T as ArrowPrimitiveType>::Native::from_ord(min + c as i128)))
                 .collect();
             Arc::new(array.with_data_type(col.data_type.clone())) as ArrayRef
-        }, _ => unreachable!()),
+        }, _ => unreachable!("checked by supports()")),
     })
 }
 
@@ -352,23 +483,13 @@ impl<'a> ByteColumn<'a> {
         }
     }
 
+    /// The bytes of row `r`, or `None` when it is NULL.
     #[inline]
-    fn value(&self, r: usize) -> &'a [u8] {
+    fn get(&self, r: usize) -> Option<&'a [u8]> {
         match self {
-            Self::Utf8(a) => a.value(r).as_bytes(),
-            Self::Large(a) => a.value(r).as_bytes(),
-            Self::View(a) => a.value(r).as_bytes(),
+            Self::Utf8(a) => a.is_valid(r).then(|| a.value(r).as_bytes()),
+            Self::Large(a) => a.is_valid(r).then(|| a.value(r).as_bytes()),
+            Self::View(a) => a.is_valid(r).then(|| a.value(r).as_bytes()),
         }
-    }
-
-    fn into_valid_iter(self) -> impl Iterator<Item = &'a [u8]> {
-        let (len, nulls) = match &self {
-            Self::Utf8(a) => (a.len(), a.nulls().cloned()),
-            Self::Large(a) => (a.len(), a.nulls().cloned()),
-            Self::View(a) => (a.len(), a.nulls().cloned()),
-        };
-        (0..len)
-            .filter(move |&r| nulls.as_ref().is_none_or(|n| n.is_valid(r)))
-            .map(move |r| self.value(r))
     }
 }

@@ -13,6 +13,10 @@ pub trait Ordinal: ArrowNativeType {
     fn to_ord(self) -> i128;
     /// The value whose ordinal is `o`.
     fn from_ord(o: i128) -> Self;
+    /// The smallest ordinal of the type.
+    fn min_ordinal() -> i128;
+    /// The largest ordinal of the type.
+    fn max_ordinal() -> i128;
 }
 
 macro_rules! int_ordinal {
@@ -22,6 +26,8 @@ macro_rules! int_ordinal {
             fn to_ord(self) -> i128 { self as i128 }
             #[inline(always)]
             fn from_ord(o: i128) -> Self { o as $t }
+            fn min_ordinal() -> i128 { <$t>::MIN as i128 }
+            fn max_ordinal() -> i128 { <$t>::MAX as i128 }
         }
     )*};
 }
@@ -38,6 +44,12 @@ impl Ordinal for f32 {
         let b = o as i32;
         f32::from_bits((b ^ (((b >> 31) as u32) >> 1) as i32) as u32)
     }
+    fn min_ordinal() -> i128 {
+        i32::MIN as i128
+    }
+    fn max_ordinal() -> i128 {
+        i32::MAX as i128
+    }
 }
 
 impl Ordinal for f64 {
@@ -50,6 +62,12 @@ impl Ordinal for f64 {
     fn from_ord(o: i128) -> Self {
         let b = o as i64;
         f64::from_bits((b ^ (((b >> 63) as u64) >> 1) as i64) as u64)
+    }
+    fn min_ordinal() -> i128 {
+        i64::MIN as i128
+    }
+    fn max_ordinal() -> i128 {
+        i64::MAX as i128
     }
 }
 

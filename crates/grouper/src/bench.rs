@@ -1,0 +1,349 @@
+//! `grouper bench`: sweeps that time grouper against DataFusion's own aggregation and DuckDB on
+//! the same data, the same threads and the same machine, in one run. Results: a table of ratios
+//! on stdout and JSON (device, commit, command) under `bench/results/`.
+//!
+//! Method (DESIGN §7): data generated once per point and held in memory by every engine; one
+//! warm-up, then the median of `--reps` wall-clock runs of the whole query.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use datafusion::catalog::MemTable;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::physical_plan::collect;
+use datafusion::prelude::SessionContext;
+use grouper::synthetic::{self, Dist, KeyType, Spec};
+use grouper::{Backend, GrouperConfig};
+use grouper_core::cpu::Strategy;
+use grouper_core::planner::Overrides;
+use serde_json::{json, Value};
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// SUM+COUNT by key over 2^0..2^24 groups, uniform and zipf; TPC-H Q1.
+    CpuSweep(SweepArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// log2 of the rows per point.
+    #[arg(long, default_value_t = 25)]
+    rows_log2: u32,
+    /// log2 of the largest group count (steps of 2^2).
+    #[arg(long, default_value_t = 24)]
+    max_groups_log2: u32,
+    /// Timed runs per engine and point (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Threads for every engine (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// TPC-H scale factors for Q1 (comma-separated; empty for none).
+    #[arg(long, default_value = "1,10", value_delimiter = ',')]
+    tpch_sf: Vec<f64>,
+    /// Python with duckdb (from scripts/setup-venv.sh); DuckDB is skipped if it is missing.
+    #[arg(long, default_value = ".venv/bin/python")]
+    python: PathBuf,
+    /// Also time every strategy, not just auto.
+    #[arg(long, default_value_t = true)]
+    strategies: bool,
+    /// Where to write the JSON result.
+    #[arg(long, default_value = "bench/results/cpu-sweep.json")]
+    out: PathBuf,
+}
+
+pub async fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::CpuSweep(a) => cpu_sweep(a).await,
+    }
+}
+
+const SWEEP_SQL: &str = "SELECT k, sum(v), count(*) FROM t GROUP BY k";
+
+/// Median wall-clock milliseconds of `sql` on `ctx` (after one warm-up run).
+async fn time_sql(ctx: &SessionContext, sql: &str, reps: usize) -> Result<f64> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    let mut runs = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+        let t = Instant::now();
+        collect(plan, ctx.task_ctx()).await?;
+        runs.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    runs.sort_by(f64::total_cmp);
+    Ok(runs[runs.len() / 2])
+}
+
+/// The engines of a sweep: name and session config.
+fn engines(threads: usize, strategies: bool) -> Vec<(String, GrouperConfig)> {
+    let mut out = vec![(
+        "auto".to_string(),
+        GrouperConfig {
+            threads: Some(threads),
+            ..Default::default()
+        },
+    )];
+    if strategies {
+        for s in Strategy::ALL {
+            out.push((
+                s.name().to_string(),
+                GrouperConfig {
+                    backend: Backend::Cpu,
+                    overrides: Overrides {
+                        strategy: Some(s),
+                        ..Default::default()
+                    },
+                    threads: Some(threads),
+                },
+            ));
+        }
+    }
+    out.push((
+        "datafusion".to_string(),
+        GrouperConfig {
+            backend: Backend::DataFusion,
+            threads: Some(threads),
+            ..Default::default()
+        },
+    ));
+    out
+}
+
+/// Runs DuckDB on `batches` (written to a temporary Parquet file, loaded into memory there).
+fn duckdb(
+    python: &PathBuf,
+    batches: &[arrow::array::RecordBatch],
+    table: &str,
+    threads: usize,
+    reps: usize,
+    sqls: &[&str],
+) -> Result<Option<(String, Vec<f64>)>> {
+    if !python.exists() {
+        return Ok(None);
+    }
+    let path = std::env::temp_dir().join(format!("grouper-bench-{}.parquet", std::process::id()));
+    {
+        let file = std::fs::File::create(&path)?;
+        let Some(first) = batches.first() else {
+            return Ok(None);
+        };
+        let mut w = ArrowWriter::try_new(file, first.schema(), None)?;
+        for b in batches {
+            w.write(b)?;
+        }
+        w.close()?;
+    }
+    let out = Command::new(python)
+        .arg("bench/duckdb_runner.py")
+        .arg(&path)
+        .arg(table)
+        .arg(threads.to_string())
+        .arg(reps.to_string())
+        .args(sqls)
+        .output()
+        .context("cannot run the DuckDB runner")?;
+    let _ = std::fs::remove_file(&path);
+    if !out.status.success() {
+        bail!(
+            "DuckDB runner failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    let times = v["results"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|x| x["median_ms"].as_f64()).collect())
+        .unwrap_or_default();
+    Ok(Some((
+        v["version"].as_str().unwrap_or("?").to_string(),
+        times,
+    )))
+}
+
+/// Keeps the columns TPC-H Q1 reads.
+fn q1_columns(
+    parts: Vec<Vec<arrow::array::RecordBatch>>,
+) -> Result<Vec<Vec<arrow::array::RecordBatch>>> {
+    const COLS: [&str; 7] = [
+        "l_quantity",
+        "l_extendedprice",
+        "l_discount",
+        "l_tax",
+        "l_returnflag",
+        "l_linestatus",
+        "l_shipdate",
+    ];
+    parts
+        .into_iter()
+        .map(|p| {
+            p.into_iter()
+                .map(|b| {
+                    let idx = COLS
+                        .iter()
+                        .map(|c| b.schema().index_of(c))
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    Ok(b.project(&idx)?)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn git_commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown".into(), |s| s.trim().to_string())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+async fn cpu_sweep(a: SweepArgs) -> Result<()> {
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let rows = 1usize << a.rows_log2;
+    let engines = engines(threads, a.strategies);
+    let mut points = Vec::new();
+    let mut duck_version = String::from("not run");
+    println!(
+        "{:<12} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}  best strategy",
+        "dist", "groups", "auto ms", "DF ms", "DuckDB ms", "vs DF", "vs DuckDB"
+    );
+    for dist in [Dist::Uniform, Dist::Zipf(1.1)] {
+        for g_log2 in (0..=a.max_groups_log2).step_by(2) {
+            let groups = 1u64 << g_log2;
+            let spec = Spec {
+                rows,
+                groups,
+                dist,
+                key_type: KeyType::I64,
+                null_frac: 0.0,
+                seed: 7 + g_log2 as u64,
+            };
+            let batches = synthetic::generate(&spec)?;
+            let mut ms = serde_json::Map::new();
+            for (name, config) in &engines {
+                let ctx = grouper::session_context(config)?;
+                let table = MemTable::try_new(
+                    synthetic::schema(KeyType::I64),
+                    batches
+                        .chunks(batches.len().div_ceil(threads).max(1))
+                        .map(|c| c.to_vec())
+                        .collect(),
+                )?;
+                ctx.register_table("t", Arc::new(table))?;
+                match time_sql(&ctx, SWEEP_SQL, a.reps).await {
+                    Ok(t) => ms.insert(name.clone(), json!(t)),
+                    Err(e) => ms.insert(name.clone(), json!(format!("error: {e}"))),
+                };
+            }
+            if let Some((v, t)) = duckdb(&a.python, &batches, "t", threads, a.reps, &[SWEEP_SQL])? {
+                duck_version = v;
+                ms.insert("duckdb".into(), json!(t[0]));
+            }
+            let get = |k: &str| ms.get(k).and_then(Value::as_f64);
+            let best = engines
+                .iter()
+                .filter(|(n, _)| n != "auto" && n != "datafusion")
+                .filter_map(|(n, _)| get(n).map(|t| (n.clone(), t)))
+                .min_by(|x, y| x.1.total_cmp(&y.1))
+                .map_or_else(|| "-".to_string(), |(n, t)| format!("{n} ({t:.1} ms)"));
+            let (auto, df, duck) = (get("auto"), get("datafusion"), get("duckdb"));
+            let ratio = |x: Option<f64>| match (x, auto) {
+                (Some(x), Some(a)) => format!("{:.2}x", x / a),
+                _ => "-".into(),
+            };
+            let f = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.1}"));
+            println!(
+                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}  {best}",
+                dist.name(),
+                groups,
+                f(auto),
+                f(df),
+                f(duck),
+                ratio(df),
+                ratio(duck)
+            );
+            points.push(json!({ "dist": dist.name(), "groups": groups, "rows": rows, "ms": ms }));
+        }
+    }
+    let mut q1 = Vec::new();
+    for &sf in &a.tpch_sf {
+        // Only the seven columns Q1 reads, for every engine: SF 10 in full would not fit
+        // twice (ours and DuckDB's copy) in this machine's memory.
+        let parts = q1_columns(grouper::tpch::lineitem(sf, threads, &|_| {})?)?;
+        let q1_schema = parts
+            .iter()
+            .flatten()
+            .next()
+            .map(|b| b.schema())
+            .context("no lineitem rows")?;
+        let mut ms = serde_json::Map::new();
+        for (name, config) in engines
+            .iter()
+            .filter(|(n, _)| n == "auto" || n == "datafusion")
+        {
+            let ctx = grouper::session_context(config)?;
+            ctx.register_table(
+                "lineitem",
+                Arc::new(MemTable::try_new(
+                    tpchgen_arrow::LineItemArrow::schema_ref(),
+                    parts.clone(),
+                )?),
+            )?;
+            ms.insert(
+                name.clone(),
+                json!(time_sql(&ctx, grouper::tpch::Q1, a.reps).await?),
+            );
+        }
+        let flat: Vec<_> = parts.iter().flatten().cloned().collect();
+        if let Some((v, t)) = duckdb(
+            &a.python,
+            &flat,
+            "lineitem",
+            threads,
+            a.reps,
+            &[grouper::tpch::Q1],
+        )? {
+            duck_version = v;
+            ms.insert("duckdb".into(), json!(t[0]));
+        }
+        let get = |k: &str| ms.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        println!("TPC-H Q1 SF {sf}: auto {:.1} ms, DataFusion {:.1} ms ({:.2}x), DuckDB {:.1} ms ({:.2}x)", get("auto"), get("datafusion"), get("datafusion") / get("auto"), get("duckdb"), get("duckdb") / get("auto"));
+        q1.push(json!({ "sf": sf, "ms": ms }));
+    }
+    let result = json!({
+        "benchmark": "cpu-sweep",
+        "device": format!("{} ({} threads used)", cpu_model(), threads),
+        "commit": git_commit(),
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "query": SWEEP_SQL,
+        "duckdb_version": duck_version,
+        "reps": a.reps,
+        "points": points,
+        "tpch_q1": q1,
+    });
+    if let Some(dir) = a.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&a.out, serde_json::to_string_pretty(&result)?)?;
+    println!("wrote {}", a.out.display());
+    Ok(())
+}

@@ -1,0 +1,210 @@
+//! [`GrouperRule`]: the physical optimizer rule that puts [`GroupByExec`] in place of
+//! DataFusion's aggregation wherever grouper handles every key and aggregate.
+//!
+//! Matched shapes (after DataFusion's own rules, so the rest of the plan is final):
+//!
+//! ```text
+//!  AggregateExec(Final | FinalPartitioned)            AggregateExec(Single | SinglePartitioned)
+//!    [RepartitionExec | CoalescePartitionsExec]*          input
+//!      AggregateExec(Partial)                     ==>
+//!        input                                     GroupByExec
+//!                                                     input
+//! ```
+//!
+//! When the replaced node's output was hash-partitioned over several partitions (a parent such
+//! as a partitioned join may rely on it), a `RepartitionExec` with the same partitioning is put
+//! back on top. Anything not handled (grouping sets, DISTINCT, FILTER, ordered aggregates,
+//! unsupported types, an output ordering the parents rely on) leaves DataFusion's plan as it is.
+
+use std::sync::Arc;
+
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::error::Result;
+use datafusion::physical_expr::expressions::Literal;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
+use grouper_core::agg::{AggKind, AggregateSpec};
+use grouper_core::planner::Overrides;
+use grouper_core::QuerySpec;
+
+use crate::exec::{ArgExpr, GroupByExec};
+
+/// Replaces handled aggregations with [`GroupByExec`].
+#[derive(Debug)]
+pub struct GrouperRule {
+    overrides: Overrides,
+    pool: Arc<rayon::ThreadPool>,
+}
+
+impl GrouperRule {
+    /// A rule whose nodes run with `overrides` on `pool`.
+    pub fn new(overrides: Overrides, pool: Arc<rayon::ThreadPool>) -> Self {
+        Self { overrides, pool }
+    }
+
+    fn replace(&self, plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        let Some(top) = plan.downcast_ref::<AggregateExec>() else {
+            return Ok(None);
+        };
+        let lower = match top.mode() {
+            AggregateMode::Single | AggregateMode::SinglePartitioned => top,
+            AggregateMode::Final | AggregateMode::FinalPartitioned => {
+                let mut child = top.input();
+                while child.downcast_ref::<RepartitionExec>().is_some()
+                    || child.downcast_ref::<CoalescePartitionsExec>().is_some()
+                {
+                    child = child.children()[0];
+                }
+                match child.downcast_ref::<AggregateExec>() {
+                    Some(p) if *p.mode() == AggregateMode::Partial => p,
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        if plan.output_ordering().is_some() {
+            return Ok(None);
+        }
+        let Some(Translated { spec, args, names }) = translate(lower)? else {
+            return Ok(None);
+        };
+        // The output must be exactly what DataFusion planned.
+        let schema = top.schema();
+        let Ok(types) = spec.output_types() else {
+            return Ok(None);
+        };
+        if types.len() != schema.fields().len()
+            || types
+                .iter()
+                .zip(schema.fields())
+                .any(|(t, f)| t != f.data_type())
+        {
+            return Ok(None);
+        }
+        let node: Arc<dyn ExecutionPlan> = Arc::new(GroupByExec::new(
+            Arc::clone(lower.input()),
+            lower.group_expr().expr().to_vec(),
+            args,
+            names,
+            spec,
+            schema,
+            self.overrides,
+            Arc::clone(&self.pool),
+        ));
+        Ok(Some(match plan.output_partitioning() {
+            p @ Partitioning::Hash(_, n) if *n > 1 => {
+                Arc::new(RepartitionExec::try_new(node, p.clone())?)
+            }
+            _ => node,
+        }))
+    }
+}
+
+/// What grouper takes from an aggregate node it handles.
+struct Translated {
+    spec: QuerySpec,
+    args: Vec<ArgExpr>,
+    names: Vec<String>,
+}
+
+/// The core spec, argument expressions and display names of an aggregate node, or `None` when
+/// grouper does not handle it.
+fn translate(agg: &AggregateExec) -> Result<Option<Translated>> {
+    let group_by = agg.group_expr();
+    if !group_by.is_single()
+        || agg.filter_expr().iter().any(Option::is_some)
+        || agg.limit_options().is_some()
+    {
+        return Ok(None);
+    }
+    let input_schema = agg.input_schema();
+    let mut key_types = Vec::new();
+    for (e, _) in group_by.expr() {
+        key_types.push(e.data_type(&input_schema)?);
+    }
+    let mut aggregates = Vec::new();
+    let mut args = Vec::new();
+    let mut names = Vec::new();
+    for a in agg.aggr_expr() {
+        let exprs = a.expressions();
+        if a.is_distinct() || !a.order_bys().is_empty() || exprs.len() != 1 {
+            return Ok(None);
+        }
+        let kind = match a.fun().name() {
+            "count" => AggKind::Count,
+            "sum" => AggKind::Sum,
+            "min" => AggKind::Min,
+            "max" => AggKind::Max,
+            "avg" => AggKind::Avg,
+            _ => return Ok(None),
+        };
+        let arg = Arc::clone(&exprs[0]);
+        let is_non_null_literal = arg
+            .downcast_ref::<Literal>()
+            .is_some_and(|l| !l.value().is_null());
+        if kind == AggKind::Count && is_non_null_literal {
+            aggregates.push(AggregateSpec::count_star());
+            args.push(None);
+        } else {
+            aggregates.push(AggregateSpec::new(kind, arg.data_type(&input_schema)?));
+            args.push(Some(arg));
+        }
+        names.push(a.name().to_string());
+    }
+    Ok(Some(Translated {
+        spec: QuerySpec {
+            key_types,
+            aggregates,
+        },
+        args,
+        names,
+    }))
+}
+
+impl PhysicalOptimizerRule for GrouperRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let plan = plan
+            .transform_down(|p| {
+                Ok(match self.replace(&p)? {
+                    Some(new) => Transformed::yes(new),
+                    None => Transformed::no(p),
+                })
+            })?
+            .data;
+        // A GroupByExec needs no particular partitioning of its input: drop the repartition
+        // kept for a replaced aggregate when its consumer is another GroupByExec (as in
+        // DataFusion's two-level plan for COUNT(DISTINCT)).
+        plan.transform_up(|p| {
+            let Some(g) = p.downcast_ref::<GroupByExec>() else {
+                return Ok(Transformed::no(p));
+            };
+            let child = g.children()[0];
+            match child.downcast_ref::<RepartitionExec>() {
+                Some(r) if r.input().downcast_ref::<GroupByExec>().is_some() => {
+                    let grandchild = Arc::clone(r.input());
+                    Ok(Transformed::yes(
+                        Arc::clone(&p).with_new_children(vec![grandchild])?,
+                    ))
+                }
+                _ => Ok(Transformed::no(p)),
+            }
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "grouper"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,104 @@
+//! Building a DataFusion `SessionContext` with grouper installed.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::SessionStateBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use grouper_core::planner::Overrides;
+
+use crate::rule::GrouperRule;
+
+/// Which engine aggregates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The best available (today: the CPU engine).
+    #[default]
+    Auto,
+    /// grouper's CPU strategies.
+    Cpu,
+    /// grouper on an NVIDIA GPU (not built yet).
+    Gpu,
+    /// CPU and GPU together (not built yet).
+    Hybrid,
+    /// DataFusion's own aggregation: the built-in baseline.
+    DataFusion,
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "auto" => Backend::Auto,
+            "cpu" => Backend::Cpu,
+            "gpu" => Backend::Gpu,
+            "hybrid" => Backend::Hybrid,
+            "datafusion" => Backend::DataFusion,
+            _ => {
+                return Err(format!(
+                    "unknown backend '{s}' (expected auto, cpu, gpu, hybrid or datafusion)"
+                ))
+            }
+        })
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Auto => "auto",
+            Backend::Cpu => "cpu",
+            Backend::Gpu => "gpu",
+            Backend::Hybrid => "hybrid",
+            Backend::DataFusion => "datafusion",
+        })
+    }
+}
+
+/// Everything that shapes a grouper session.
+#[derive(Debug, Clone, Default)]
+pub struct GrouperConfig {
+    /// Which engine aggregates.
+    pub backend: Backend,
+    /// Strategy, hash function and table parameters fixed by the user.
+    pub overrides: Overrides,
+    /// Worker threads (DataFusion partitions and grouper's pool); all cores when `None`.
+    pub threads: Option<usize>,
+}
+
+/// A `SessionContext` with grouper's defaults: the one-line adoption for DataFusion users.
+pub fn grouper_context() -> SessionContext {
+    session_context(&GrouperConfig::default()).unwrap_or_else(|_| SessionContext::new())
+}
+
+/// A `SessionContext` configured by `config`; fails for backends this build cannot run.
+pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
+    if matches!(config.backend, Backend::Gpu | Backend::Hybrid) {
+        return Err(DataFusionError::Plan(format!(
+            "backend '{}' is unavailable: this build of grouper has no GPU support yet (use --backend cpu or auto)",
+            config.backend
+        )));
+    }
+    let threads = config
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let session = SessionConfig::new().with_target_partitions(threads);
+    let mut builder = SessionStateBuilder::new()
+        .with_config(session)
+        .with_default_features();
+    if config.backend != Backend::DataFusion {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("grouper-{i}"))
+            .build()
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        builder = builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(
+            config.overrides,
+            Arc::new(pool),
+        )));
+    }
+    Ok(SessionContext::new_with_state(builder.build()).enable_url_table())
+}

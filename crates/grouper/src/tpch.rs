@@ -1,0 +1,73 @@
+//! Built-in data: TPC-H `lineitem` generated in memory with `tpchgen-arrow`, and TPC-H Q1.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use datafusion::catalog::MemTable;
+use datafusion::error::{DataFusionError, Result};
+use rayon::prelude::*;
+use tpchgen::generators::LineItemGenerator;
+use tpchgen_arrow::LineItemArrow;
+
+/// TPC-H Query 1 (the pricing summary report), as the specification gives it, with the
+/// substitution parameter DELTA = 90 days.
+pub const Q1: &str = "SELECT l_returnflag, l_linestatus, \
+    sum(l_quantity) AS sum_qty, \
+    sum(l_extendedprice) AS sum_base_price, \
+    sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, \
+    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, \
+    avg(l_quantity) AS avg_qty, \
+    avg(l_extendedprice) AS avg_price, \
+    avg(l_discount) AS avg_disc, \
+    count(*) AS count_order \
+    FROM lineitem \
+    WHERE l_shipdate <= date '1998-12-01' - interval '90' day \
+    GROUP BY l_returnflag, l_linestatus \
+    ORDER BY l_returnflag, l_linestatus";
+
+/// Generates `lineitem` at scale factor `sf` in `parts` partitions (in parallel), calling
+/// `progress(rows)` as batches complete.
+pub fn lineitem(
+    sf: f64,
+    parts: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Vec<RecordBatch>>> {
+    if !(sf > 0.0 && sf.is_finite()) {
+        return Err(DataFusionError::Plan(format!(
+            "scale factor must be positive, got {sf}"
+        )));
+    }
+    let parts = parts.max(1);
+    (1..=parts)
+        .into_par_iter()
+        .map(|p| {
+            let gen = LineItemGenerator::new(sf, p as i32, parts as i32);
+            LineItemArrow::new(gen)
+                .with_batch_size(1 << 16)
+                .map(|b| {
+                    let b = b?;
+                    progress(b.num_rows() as u64);
+                    Ok(b)
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect()
+}
+
+/// `lineitem` as an in-memory table.
+pub fn lineitem_table(
+    sf: f64,
+    parts: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Arc<MemTable>> {
+    let data = lineitem(sf, parts, progress)?;
+    Ok(Arc::new(MemTable::try_new(
+        LineItemArrow::schema_ref(),
+        data,
+    )?))
+}
+
+/// Approximate `lineitem` rows at scale factor `sf` (for progress bars).
+pub fn lineitem_rows(sf: f64) -> u64 {
+    (6_001_215.0 * sf) as u64
+}

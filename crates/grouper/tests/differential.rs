@@ -1,0 +1,448 @@
+//! grouper inside DataFusion against DataFusion's own aggregation: random queries over random
+//! typed data (proptest), plan shape (our node where we handle the query, DataFusion's where we
+//! do not), TPC-H Q1, errors, and the CLI end to end.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array,
+    RecordBatch, StringArray,
+};
+use arrow::compute::concat_batches;
+use datafusion::catalog::MemTable;
+use datafusion::physical_plan::displayable;
+use datafusion::prelude::SessionContext;
+use grouper::{Backend, GrouperConfig};
+use grouper_core::compare::same_groups;
+use grouper_core::cpu::Strategy;
+use grouper_core::planner::Overrides;
+use proptest::prelude::*;
+
+/// A table of every supported type, with NULLs, from a seed.
+fn table(rows: usize, groups: u64, seed: u64) -> RecordBatch {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut col = |nullable: bool| -> Vec<Option<u64>> {
+        (0..rows)
+            .map(|_| {
+                let r = next();
+                (!(nullable && r % 11 == 0)).then_some((r >> 8) % groups)
+            })
+            .collect()
+    };
+    let (g1, g2, g3, g4, g5, g6) = (
+        col(true),
+        col(true),
+        col(false),
+        col(true),
+        col(true),
+        col(false),
+    );
+    let (v1, v2, v3, v4, v5) = (col(true), col(true), col(true), col(true), col(true));
+    let cols: Vec<(&str, ArrayRef)> = vec![
+        (
+            "k_i32",
+            Arc::new(
+                g1.iter()
+                    .map(|v| v.map(|v| v as i32 - 3))
+                    .collect::<Int32Array>(),
+            ),
+        ),
+        (
+            "k_i64",
+            Arc::new(
+                g2.iter()
+                    .map(|v| v.map(|v| v as i64 * 1_000_000_007))
+                    .collect::<Int64Array>(),
+            ),
+        ),
+        (
+            "k_str",
+            Arc::new(
+                g3.iter()
+                    .map(|v| v.map(|v| format!("g{v}")))
+                    .collect::<StringArray>(),
+            ),
+        ),
+        (
+            "k_date",
+            Arc::new(
+                g4.iter()
+                    .map(|v| v.map(|v| 9000 + v as i32))
+                    .collect::<Date32Array>(),
+            ),
+        ),
+        (
+            "k_bool",
+            Arc::new(
+                g5.iter()
+                    .map(|v| v.map(|v| v % 2 == 0))
+                    .collect::<BooleanArray>(),
+            ),
+        ),
+        (
+            "k_dec",
+            Arc::new(
+                g6.iter()
+                    .map(|v| v.map(|v| v as i128 * 25))
+                    .collect::<Decimal128Array>()
+                    .with_precision_and_scale(12, 2)
+                    .unwrap(),
+            ),
+        ),
+        (
+            "v_i64",
+            Arc::new(
+                v1.iter()
+                    .map(|v| v.map(|v| v as i64 * 977 - 5000))
+                    .collect::<Int64Array>(),
+            ),
+        ),
+        (
+            "v_i32",
+            Arc::new(
+                v2.iter()
+                    .map(|v| v.map(|v| v as i32 - 100))
+                    .collect::<Int32Array>(),
+            ),
+        ),
+        (
+            "v_f64",
+            Arc::new(
+                v3.iter()
+                    .map(|v| v.map(|v| v as f64 / 3.0 - 10.0))
+                    .collect::<Float64Array>(),
+            ),
+        ),
+        (
+            "v_dec",
+            Arc::new(
+                v4.iter()
+                    .map(|v| v.map(|v| v as i128 * 1234 - 77))
+                    .collect::<Decimal128Array>()
+                    .with_precision_and_scale(15, 2)
+                    .unwrap(),
+            ),
+        ),
+        (
+            "v_str",
+            Arc::new(
+                v5.iter()
+                    .map(|v| v.map(|v| format!("s{}", v * 7 % 13)))
+                    .collect::<StringArray>(),
+            ),
+        ),
+    ];
+    RecordBatch::try_from_iter(cols).unwrap()
+}
+
+fn context(config: &GrouperConfig, batch: &RecordBatch) -> SessionContext {
+    let ctx = grouper::session_context(config).unwrap();
+    // Three partitions, so DataFusion plans Partial + Final aggregation.
+    let n = batch.num_rows();
+    let parts: Vec<Vec<RecordBatch>> = (0..3)
+        .map(|i| vec![batch.slice(n * i / 3, n * (i + 1) / 3 - n * i / 3)])
+        .collect();
+    ctx.register_table(
+        "t",
+        Arc::new(MemTable::try_new(batch.schema(), parts).unwrap()),
+    )
+    .unwrap();
+    ctx
+}
+
+fn cfg(backend: Backend, strategy: Option<Strategy>) -> GrouperConfig {
+    GrouperConfig {
+        backend,
+        overrides: Overrides {
+            strategy,
+            ..Default::default()
+        },
+        threads: Some(3),
+    }
+}
+
+async fn run(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<(RecordBatch, String)> {
+    let df = ctx.sql(sql).await?;
+    let plan = df.create_physical_plan().await?;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx()).await?;
+    let schema = batches.first().map_or_else(
+        || Arc::new(arrow::datatypes::Schema::empty()),
+        |b| b.schema(),
+    );
+    Ok((concat_batches(&schema, &batches)?, text))
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `sql` on grouper (with `strategy`) and on DataFusion; asserts equal results and that
+/// grouper's node is in the plan.
+fn check(batch: &RecordBatch, sql: &str, keys: usize, strategy: Option<Strategy>) {
+    rt().block_on(async {
+        let (expected, df_plan) = run(&context(&cfg(Backend::DataFusion, None), batch), sql)
+            .await
+            .unwrap();
+        let (actual, plan) = run(&context(&cfg(Backend::Cpu, strategy), batch), sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        // Where DataFusion aggregates at all (it answers some global counts from statistics),
+        // grouper must have taken over.
+        if df_plan.contains("AggregateExec") {
+            assert!(
+                plan.contains("GroupByExec") && !plan.contains("AggregateExec"),
+                "{sql}\n{plan}"
+            );
+        }
+        assert_eq!(expected.schema(), actual.schema(), "{sql}");
+        if let Err(e) = same_groups(expected.columns(), actual.columns(), keys) {
+            panic!("{sql} ({strategy:?}): {e}");
+        }
+    });
+}
+
+const KEYS: &[&str] = &[
+    "k_i32",
+    "k_i64",
+    "k_str",
+    "k_date",
+    "k_bool",
+    "k_dec",
+    "k_i64 % 7",
+    "k_str || 'x'",
+];
+const AGGS: &[&str] = &[
+    "count(*)",
+    "count(v_i64)",
+    "count(v_str)",
+    "sum(v_i64)",
+    "sum(v_i32)",
+    "sum(v_f64)",
+    "sum(v_dec)",
+    "sum(v_dec * (1 - v_dec))",
+    "min(v_i64)",
+    "max(v_i32)",
+    "min(v_f64)",
+    "max(v_dec)",
+    "min(v_str)",
+    "max(v_str)",
+    "avg(v_f64)",
+    "avg(v_dec)",
+    "avg(v_i32)",
+    "max(k_bool)",
+    "min(k_date)",
+    "sum(v_i64 * 2 + 1)",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_queries_match_datafusion(
+        keys in prop::sample::subsequence(KEYS, 0..4),
+        aggs in prop::sample::subsequence(AGGS, 1..6),
+        rows in 0usize..3000,
+        groups in 1u64..400,
+        seed in any::<u64>(),
+        filter in prop::option::of(-5000i64..400_000),
+        strategy in prop::option::of(prop::sample::select(&[Strategy::ThreadLocal, Strategy::Shared, Strategy::Sort][..])),
+    ) {
+        let batch = table(rows, groups, seed);
+        let select: Vec<String> = keys.iter().map(|k| k.to_string()).chain(aggs.iter().map(|a| a.to_string())).collect();
+        let mut sql = format!("SELECT {} FROM t", select.join(", "));
+        if let Some(f) = filter {
+            sql += &format!(" WHERE v_i64 > {f} OR v_i64 IS NULL");
+        }
+        if !keys.is_empty() {
+            sql += &format!(" GROUP BY {}", keys.join(", "));
+        }
+        check(&batch, &sql, keys.len(), strategy);
+    }
+}
+
+#[test]
+fn tpch_q1_equals_datafusion_exactly() {
+    let parts = grouper::tpch::lineitem(0.05, 3, &|_| {}).unwrap();
+    rt().block_on(async {
+        let mut results = Vec::new();
+        for backend in [Backend::DataFusion, Backend::Cpu] {
+            let ctx = grouper::session_context(&cfg(backend, None)).unwrap();
+            let table =
+                MemTable::try_new(tpchgen_arrow::LineItemArrow::schema_ref(), parts.clone())
+                    .unwrap();
+            ctx.register_table("lineitem", Arc::new(table)).unwrap();
+            results.push(run(&ctx, grouper::tpch::Q1).await.unwrap());
+        }
+        assert!(results[1].1.contains("GroupByExec"));
+        assert!(!results[0].1.contains("GroupByExec"));
+        assert_eq!(results[0].0.num_rows(), 4);
+        // Same rows in the same (ORDER BY) order, exactly: decimals to the last digit.
+        assert_eq!(results[0].0, results[1].0);
+    });
+}
+
+#[test]
+fn unsupported_aggregates_stay_in_datafusion() {
+    let batch = table(500, 20, 3);
+    rt().block_on(async {
+        let ctx = context(&cfg(Backend::Cpu, None), &batch);
+        for sql in [
+            "SELECT k_i32, median(v_i64) FROM t GROUP BY k_i32",
+            "SELECT k_i32, sum(v_i64) FILTER (WHERE v_i32 > 0) FROM t GROUP BY k_i32",
+            "SELECT k_i32, k_str, sum(v_i64) FROM t GROUP BY ROLLUP (k_i32, k_str)",
+        ] {
+            let (got, plan) = run(&ctx, sql).await.unwrap();
+            assert!(!plan.contains("GroupByExec"), "{sql}\n{plan}");
+            let (want, _) = run(&context(&cfg(Backend::DataFusion, None), &batch), sql)
+                .await
+                .unwrap();
+            assert_eq!(got.num_rows(), want.num_rows(), "{sql}");
+        }
+    });
+}
+
+#[test]
+fn count_distinct_runs_as_two_grouper_aggregations() {
+    // DataFusion rewrites COUNT(DISTINCT x) GROUP BY k into GROUP BY k, x then COUNT: both ours.
+    let batch = table(3000, 40, 5);
+    let sql = "SELECT k_str, count(DISTINCT v_i64), sum(v_i64) FROM t GROUP BY k_str";
+    check(&batch, sql, 1, None);
+    let sql = "SELECT k_str, count(DISTINCT v_i64) FROM t GROUP BY k_str";
+    check(&batch, sql, 1, None);
+    rt().block_on(async {
+        let (_, plan) = run(&context(&cfg(Backend::Cpu, None), &batch), sql)
+            .await
+            .unwrap();
+        assert_eq!(plan.matches("GroupByExec").count(), 2, "{plan}");
+        assert!(!plan.contains("Hash([k_str@0, alias1@1]"), "{plan}");
+    });
+}
+
+#[test]
+fn joins_over_our_aggregate_stay_correct() {
+    let batch = table(2000, 50, 4);
+    let sql = "SELECT a.k_i32, a.s, b.c FROM (SELECT k_i32, sum(v_i64) s FROM t GROUP BY k_i32) a \
+               JOIN (SELECT k_i32, count(*) c FROM t GROUP BY k_i32) b ON a.k_i32 = b.k_i32";
+    check(&batch, sql, 1, None);
+}
+
+#[test]
+fn integer_sum_overflow_is_a_clear_error() {
+    let k: ArrayRef = Arc::new(Int32Array::from(vec![1, 1]));
+    let v: ArrayRef = Arc::new(Int64Array::from(vec![i64::MAX, 1]));
+    let batch = RecordBatch::try_from_iter(vec![("k", k), ("v", v)]).unwrap();
+    rt().block_on(async {
+        let ctx = grouper::session_context(&cfg(Backend::Cpu, None)).unwrap();
+        ctx.register_batch("t", batch).unwrap();
+        let err = run(&ctx, "SELECT k, sum(v) FROM t GROUP BY k")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("arithmetic overflow in sum"), "{err}");
+    });
+}
+
+#[test]
+fn gpu_backend_fails_clearly() {
+    let Err(err) = grouper::session_context(&cfg(Backend::Gpu, None)) else {
+        panic!("the gpu backend must fail in this build");
+    };
+    assert!(err.to_string().contains("no GPU support"), "{err}");
+}
+
+fn grouper_bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_grouper"))
+}
+
+#[test]
+fn cli_queries_files_by_glob_and_reports_errors() {
+    let dir = std::env::temp_dir().join(format!("grouper-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..2 {
+        let out = grouper_bin()
+            .args([
+                "gen",
+                "synthetic",
+                "--rows",
+                "5000",
+                "--groups",
+                "10",
+                "--key-type",
+                "i32",
+                "--seed",
+            ])
+            .arg(i.to_string())
+            .arg("-o")
+            .arg(dir.join(format!("part{i}.parquet")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let glob = format!("{}/*.parquet", dir.display());
+    let out = grouper_bin()
+        .args([
+            "query",
+            &format!("SELECT count(*) AS n FROM '{glob}'"),
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n10000\n");
+    let out = grouper_bin()
+        .args(["query", "SELECT k, count(*) FROM t GROUP BY k", "--table"])
+        .arg(format!("t={glob}"))
+        .args(["--explain", "--strategy", "shared"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("GroupByExec") && text.contains("strategy=shared"),
+        "{text}"
+    );
+    for (args, want) in [
+        (vec!["query", "SELEC nonsense"], "error: "),
+        (
+            vec!["query", "SELECT * FROM 'no/such/file.parquet'"],
+            "error: ",
+        ),
+        (
+            vec!["query", "SELECT 1", "--backend", "gpu"],
+            "no GPU support",
+        ),
+        (
+            vec!["query", "SELECT 1", "--strategy", "bogus"],
+            "unknown CPU strategy",
+        ),
+    ] {
+        let out = grouper_bin().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(want) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
