@@ -24,7 +24,7 @@ use crate::cpu::{self, dense, finalize_chunk_aggs, new_accumulators, Chunk, Stra
 use crate::error::{GrouperError, Result};
 use crate::input::{morsels, InputBatch, QuerySpec};
 use crate::keys::KeyCodec;
-use crate::planner::{self, Decision, Overrides, PERFECT_MAX_DOMAIN};
+use crate::planner::{self, Decision, Overrides};
 use crate::table::check_fill_factor;
 
 /// How to run a query; the default lets the planner decide everything.
@@ -53,6 +53,8 @@ struct Plan {
 pub struct Aggregation {
     spec: QuerySpec,
     overrides: Overrides,
+    /// Largest domain `auto` keeps dense (memory bound of per-worker arrays).
+    perfect_limit: u64,
     plan: RwLock<Option<Plan>>,
 }
 
@@ -73,9 +75,15 @@ impl Aggregation {
         if let Some(f) = overrides.fill_factor {
             check_fill_factor(f)?;
         }
+        let state_bytes = new_accumulators(&spec)?
+            .iter()
+            .map(|a| a.state_bytes())
+            .sum();
+        let perfect_limit = planner::perfect_limit(state_bytes, rayon::current_num_threads());
         Ok(Arc::new(Self {
             spec,
             overrides,
+            perfect_limit,
             plan: RwLock::new(None),
         }))
     }
@@ -113,7 +121,7 @@ impl Aggregation {
             .encode(&batch.keys, batch.num_rows())?
             .unwrap_or_default();
         let estimate = planner::estimate(&[words], codec.domain());
-        let decision = planner::choose(estimate, &self.overrides)?;
+        let decision = planner::choose(estimate, &self.overrides, self.perfect_limit)?;
         if decision.strategy == Strategy::Perfect {
             dense::check_domain(codec.domain())?;
         }
@@ -144,7 +152,7 @@ impl Aggregation {
     fn dense_limit(&self) -> u64 {
         match self.overrides.strategy {
             Some(Strategy::Perfect) => dense::MAX_DOMAIN,
-            _ => PERFECT_MAX_DOMAIN,
+            _ => self.perfect_limit,
         }
     }
 

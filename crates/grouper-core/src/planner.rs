@@ -6,7 +6,9 @@
 //! (Charikar et al.), which is unbiased for both few and many groups within a factor of
 //! `sqrt(N/n)` (with linear extrapolation when nearly every sampled key is unique). The rules are few and measured (see `grouper bench cpu-sweep`):
 //!
-//! * domain ≤ [`PERFECT_MAX_DOMAIN`]: `perfect` — no hashing at all, arrays fit L2.
+//! * domain ≤ [`perfect_limit`]: `perfect` — no hashing at all. Measured (`bench cpu-sweep`):
+//!   direct indexing beats hashing even at 2^20 groups, where neither fits cache, because it
+//!   saves the probe's miss; the bound is memory: per-thread arrays of the whole domain.
 //! * otherwise `thread_local` — per-thread tables stay cache-resident while groups are few, and
 //!   the partitioned merge keeps many groups parallel.
 
@@ -19,9 +21,18 @@ use crate::error::Result;
 use crate::hash::{murmur3, HashFn};
 use crate::table::check_fill_factor;
 
-/// Largest key domain for which `auto` picks direct indexing: per-thread arrays of this many
-/// states (a few MiB) stay in L2/L3 and merge in well under a millisecond.
-pub const PERFECT_MAX_DOMAIN: u64 = 1 << 18;
+/// Largest key domain for which `auto` picks direct indexing, whatever the memory.
+pub const PERFECT_MAX_DOMAIN: u64 = 1 << 22;
+
+/// Memory all threads' direct-index arrays may take together.
+pub const PERFECT_BUDGET_BYTES: u64 = 1 << 30;
+
+/// The largest domain `auto` indexes directly, for `state_bytes` of state per group and
+/// `threads` workers.
+pub fn perfect_limit(state_bytes: usize, threads: usize) -> u64 {
+    let per_group = (state_bytes as u64 + 1) * threads.max(1) as u64; // +1: the presence flag
+    (PERFECT_BUDGET_BYTES / per_group).min(PERFECT_MAX_DOMAIN)
+}
 
 /// Rows sampled for the group-count estimate.
 pub const SAMPLE_ROWS: usize = 1 << 16;
@@ -135,16 +146,16 @@ pub struct Overrides {
 /// Default load of hash tables: linear probing stays short below one half.
 pub const DEFAULT_FILL: f64 = 0.5;
 
-/// Chooses strategy and parameters.
-pub fn choose(estimate: Estimate, overrides: &Overrides) -> Result<Decision> {
+/// Chooses strategy and parameters; `perfect_limit` is the largest domain to index directly.
+pub fn choose(estimate: Estimate, overrides: &Overrides, perfect_limit: u64) -> Result<Decision> {
     let fill_factor = overrides.fill_factor.unwrap_or(DEFAULT_FILL);
     check_fill_factor(fill_factor)?;
     let (strategy, reason) = match overrides.strategy {
         Some(s) => (s, format!("{s} was requested")),
-        None if estimate.domain <= PERFECT_MAX_DOMAIN => (
+        None if estimate.domain <= perfect_limit => (
             Strategy::Perfect,
             format!(
-                "the key domain ({}) fits a direct-index table (≤ {PERFECT_MAX_DOMAIN})",
+                "the key domain ({}) fits a direct-index table (≤ {perfect_limit})",
                 estimate.domain
             ),
         ),

@@ -43,7 +43,7 @@ pub struct SweepArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// TPC-H scale factors for Q1 (comma-separated; empty for none).
-    #[arg(long, default_value = "1,10", value_delimiter = ',')]
+    #[arg(long, default_value = "1,10", value_delimiter = ',', num_args = 0..)]
     tpch_sf: Vec<f64>,
     /// Python with duckdb (from scripts/setup-venv.sh); DuckDB is skipped if it is missing.
     #[arg(long, default_value = ".venv/bin/python")]
@@ -303,10 +303,7 @@ async fn cpu_sweep(a: SweepArgs) -> Result<()> {
             let ctx = grouper::session_context(config)?;
             ctx.register_table(
                 "lineitem",
-                Arc::new(MemTable::try_new(
-                    tpchgen_arrow::LineItemArrow::schema_ref(),
-                    parts.clone(),
-                )?),
+                Arc::new(MemTable::try_new(Arc::clone(&q1_schema), parts.clone())?),
             )?;
             ms.insert(
                 name.clone(),

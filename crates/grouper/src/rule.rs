@@ -25,6 +25,7 @@ use datafusion::physical_expr::expressions::Literal;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
 use grouper_core::agg::{AggKind, AggregateSpec};
@@ -190,9 +191,10 @@ impl PhysicalOptimizerRule for GrouperRule {
             match child.downcast_ref::<RepartitionExec>() {
                 Some(r) if r.input().downcast_ref::<GroupByExec>().is_some() => {
                     let grandchild = Arc::clone(r.input());
-                    Ok(Transformed::yes(
-                        Arc::clone(&p).with_new_children(vec![grandchild])?,
-                    ))
+                    Ok(Transformed::yes(Arc::clone(&p).replace_children(
+                        vec![grandchild],
+                        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+                    )?))
                 }
                 _ => Ok(Transformed::no(p)),
             }

@@ -30,6 +30,8 @@ pub trait GroupAccumulator: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Bytes of state per group (for memory planning).
+    fn state_bytes(&self) -> usize;
     /// Grows (never shrinks) to `n` groups, new ones in the `init` state.
     fn resize(&mut self, n: usize);
     /// Folds row `i` of `input` into group `gids[i]`; every id must be below `len()`.
@@ -68,6 +70,10 @@ impl<A: Aggregate> Groups<A> {
 impl<A: Aggregate> GroupAccumulator for Groups<A> {
     fn len(&self) -> usize {
         self.states.len()
+    }
+
+    fn state_bytes(&self) -> usize {
+        std::mem::size_of::<A::State>()
     }
 
     fn resize(&mut self, n: usize) {

@@ -19,8 +19,8 @@
 //! dictionary, whose code is the word.
 //!
 //! Batches stream in, so a codec is planned from the first batch and *widened* when a later
-//! batch holds a value outside it ([`KeyCodec::encode`] returns `None`): ordinal ranges grow by
-//! doubling toward the side that overflowed, dictionary capacities double, and the layout turns
+//! batch holds a value outside it ([`KeyCodec::encode`] returns `None`): ordinal ranges grow past
+//! the new extreme by an eighth of their span, dictionary capacities double, and the layout turns
 //! interned if the domain no longer fits. Each widening is a new codec; workers re-encode the key
 //! words of their groups (decode with the old codec, encode with the new), which happens
 //! O(log range) times at most.
@@ -275,7 +275,10 @@ impl KeyCodec {
                         Codec::Ordinal { min, max } => match ordinal_min_max(array) {
                             None => col.codec.clone(),
                             Some((lo, hi)) => {
-                                let span = (max - min).max(1);
+                                // Grow past the new extreme by an eighth of the span: enough
+                                // that sorted input widens O(log range) times, little enough
+                                // that a direct-index domain does not double needlessly.
+                                let span = ((max - min) / 8).max(1);
                                 let (tmin, tmax) = ordinal_bounds(&col.data_type);
                                 Codec::Ordinal {
                                     min: if lo < *min {
