@@ -206,22 +206,24 @@ mod tests {
             groups: 6,
             sampled: 10,
         };
-        assert_eq!(
-            choose(e, &Overrides::default()).unwrap().strategy,
-            Strategy::Perfect
-        );
-        let e = Estimate {
+        let limit = perfect_limit(24, 2);
+        let auto = Overrides::default();
+        assert_eq!(choose(e, &auto, limit).unwrap().strategy, Strategy::Perfect);
+        let wide = Estimate {
             domain: 1 << 40,
             ..e
         };
         assert_eq!(
-            choose(e, &Overrides::default()).unwrap().strategy,
+            choose(wide, &auto, limit).unwrap().strategy,
             Strategy::ThreadLocal
         );
         let bad = Overrides {
             fill_factor: Some(1.5),
             ..Default::default()
         };
-        assert!(choose(e, &bad).is_err());
+        assert!(choose(e, &bad, limit).is_err());
+        // The bound is memory: many threads or big states index less directly.
+        assert_eq!(perfect_limit(24, 2), PERFECT_MAX_DOMAIN);
+        assert_eq!(perfect_limit(1023, 64), (1 << 30) / (1024 * 64));
     }
 }
