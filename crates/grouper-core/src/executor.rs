@@ -269,6 +269,11 @@ impl Aggregation {
 impl Worker {
     /// Folds a batch in (or keeps it, for the strategies that need all input).
     pub fn push(&mut self, batch: &InputBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        // Plan from the whole first batch: a larger sample than one morsel.
+        self.agg.plan_from(batch)?;
         for morsel in morsels(std::slice::from_ref(batch)) {
             self.push_morsel(&morsel)?;
         }

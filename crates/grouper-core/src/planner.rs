@@ -9,6 +9,12 @@
 //! * domain ≤ [`perfect_limit`]: `perfect` — no hashing at all. Measured (`bench cpu-sweep`):
 //!   direct indexing beats hashing even at 2^20 groups, where neither fits cache, because it
 //!   saves the probe's miss; the bound is memory: per-thread arrays of the whole domain.
+//!   Above 2^20 the sample must also fill the domain about as densely as uniform keys would
+//!   ([`Estimate::looks_dense`]); sparse wide domains (skewed keys) waste memory and lose to
+//!   hashing.
+//! * too wide to index and nearly every sampled key distinct: `sort` — at 2^22+ groups tables
+//!   thrash the caches and each worker's partial table barely reduces; a sort moves memory
+//!   sequentially.
 //! * otherwise `thread_local` — per-thread tables stay cache-resident while groups are few, and
 //!   the partitioned merge keeps many groups parallel.
 
@@ -22,7 +28,7 @@ use crate::hash::{murmur3, HashFn};
 use crate::table::check_fill_factor;
 
 /// Largest key domain for which `auto` picks direct indexing, whatever the memory.
-pub const PERFECT_MAX_DOMAIN: u64 = 1 << 22;
+pub const PERFECT_MAX_DOMAIN: u64 = 1 << 23;
 
 /// Memory all threads' direct-index arrays may take together.
 pub const PERFECT_BUDGET_BYTES: u64 = 1 << 30;
@@ -48,14 +54,16 @@ pub struct Estimate {
     pub groups: u64,
     /// Rows in the sample the estimate came from.
     pub sampled: usize,
+    /// Distinct keys in the sample.
+    pub distinct: u64,
 }
 
 impl fmt::Display for Estimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "rows={} key_domain={} est_groups={} (sample {} rows)",
-            self.rows, self.domain, self.groups, self.sampled
+            "rows={} key_domain={} est_groups={} (sample: {} rows, {} distinct)",
+            self.rows, self.domain, self.groups, self.sampled, self.distinct
         )
     }
 }
@@ -104,8 +112,28 @@ pub fn estimate(words: &[Vec<u64>], domain: u64) -> Estimate {
         domain,
         groups,
         sampled,
+        distinct: freq.len() as u64,
     }
 }
+
+impl Estimate {
+    /// Whether the sampled keys fill the domain about as densely as uniform keys over all of
+    /// it would: then a direct-index table is mostly occupied, not a sparse waste of memory.
+    pub fn looks_dense(&self) -> bool {
+        let (n, d) = (self.sampled as f64, self.domain as f64);
+        let expected = d * (1.0 - (-n / d.max(1.0)).exp());
+        self.distinct as f64 >= 0.5 * expected
+    }
+
+    /// Whether nearly every sampled key is distinct: very many groups, little reduction.
+    pub fn nearly_unique(&self) -> bool {
+        self.sampled >= 1024 && self.distinct as f64 >= 0.9 * self.sampled as f64
+    }
+}
+
+/// Domains up to this size are indexed directly however sparsely the sample fills them
+/// (measured: direct indexing beat hashing on zipf keys up to 2^20).
+pub const ALWAYS_PERFECT_DOMAIN: u64 = 1 << 20;
 
 /// The planner's choice and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,18 +180,45 @@ pub fn choose(estimate: Estimate, overrides: &Overrides, perfect_limit: u64) -> 
     check_fill_factor(fill_factor)?;
     let (strategy, reason) = match overrides.strategy {
         Some(s) => (s, format!("{s} was requested")),
-        None if estimate.domain <= perfect_limit => (
+        // The first batch's range grows by an eighth if later keys fall outside it: plan for
+        // that, so a direct-index choice does not have to be abandoned midway.
+        None if estimate.domain.saturating_add(estimate.domain / 8) > perfect_limit
+            && estimate.nearly_unique() =>
+        {
+            (
+                Strategy::Sort,
+                format!(
+                    "nearly every sampled key is distinct ({} of {}) and the key domain ({}) is too wide to index directly: sorting moves memory sequentially",
+                    estimate.distinct, estimate.sampled, estimate.domain
+                ),
+            )
+        }
+        None if estimate.domain.saturating_add(estimate.domain / 8) > perfect_limit => (
+            Strategy::ThreadLocal,
+            format!(
+                "the key domain ({}) is too wide for direct indexing (≤ {perfect_limit}); per-thread tables with a partitioned merge",
+                estimate.domain
+            ),
+        ),
+        None if estimate.domain <= ALWAYS_PERFECT_DOMAIN => (
             Strategy::Perfect,
             format!(
-                "the key domain ({}) fits a direct-index table (≤ {perfect_limit})",
+                "the key domain ({}) fits a direct-index table (≤ {ALWAYS_PERFECT_DOMAIN} always direct)",
+                estimate.domain
+            ),
+        ),
+        None if estimate.looks_dense() => (
+            Strategy::Perfect,
+            format!(
+                "the key domain ({}) fits a direct-index table (≤ {perfect_limit}) and the sample fills it densely",
                 estimate.domain
             ),
         ),
         None => (
             Strategy::ThreadLocal,
             format!(
-                "the key domain ({}) is too wide for direct indexing; per-thread tables with a partitioned merge",
-                estimate.domain
+                "the key domain ({}) is sparsely filled by the sample ({} distinct of {}); per-thread tables with a partitioned merge",
+                estimate.domain, estimate.distinct, estimate.sampled
             ),
         ),
     };
@@ -205,6 +260,7 @@ mod tests {
             domain: 6,
             groups: 6,
             sampled: 10,
+            distinct: 6,
         };
         let limit = perfect_limit(24, 2);
         let auto = Overrides::default();
@@ -222,6 +278,37 @@ mod tests {
             ..Default::default()
         };
         assert!(choose(e, &bad, limit).is_err());
+        // A wide domain that the sample fills sparsely goes to hashing; a dense one stays direct.
+        let sparse = Estimate {
+            rows: 1 << 16,
+            domain: 1 << 22,
+            groups: 2000,
+            sampled: 1 << 16,
+            distinct: 2000,
+        };
+        assert_eq!(
+            choose(sparse, &auto, limit).unwrap().strategy,
+            Strategy::ThreadLocal
+        );
+        let dense = Estimate {
+            distinct: 60_000,
+            groups: 60_000,
+            ..sparse
+        };
+        assert_eq!(
+            choose(dense, &auto, limit).unwrap().strategy,
+            Strategy::Perfect
+        );
+        let unique = Estimate {
+            domain: 1 << 40,
+            distinct: 65_000,
+            groups: 65_000,
+            ..sparse
+        };
+        assert_eq!(
+            choose(unique, &auto, limit).unwrap().strategy,
+            Strategy::Sort
+        );
         // The bound is memory: many threads or big states index less directly.
         assert_eq!(perfect_limit(24, 2), PERFECT_MAX_DOMAIN);
         assert_eq!(perfect_limit(1023, 64), (1 << 30) / (1024 * 64));

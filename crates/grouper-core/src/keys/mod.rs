@@ -368,8 +368,14 @@ fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool 
             true
         }
         Codec::Bytes { dict, capacity } => {
-            let a = ByteColumn::new(array);
-            let Some(codes) = dict.encode((0..array.len()).map(|r| a.get(r)), *capacity) else {
+            let codes = match array.data_type() {
+                DataType::Utf8View => encode_views(dict, array.as_string_view(), *capacity),
+                _ => {
+                    let a = ByteColumn::new(array);
+                    dict.encode((0..array.len()).map(|r| a.get(r)), *capacity)
+                }
+            };
+            let Some(codes) = codes else {
                 return false;
             };
             for (w, c) in words.iter_mut().zip(codes) {
@@ -383,6 +389,35 @@ fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool 
             encode_ordinal::<T>(words, array, *min, max.abs_diff(*min), off, mult, nulls.as_ref())
         }, _ => false),
     }
+}
+
+/// Dictionary codes of a Utf8View column, looking up each distinct *view* once: equal views
+/// are equal strings (a short string is its view), so a batch of low-cardinality keys (TPC-H
+/// Q1's flags) costs one 16-byte hash per row instead of a string hash and compare.
+fn encode_views(dict: &Dictionary, a: &StringViewArray, capacity: u64) -> Option<Vec<Option<u32>>> {
+    let views = a.views();
+    let mut slot_of: hashbrown::HashMap<u128, u32> = hashbrown::HashMap::new();
+    let mut firsts: Vec<usize> = Vec::new();
+    let slots: Vec<Option<u32>> = (0..a.len())
+        .map(|r| {
+            a.is_valid(r).then(|| {
+                *slot_of.entry(views[r]).or_insert_with(|| {
+                    firsts.push(r);
+                    firsts.len() as u32 - 1
+                })
+            })
+        })
+        .collect();
+    let codes = dict.encode(
+        firsts.iter().map(|&r| Some(a.value(r).as_bytes())),
+        capacity,
+    )?;
+    Some(
+        slots
+            .into_iter()
+            .map(|s| s.and_then(|s| codes[s as usize]))
+            .collect(),
+    )
 }
 
 /// The hot loop of the common case (integer keys): one tight pass per column.
