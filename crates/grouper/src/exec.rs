@@ -34,14 +34,25 @@ use grouper_core::{InputBatch, QuerySpec};
 /// The expressions of one aggregate's argument: `None` for `COUNT(*)`.
 pub type ArgExpr = Option<Arc<dyn PhysicalExpr>>;
 
+/// What a [`GroupByExec`] computes: key and argument expressions over its input's schema, their
+/// display names, and the engine's view of the query.
+#[derive(Debug)]
+pub struct GroupByPlan {
+    /// Group key expressions and their output names.
+    pub keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
+    /// One argument per aggregate (`None` for `COUNT(*)`).
+    pub args: Vec<ArgExpr>,
+    /// Display names of the aggregates.
+    pub agg_names: Vec<String>,
+    /// Key types and aggregates for `grouper-core`.
+    pub spec: QuerySpec,
+}
+
 /// grouper's `GROUP BY` operator inside a DataFusion plan.
 #[derive(Debug)]
 pub struct GroupByExec {
     input: Arc<dyn ExecutionPlan>,
-    keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
-    args: Vec<ArgExpr>,
-    agg_names: Vec<String>,
-    spec: QuerySpec,
+    plan: Arc<GroupByPlan>,
     schema: SchemaRef,
     overrides: Overrides,
     pool: Arc<rayon::ThreadPool>,
@@ -51,14 +62,11 @@ pub struct GroupByExec {
 }
 
 impl GroupByExec {
-    /// A node computing `spec` over `input`, producing `schema` (DataFusion's planned schema).
-    #[allow(clippy::too_many_arguments)]
+    /// A node computing `plan` over `input`, producing `schema` (DataFusion's planned schema),
+    /// with the user's `overrides`, on `pool`.
     pub fn new(
         input: Arc<dyn ExecutionPlan>,
-        keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
-        args: Vec<ArgExpr>,
-        agg_names: Vec<String>,
-        spec: QuerySpec,
+        plan: Arc<GroupByPlan>,
         schema: SchemaRef,
         overrides: Overrides,
         pool: Arc<rayon::ThreadPool>,
@@ -71,10 +79,7 @@ impl GroupByExec {
         ));
         Self {
             input,
-            keys,
-            args,
-            agg_names,
-            spec,
+            plan,
             schema,
             overrides,
             pool,
@@ -92,10 +97,7 @@ impl GroupByExec {
     fn with_input(&self, input: Arc<dyn ExecutionPlan>) -> Self {
         Self::new(
             input,
-            self.keys.clone(),
-            self.args.clone(),
-            self.agg_names.clone(),
-            self.spec.clone(),
+            Arc::clone(&self.plan),
             Arc::clone(&self.schema),
             self.overrides,
             Arc::clone(&self.pool),
@@ -105,12 +107,12 @@ impl GroupByExec {
 
 impl DisplayAs for GroupByExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let keys: Vec<&str> = self.keys.iter().map(|(_, n)| n.as_str()).collect();
+        let keys: Vec<&str> = self.plan.keys.iter().map(|(_, n)| n.as_str()).collect();
         write!(
             f,
             "GroupByExec: backend=cpu, gby=[{}], aggr=[{}]",
             keys.join(", "),
-            self.agg_names.join(", ")
+            self.plan.agg_names.join(", ")
         )?;
         match self.last_decision() {
             Some(d) => write!(f, ", {d}"),
@@ -140,10 +142,11 @@ impl ExecutionPlan for GroupByExec {
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
         let exprs = self
+            .plan
             .keys
             .iter()
             .map(|(e, _)| e)
-            .chain(self.args.iter().flatten());
+            .chain(self.plan.args.iter().flatten());
         for e in exprs {
             if f(e)? == TreeNodeRecursion::Stop {
                 return Ok(TreeNodeRecursion::Stop);
@@ -175,10 +178,7 @@ impl ExecutionPlan for GroupByExec {
             )));
         }
         let input = Arc::clone(&self.input);
-        let keys: Arc<[Arc<dyn PhysicalExpr>]> =
-            self.keys.iter().map(|(e, _)| Arc::clone(e)).collect();
-        let args: Arc<[ArgExpr]> = self.args.clone().into();
-        let spec = Arc::new(self.spec.clone());
+        let plan = Arc::clone(&self.plan);
         let schema = Arc::clone(&self.schema);
         let overrides = self.overrides;
         let pool = Arc::clone(&self.pool);
@@ -188,18 +188,18 @@ impl ExecutionPlan for GroupByExec {
         let out_schema = Arc::clone(&schema);
 
         let result = async move {
-            let agg = grouper_core::Aggregation::new((*spec).clone(), overrides)
+            let agg = grouper_core::Aggregation::new(plan.spec.clone(), overrides)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             let parts = input.output_partitioning().partition_count();
             let mut tasks = Vec::with_capacity(parts);
             for p in 0..parts {
                 let mut stream = input.execute(p, Arc::clone(&context))?;
-                let (keys, args, spec) = (Arc::clone(&keys), Arc::clone(&args), Arc::clone(&spec));
+                let plan = Arc::clone(&plan);
                 let mut worker = agg.worker();
                 let compute = baseline.elapsed_compute().clone();
                 tasks.push(tokio::spawn(async move {
                     while let Some(batch) = stream.next().await {
-                        let batch = evaluate(&batch?, &keys, &args, &spec)?;
+                        let batch = evaluate(&batch?, &plan)?;
                         let _timer = compute.timer();
                         worker
                             .push(&batch)
@@ -250,18 +250,15 @@ impl ExecutionPlan for GroupByExec {
 }
 
 /// Evaluates the key and argument expressions of one input batch.
-fn evaluate(
-    batch: &RecordBatch,
-    keys: &[Arc<dyn PhysicalExpr>],
-    args: &[ArgExpr],
-    spec: &QuerySpec,
-) -> Result<InputBatch> {
+fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputBatch> {
     let rows = batch.num_rows();
-    let keys = keys
+    let keys = plan
+        .keys
         .iter()
-        .map(|e| e.evaluate(batch)?.into_array(rows))
+        .map(|(e, _)| e.evaluate(batch)?.into_array(rows))
         .collect::<Result<Vec<_>>>()?;
-    let args = args
+    let args = plan
+        .args
         .iter()
         .map(|a| {
             a.as_ref()
@@ -269,5 +266,6 @@ fn evaluate(
                 .transpose()
         })
         .collect::<Result<Vec<_>>>()?;
-    InputBatch::try_new(spec, keys, args, rows).map_err(|e| DataFusionError::External(Box::new(e)))
+    InputBatch::try_new(&plan.spec, keys, args, rows)
+        .map_err(|e| DataFusionError::External(Box::new(e)))
 }

@@ -32,7 +32,7 @@ use grouper_core::agg::{AggKind, AggregateSpec};
 use grouper_core::planner::Overrides;
 use grouper_core::QuerySpec;
 
-use crate::exec::{ArgExpr, GroupByExec};
+use crate::exec::{GroupByExec, GroupByPlan};
 
 /// Replaces handled aggregations with [`GroupByExec`].
 #[derive(Debug)]
@@ -70,12 +70,12 @@ impl GrouperRule {
         if plan.output_ordering().is_some() {
             return Ok(None);
         }
-        let Some(Translated { spec, args, names }) = translate(lower)? else {
+        let Some(group_by) = translate(lower)? else {
             return Ok(None);
         };
         // The output must be exactly what DataFusion planned.
         let schema = top.schema();
-        let Ok(types) = spec.output_types() else {
+        let Ok(types) = group_by.spec.output_types() else {
             return Ok(None);
         };
         if types.len() != schema.fields().len()
@@ -88,10 +88,7 @@ impl GrouperRule {
         }
         let node: Arc<dyn ExecutionPlan> = Arc::new(GroupByExec::new(
             Arc::clone(lower.input()),
-            lower.group_expr().expr().to_vec(),
-            args,
-            names,
-            spec,
+            Arc::new(group_by),
             schema,
             self.overrides,
             Arc::clone(&self.pool),
@@ -105,16 +102,9 @@ impl GrouperRule {
     }
 }
 
-/// What grouper takes from an aggregate node it handles.
-struct Translated {
-    spec: QuerySpec,
-    args: Vec<ArgExpr>,
-    names: Vec<String>,
-}
-
 /// The core spec, argument expressions and display names of an aggregate node, or `None` when
 /// grouper does not handle it.
-fn translate(agg: &AggregateExec) -> Result<Option<Translated>> {
+fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
     let group_by = agg.group_expr();
     if !group_by.is_single()
         || agg.filter_expr().iter().any(Option::is_some)
@@ -156,13 +146,14 @@ fn translate(agg: &AggregateExec) -> Result<Option<Translated>> {
         }
         names.push(a.name().to_string());
     }
-    Ok(Some(Translated {
+    Ok(Some(GroupByPlan {
+        keys: group_by.expr().to_vec(),
+        args,
+        agg_names: names,
         spec: QuerySpec {
             key_types,
             aggregates,
         },
-        args,
-        names,
     }))
 }
 
