@@ -38,8 +38,6 @@ pub trait GroupAccumulator: Send + Sync {
     fn update(&mut self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()>;
     /// Merges group `src[i]` of `other` (the same aggregate) into group `dst[i]` of `self`.
     fn merge(&mut self, other: &dyn GroupAccumulator, src: &[u32], dst: &[u32]) -> Result<()>;
-    /// A new, empty accumulator of the same aggregate.
-    fn empty_like(&self) -> Box<dyn GroupAccumulator>;
     /// The SQL results for all groups, or for the groups in `select` in that order.
     fn finalize(self: Box<Self>, select: Option<&[u32]>) -> Result<ArrayRef>;
     /// For `merge`'s downcast.
@@ -97,13 +95,6 @@ impl<A: Aggregate> GroupAccumulator for Groups<A> {
                 .merge(&mut self.states[d as usize], &other.states[s as usize])?;
         }
         Ok(())
-    }
-
-    fn empty_like(&self) -> Box<dyn GroupAccumulator> {
-        Box::new(Self {
-            agg: Arc::clone(&self.agg),
-            states: Vec::new(),
-        })
     }
 
     fn finalize(self: Box<Self>, select: Option<&[u32]>) -> Result<ArrayRef> {

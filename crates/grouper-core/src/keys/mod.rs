@@ -213,11 +213,6 @@ impl KeyCodec {
         self.domain
     }
 
-    /// Whether keys take the general (interned) path.
-    pub fn is_interned(&self) -> bool {
-        matches!(self.layout, Layout::Interned { .. })
-    }
-
     /// The words of a batch's keys, or `None` when a key falls outside this codec (then
     /// [`KeyCodec::widen`] makes one that covers it).
     pub fn encode(&self, keys: &[ArrayRef], rows: usize) -> Result<Option<Vec<u64>>> {
