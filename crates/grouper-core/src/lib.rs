@@ -25,6 +25,7 @@ pub mod input;
 pub mod keys;
 pub mod planner;
 pub mod reference;
+mod strings;
 pub mod table;
 
 pub use error::{GrouperError, Result};

@@ -7,14 +7,12 @@ use std::cmp::Ordering;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, LargeStringArray, PrimitiveArray, StringArray,
-    StringViewArray,
-};
+use arrow::array::{Array, ArrayRef, BooleanArray, PrimitiveArray};
 use arrow::datatypes::{ArrowNativeTypeOp, ArrowPrimitiveType, DataType};
 
 use super::{downcast_input, for_each_valid, Aggregate};
 use crate::error::{GrouperError, Result};
+use crate::strings::{string_array, ByteColumn};
 
 /// Whether MIN/MAX handle arguments of this type.
 pub fn supports(t: &DataType) -> bool {
@@ -195,19 +193,6 @@ impl MinMaxBytes {
     pub fn new(is_max: bool, data_type: DataType) -> Self {
         Self { is_max, data_type }
     }
-
-    fn fold<'a>(
-        &self,
-        states: &mut [Option<Box<[u8]>>],
-        gids: &[u32],
-        nulls: Option<&arrow::buffer::NullBuffer>,
-        value: impl Fn(usize) -> &'a [u8],
-    ) -> Result<()> {
-        for_each_valid(nulls, gids, |g, row| {
-            keep_better(&mut states[g], value(row), self.is_max, |a, b| a.cmp(&**b));
-            Ok(())
-        })
-    }
 }
 
 impl Aggregate for MinMaxBytes {
@@ -223,21 +208,13 @@ impl Aggregate for MinMaxBytes {
     ) -> Result<()> {
         let array =
             input.ok_or_else(|| GrouperError::InvalidInput("min/max needs input".into()))?;
-        match array.data_type() {
-            DataType::Utf8 => {
-                let a: &StringArray = array.as_string();
-                self.fold(states, gids, a.nulls(), |r| a.value(r).as_bytes())
+        let col = ByteColumn::new(array, "min/max")?;
+        for (r, &g) in gids.iter().enumerate() {
+            if let Some(v) = col.get(r) {
+                keep_better(&mut states[g as usize], v, self.is_max, |a, b| a.cmp(&**b));
             }
-            DataType::LargeUtf8 => {
-                let a: &LargeStringArray = array.as_string();
-                self.fold(states, gids, a.nulls(), |r| a.value(r).as_bytes())
-            }
-            DataType::Utf8View => {
-                let a: &StringViewArray = array.as_string_view();
-                self.fold(states, gids, a.nulls(), |r| a.value(r).as_bytes())
-            }
-            _ => downcast_input::<StringArray>(Some(array), "min/max").map(|_| ()),
         }
+        Ok(())
     }
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
         if let Some(v) = other {
@@ -246,23 +223,14 @@ impl Aggregate for MinMaxBytes {
         Ok(())
     }
     fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
-        let strings = states
-            .iter()
-            .map(|s| s.as_deref().map(std::str::from_utf8).transpose())
-            .collect::<std::result::Result<Vec<Option<&str>>, _>>()
-            .map_err(|e| GrouperError::InvalidInput(format!("min/max of invalid UTF-8: {e}")))?;
-        Ok(match self.data_type {
-            DataType::LargeUtf8 => Arc::new(LargeStringArray::from(strings)),
-            DataType::Utf8View => Arc::new(StringViewArray::from(strings)),
-            _ => Arc::new(StringArray::from(strings)),
-        })
+        string_array(&self.data_type, states.iter().map(|s| s.as_deref()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::Float64Array;
+    use arrow::array::{AsArray, Float64Array, StringViewArray};
     use arrow::datatypes::Float64Type;
 
     #[test]

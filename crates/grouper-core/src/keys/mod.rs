@@ -31,8 +31,7 @@ pub mod ordinal;
 use std::sync::Arc;
 
 use arrow::array::{
-    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, LargeStringArray, PrimitiveArray,
-    StringArray, StringViewArray,
+    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, StringViewArray,
 };
 use arrow::datatypes::{ArrowPrimitiveType, DataType};
 use arrow::row::{RowConverter, SortField};
@@ -41,6 +40,7 @@ pub use dictionary::Dictionary;
 use ordinal::Ordinal;
 
 use crate::error::{GrouperError, Result};
+use crate::strings::{string_array, ByteColumn};
 use crate::with_ordinal_type;
 
 /// Whether grouper handles group keys of this type.
@@ -136,7 +136,7 @@ impl KeyCodec {
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
                     let dict = Arc::new(Dictionary::new());
                     for b in batches {
-                        let col = ByteColumn::new(&b[c]);
+                        let col = ByteColumn::new(&b[c], "group key")?;
                         dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
                     }
                     let capacity = (2 * dict.len() as u64).max(MIN_CAPACITY);
@@ -365,10 +365,10 @@ fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool 
         Codec::Bytes { dict, capacity } => {
             let codes = match array.data_type() {
                 DataType::Utf8View => encode_views(dict, array.as_string_view(), *capacity),
-                _ => {
-                    let a = ByteColumn::new(array);
-                    dict.encode((0..array.len()).map(|r| a.get(r)), *capacity)
-                }
+                _ => match ByteColumn::new(array, "group key") {
+                    Ok(a) => dict.encode((0..array.len()).map(|r| a.get(r)), *capacity),
+                    Err(_) => None,
+                },
             };
             let Some(codes) = codes else {
                 return false;
@@ -472,22 +472,12 @@ fn decode_column(col: &ColumnPlan, words: &[u64]) -> Result<ArrayRef> {
         Codec::Bytes { dict, .. } => {
             let codes: Vec<Option<u64>> = words.iter().map(|&w| code(w)).collect();
             let present: Vec<u32> = codes.iter().flatten().map(|&c| c as u32).collect();
-            dict.with_values(&present, |values| -> Result<ArrayRef> {
+            dict.with_values(&present, |values| {
                 let mut it = values.into_iter();
-                let strings = codes
-                    .iter()
-                    .map(|c| {
-                        c.and_then(|_| it.next())
-                            .map(std::str::from_utf8)
-                            .transpose()
-                    })
-                    .collect::<std::result::Result<Vec<Option<&str>>, _>>()
-                    .map_err(|e| GrouperError::InvalidInput(format!("string key: {e}")))?;
-                Ok(match col.data_type {
-                    DataType::LargeUtf8 => Arc::new(LargeStringArray::from(strings)),
-                    DataType::Utf8View => Arc::new(StringViewArray::from(strings)),
-                    _ => Arc::new(StringArray::from(strings)),
-                })
+                string_array(
+                    &col.data_type,
+                    codes.iter().map(|c| c.and_then(|_| it.next())),
+                )
             })?
         }
         Codec::Ordinal { min, .. } => with_ordinal_type!(&col.data_type, T => {
@@ -498,31 +488,4 @@ fn decode_column(col: &ColumnPlan, words: &[u64]) -> Result<ArrayRef> {
             Arc::new(array.with_data_type(col.data_type.clone())) as ArrayRef
         }, _ => unreachable!("checked by supports()")),
     })
-}
-
-/// Uniform byte access to the three string layouts.
-enum ByteColumn<'a> {
-    Utf8(&'a StringArray),
-    Large(&'a LargeStringArray),
-    View(&'a StringViewArray),
-}
-
-impl<'a> ByteColumn<'a> {
-    fn new(array: &'a ArrayRef) -> Self {
-        match array.data_type() {
-            DataType::LargeUtf8 => Self::Large(array.as_string()),
-            DataType::Utf8View => Self::View(array.as_string_view()),
-            _ => Self::Utf8(array.as_string()),
-        }
-    }
-
-    /// The bytes of row `r`, or `None` when it is NULL.
-    #[inline]
-    fn get(&self, r: usize) -> Option<&'a [u8]> {
-        match self {
-            Self::Utf8(a) => a.is_valid(r).then(|| a.value(r).as_bytes()),
-            Self::Large(a) => a.is_valid(r).then(|| a.value(r).as_bytes()),
-            Self::View(a) => a.is_valid(r).then(|| a.value(r).as_bytes()),
-        }
-    }
 }
