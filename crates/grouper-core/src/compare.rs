@@ -1,7 +1,8 @@
 //! Comparing two aggregation results regardless of group order: the check every strategy test
 //! and every differential test uses. Rows are sorted by the key columns; integer, decimal, date,
 //! string and boolean columns must be identical; floating-point columns must agree within a
-//! relative tolerance, since parallel strategies add in a different order than the oracle.
+//! relative tolerance (or an absolute one near zero), since parallel strategies add in a
+//! different order than the oracle.
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::{lexsort_to_indices, take, SortColumn};
@@ -9,6 +10,11 @@ use arrow::datatypes::{DataType, Float32Type, Float64Type};
 
 /// Relative tolerance for floating-point aggregates (sums of up to millions of terms).
 pub const FLOAT_REL_TOL: f64 = 1e-9;
+
+/// Absolute tolerance for floating-point aggregates near zero: when terms cancel, what is left is
+/// rounding noise of the order of the terms' ulps (terms in the tests are at most ~1e6), which
+/// no relative bound on the tiny result can hold.
+pub const FLOAT_ABS_TOL: f64 = 1e-9;
 
 /// `Ok` when `actual` holds the same groups as `expected`; otherwise a description of the first
 /// difference. The first `keys` columns are group keys.

@@ -164,7 +164,7 @@ fn build(
     let floats: ArrayRef = Arc::new(Float64Array::from_iter(
         v.iter()
             .zip(&valid)
-            .map(|(&x, &ok)| ok.then_some(x as f64 / 7.0 - 70_000.0)),
+            .map(|(&x, &ok)| ok.then_some(x as f64 * 0.25 - 70_000.0)),
     ));
     let decs: ArrayRef = Arc::new(
         Decimal128Array::from_iter(

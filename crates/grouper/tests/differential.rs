@@ -116,7 +116,7 @@ fn table(rows: usize, groups: u64, seed: u64) -> RecordBatch {
             "v_f64",
             Arc::new(
                 v3.iter()
-                    .map(|v| v.map(|v| v as f64 / 3.0 - 10.0))
+                    .map(|v| v.map(|v| v as f64 * 0.25 - 10.0))
                     .collect::<Float64Array>(),
             ),
         ),
