@@ -31,6 +31,12 @@ pub enum GrouperError {
     /// Input batches that do not match the query spec.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// No usable GPU: no driver or NVRTC library, no device, or a driver error at start-up.
+    #[error("no GPU available: {0}")]
+    GpuUnavailable(String),
+    /// A CUDA driver, NVRTC or kernel failure while running on the GPU.
+    #[error("GPU error: {0}")]
+    Gpu(String),
     /// An error from an Arrow kernel.
     #[error("arrow: {0}")]
     Arrow(#[from] ArrowError),

@@ -121,6 +121,17 @@ impl KeyCodec {
     /// A codec covering every key in `batches` (each a slice of key columns), with room for
     /// growth in its dictionaries.
     pub fn plan(key_types: &[DataType], batches: &[&[ArrayRef]]) -> Result<Self> {
+        Self::plan_with(key_types, batches, true)
+    }
+
+    /// A codec covering exactly the keys in `batches`, without growth room: the smallest
+    /// domain, for direct-index tables sized from it (the GPU's perfect strategies). A later
+    /// batch outside it widens it as usual.
+    pub fn plan_exact(key_types: &[DataType], batches: &[&[ArrayRef]]) -> Result<Self> {
+        Self::plan_with(key_types, batches, false)
+    }
+
+    fn plan_with(key_types: &[DataType], batches: &[&[ArrayRef]], headroom: bool) -> Result<Self> {
         for t in key_types {
             if !supports(t) {
                 return Err(GrouperError::UnsupportedType {
@@ -139,7 +150,11 @@ impl KeyCodec {
                         let col = ByteColumn::new(&b[c], "group key")?;
                         dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
                     }
-                    let capacity = (2 * dict.len() as u64).max(MIN_CAPACITY);
+                    let capacity = if headroom {
+                        (2 * dict.len() as u64).max(MIN_CAPACITY)
+                    } else {
+                        (dict.len() as u64).max(1)
+                    };
                     Codec::Bytes { dict, capacity }
                 }
                 _ => {
@@ -322,6 +337,101 @@ impl KeyCodec {
                 })
             }
         }
+    }
+}
+
+/// How one key column enters a packed word, as the GPU code generator reads it: the kernel
+/// computes `(code + nulls) * mult` per column and adds the terms, exactly as
+/// [`KeyCodec::encode`] does on the CPU, so words decode with the same codec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedColumn {
+    /// The key column's type.
+    pub data_type: DataType,
+    /// How its values become codes.
+    pub kind: PackedKind,
+    /// Whether code 0 is NULL's (values then start at 1).
+    pub nulls: bool,
+    /// The column's weight in the word.
+    pub mult: u64,
+}
+
+/// The code of a value in a [`PackedColumn`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum PackedKind {
+    /// `ordinal(value) - min` (see [`ordinal`]).
+    Ordinal {
+        /// The smallest ordinal covered.
+        min: i128,
+    },
+    /// `value as u64`.
+    Bool,
+    /// A dictionary code computed on the host ([`KeyCodec::dictionary_codes`]).
+    Dictionary,
+}
+
+impl KeyCodec {
+    /// The per-column packing, or `None` for the interned layout (domain over 2^64).
+    pub fn packed_columns(&self) -> Option<Vec<PackedColumn>> {
+        let Layout::Packed(cols) = &self.layout else {
+            return None;
+        };
+        Some(
+            cols.iter()
+                .map(|c| PackedColumn {
+                    data_type: c.data_type.clone(),
+                    kind: match &c.codec {
+                        Codec::Ordinal { min, .. } => PackedKind::Ordinal { min: *min },
+                        Codec::Bool => PackedKind::Bool,
+                        Codec::Bytes { .. } => PackedKind::Dictionary,
+                    },
+                    nulls: c.nulls,
+                    mult: c.mult,
+                })
+                .collect(),
+        )
+    }
+
+    /// The dictionary codes of string key column `c` (NULL stays NULL), or `None` when a value
+    /// is outside the codec (the dictionary is full) or the column is not a string column.
+    pub fn dictionary_codes(&self, c: usize, array: &ArrayRef) -> Result<Option<Vec<u32>>> {
+        let Layout::Packed(cols) = &self.layout else {
+            return Ok(None);
+        };
+        let Some(ColumnPlan {
+            codec: Codec::Bytes { dict, capacity },
+            ..
+        }) = cols.get(c)
+        else {
+            return Ok(None);
+        };
+        let codes = match array.data_type() {
+            DataType::Utf8View => encode_views(dict, array.as_string_view(), *capacity),
+            _ => {
+                let a = ByteColumn::new(array, "group key")?;
+                dict.encode((0..array.len()).map(|r| a.get(r)), *capacity)
+            }
+        };
+        Ok(codes.map(|codes| codes.into_iter().map(|c| c.unwrap_or(0)).collect()))
+    }
+
+    /// Whether every key in `keys` is inside the codec (checked without encoding: min/max of
+    /// ordinal columns and NULLs only; string columns are checked by
+    /// [`KeyCodec::dictionary_codes`]).
+    pub fn covers(&self, keys: &[ArrayRef]) -> bool {
+        let Layout::Packed(cols) = &self.layout else {
+            return false;
+        };
+        cols.iter().zip(keys).all(|(col, array)| {
+            if !col.nulls && array.logical_null_count() > 0 {
+                return false;
+            }
+            match &col.codec {
+                Codec::Ordinal { min, max } => {
+                    ordinal_min_max(array).is_none_or(|(lo, hi)| lo >= *min && hi <= *max)
+                }
+                Codec::Bool | Codec::Bytes { .. } => true,
+            }
+        })
     }
 }
 

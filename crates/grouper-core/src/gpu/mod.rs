@@ -1,0 +1,132 @@
+//! The GPU backend: aggregation kernels generated per query, compiled at run time with NVRTC.
+//!
+//! ```text
+//!  GpuQuery (filter, key columns, aggregate arguments as expr IR)
+//!     │  keys: KeyCodec planned on the host (exact ranges, string dictionaries);
+//!     │        keys wider than 64 bits split into several words (latched key compare)
+//!     ▼
+//!  strategy (Karnagel's regions, sized from the device's properties)
+//!     perfect_registers  perfect_shared  perfect_global    direct index (Tomé §3.3–3.5, §4.1)
+//!     block_local        thread_private  global            hash tables (Rosenfeld §2.2)
+//!     ▼
+//!  codegen ─▶ NVRTC (sm_XY, cached) ─▶ agg_rows over resident columns or copied batches
+//!     │  trap: rows that find the global table full are listed; the table grows and only
+//!     │        those rows run again (Karnagel §2) — none lost, none counted twice
+//!     ▼
+//!  table read back ─▶ words become the CPU's aggregate states ─▶ the CPU's finalize
+//! ```
+
+pub mod codegen;
+pub mod compile;
+pub mod device;
+pub mod layout;
+pub mod run;
+mod table;
+mod wide_keys;
+
+use std::fmt;
+use std::str::FromStr;
+
+pub use device::{gpu_required, DeviceInfo, Gpu};
+pub use run::{GpuOptions, GpuOutput, GpuQuery, GpuReport, Prepared};
+
+use crate::error::GrouperError;
+use crate::hash::HashFn;
+
+/// Where the aggregation table lives and how rows reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuStrategy {
+    /// Direct index; each thread accumulates in registers, then merges into shared memory and
+    /// the global table (Tomé's in_registers): a handful of groups.
+    PerfectRegisters,
+    /// Direct index into copies of the table in interleaved shared memory, bank-conflict free
+    /// (Tomé §4.1); copies are per thread when they fit, else shared with atomics.
+    PerfectShared,
+    /// Direct index into one device-memory table with atomics: dense keys beyond shared memory.
+    PerfectGlobal,
+    /// Per-block shared-memory hash table, flushed to the global table (WORKGROUPLOCAL).
+    BlockLocal,
+    /// Per-thread private hash tables in device memory, merged at the end (INDEPENDENT).
+    ThreadPrivate,
+    /// One device-memory hash table, CAS linear probing (SHARED; Karnagel §2).
+    Global,
+}
+
+impl GpuStrategy {
+    /// Every GPU strategy.
+    pub const ALL: [GpuStrategy; 6] = [
+        GpuStrategy::PerfectRegisters,
+        GpuStrategy::PerfectShared,
+        GpuStrategy::PerfectGlobal,
+        GpuStrategy::BlockLocal,
+        GpuStrategy::ThreadPrivate,
+        GpuStrategy::Global,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuStrategy::PerfectRegisters => "perfect_registers",
+            GpuStrategy::PerfectShared => "perfect_shared",
+            GpuStrategy::PerfectGlobal => "perfect_global",
+            GpuStrategy::BlockLocal => "block_local",
+            GpuStrategy::ThreadPrivate => "thread_private",
+            GpuStrategy::Global => "global",
+        }
+    }
+
+    /// Whether the strategy indexes directly by key word (needs a small key domain).
+    pub fn is_perfect(self) -> bool {
+        matches!(
+            self,
+            GpuStrategy::PerfectRegisters | GpuStrategy::PerfectShared | GpuStrategy::PerfectGlobal
+        )
+    }
+}
+
+impl fmt::Display for GpuStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for GpuStrategy {
+    type Err = GrouperError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        GpuStrategy::ALL
+            .into_iter()
+            .find(|g| g.name() == s)
+            .ok_or_else(|| GrouperError::InvalidOption(format!("unknown GPU strategy '{s}'")))
+    }
+}
+
+/// The knobs the planner and (later) the runtime tuner set. `None` lets the planner decide
+/// from the device's properties.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuParams {
+    /// Blocks per multiprocessor.
+    pub blocks_per_sm: Option<u32>,
+    /// Threads per block (a multiple of 32, ≤ 1024).
+    pub threads_per_block: u32,
+    /// Rows each thread handles per loop step (memory-level parallelism).
+    pub items_per_thread: u32,
+    /// Fill factor of hash tables before they grow.
+    pub fill_factor: f64,
+    /// Hash function of hash tables.
+    pub hash: HashFn,
+    /// Initial capacity of the global hash table in groups (the estimate when `None`).
+    pub initial_groups: Option<u64>,
+}
+
+impl Default for GpuParams {
+    fn default() -> Self {
+        Self {
+            blocks_per_sm: None,
+            threads_per_block: 256,
+            items_per_thread: 4,
+            fill_factor: 0.5,
+            hash: HashFn::Murmur3,
+            initial_groups: None,
+        }
+    }
+}

@@ -1,0 +1,1195 @@
+//! Running a query on the GPU: plan keys and strategy, compile, move data, launch, grow on
+//! overflow, read the table back and finalize with the CPU's algebra.
+//!
+//! [`Prepared::new`] does everything that does not depend on the run (key codec over the input,
+//! strategy, kernel compile, and for `resident` the upload), so a benchmark times
+//! [`Prepared::run`] alone. Batched runs copy chunks of `batch_rows` rows on a copy stream
+//! while the previous chunk's kernel runs (double buffering).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::ArrayRef;
+use arrow::compute::concat;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+
+use super::codegen::{self, KernelSpec, MAX_COLUMNS};
+use super::compile::{self, CacheHit, Compiled};
+use super::device::Gpu;
+use super::layout::{to_accumulator, Layout, ROWS_WORD};
+use super::table::{gpu_err, ColPtrs, DeviceColumn, DeviceTable, HostColumn};
+use super::wide_keys::Split;
+use super::{GpuParams, GpuStrategy};
+use crate::agg::AggregateSpec;
+use crate::error::{GrouperError, Result};
+use crate::expr::Expr;
+use crate::keys::{KeyCodec, PackedKind};
+use crate::planner;
+use crate::table::check_fill_factor;
+
+/// A query as the GPU runs it: over the columns of the input batches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuQuery {
+    /// Types of the input columns.
+    pub columns: Vec<DataType>,
+    /// Rows pass when true.
+    pub filter: Option<Expr>,
+    /// Group key columns (input column indices), in output order.
+    pub keys: Vec<usize>,
+    /// Aggregates with their arguments (`None` for COUNT(*)).
+    pub aggregates: Vec<(AggregateSpec, Option<Expr>)>,
+}
+
+/// How to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuOptions {
+    /// A forced strategy, or the planner's choice.
+    pub strategy: Option<GpuStrategy>,
+    /// Kernel parameters.
+    pub params: GpuParams,
+    /// Upload the columns once ([`Prepared::new`]) and time the query on device memory.
+    pub resident: bool,
+    /// Rows per copied batch (and per launch).
+    pub batch_rows: usize,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        Self {
+            strategy: None,
+            params: GpuParams::default(),
+            resident: false,
+            batch_rows: 1 << 22,
+        }
+    }
+}
+
+/// What happened, for `--explain`, `--timing` and benchmarks.
+#[derive(Debug, Clone)]
+pub struct GpuReport {
+    /// Device name.
+    pub device: String,
+    /// Strategy run.
+    pub strategy: GpuStrategy,
+    /// Why it was chosen.
+    pub reason: String,
+    /// Key words per group (1 unless keys are wider than 64 bits).
+    pub key_words: usize,
+    /// Key domain of the first word.
+    pub domain: u64,
+    /// Estimated groups.
+    pub est_groups: u64,
+    /// Groups found.
+    pub groups: u64,
+    /// Times the global table grew.
+    pub grows: u32,
+    /// Launch shape.
+    pub blocks: u32,
+    /// Threads per block.
+    pub threads: u32,
+    /// Dynamic shared memory per block.
+    pub shared_bytes: u64,
+    /// NVRTC compile and module load, ms.
+    pub compile_ms: f64,
+    /// Which cache served the kernels.
+    pub cache: CacheHit,
+    /// Host-to-device copies, ms (in `prepare` for resident runs).
+    pub upload_ms: f64,
+    /// Kernels of the last run, ms (CUDA events).
+    pub kernel_ms: f64,
+    /// Wall clock of the last run, ms.
+    pub total_ms: f64,
+    /// Rows read.
+    pub rows: u64,
+}
+
+/// Result columns (keys, then aggregates) and the report.
+#[derive(Debug)]
+pub struct GpuOutput {
+    /// Keys then aggregates.
+    pub columns: Vec<ArrayRef>,
+    /// Result groups.
+    pub num_rows: usize,
+    /// What happened.
+    pub report: GpuReport,
+}
+
+/// One key word: which keys it packs and the codec that packs them.
+struct KeyWord {
+    positions: Vec<usize>,
+    codec: KeyCodec,
+}
+
+/// Words of a packed key must leave the two sentinels (EMPTY, BUSY) free.
+const MAX_WORD_DOMAIN: u64 = u64::MAX - 2;
+
+fn packed_ok(codec: &KeyCodec) -> bool {
+    codec.packed_columns().is_some() && codec.domain() <= MAX_WORD_DOMAIN
+}
+
+/// Splits the keys into as few 64-bit words as their exact ranges allow.
+fn plan_keys(key_types: &[DataType], chunks: &[Vec<ArrayRef>]) -> Result<Vec<KeyWord>> {
+    let plan = |pos: &[usize]| -> Result<KeyCodec> {
+        let types: Vec<DataType> = pos.iter().map(|&p| key_types[p].clone()).collect();
+        let cols: Vec<Vec<ArrayRef>> = chunks
+            .iter()
+            .map(|c| pos.iter().map(|&p| Arc::clone(&c[p])).collect())
+            .collect();
+        let refs: Vec<&[ArrayRef]> = cols.iter().map(Vec::as_slice).collect();
+        KeyCodec::plan_exact(&types, &refs)
+    };
+    if key_types.is_empty() {
+        return Ok(vec![]);
+    }
+    let all: Vec<usize> = (0..key_types.len()).collect();
+    let codec = plan(&all)?;
+    if packed_ok(&codec) {
+        return Ok(vec![KeyWord {
+            positions: all,
+            codec,
+        }]);
+    }
+    let mut words = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let mut current_codec: Option<KeyCodec> = None;
+    for p in all {
+        let mut candidate = current.clone();
+        candidate.push(p);
+        let c = plan(&candidate)?;
+        if packed_ok(&c) {
+            current = candidate;
+            current_codec = Some(c);
+            continue;
+        }
+        if let Some(done) = current_codec.take() {
+            words.push(KeyWord {
+                positions: std::mem::take(&mut current),
+                codec: done,
+            });
+        }
+        let single = plan(&[p])?;
+        if !packed_ok(&single) {
+            return Err(GrouperError::Unsupported(format!(
+                "GPU group key of type {} spans all 2^64 values",
+                key_types[p]
+            )));
+        }
+        current = vec![p];
+        current_codec = Some(single);
+    }
+    if let Some(done) = current_codec {
+        words.push(KeyWord {
+            positions: current,
+            codec: done,
+        });
+    }
+    Ok(words)
+}
+
+/// Where an output key comes from: one key of the kernel, or the parts of a split one.
+enum KeyOut {
+    Direct(usize),
+    Split(Split, Vec<usize>),
+}
+
+/// The kernel's key columns: each query key as is, or, when its exact range needs more than one
+/// word, its 63-bit parts appended to every chunk as new columns (see [`Split`]).
+fn split_wide_keys(
+    query: &GpuQuery,
+    chunks: &mut [Vec<ArrayRef>],
+    columns: &mut Vec<DataType>,
+) -> Result<(Vec<usize>, Vec<KeyOut>)> {
+    let mut ext = Vec::new();
+    let mut out = Vec::new();
+    for &k in &query.keys {
+        let t = query.columns[k].clone();
+        let arrays: Vec<ArrayRef> = chunks.iter().map(|c| Arc::clone(&c[k])).collect();
+        let singles: Vec<[ArrayRef; 1]> = arrays.iter().map(|a| [Arc::clone(a)]).collect();
+        let refs: Vec<&[ArrayRef]> = singles.iter().map(|a| &a[..]).collect();
+        if packed_ok(&KeyCodec::plan_exact(std::slice::from_ref(&t), &refs)?) {
+            out.push(KeyOut::Direct(ext.len()));
+            ext.push(k);
+            continue;
+        }
+        let split = Split::plan(&t, &arrays).ok_or_else(|| {
+            GrouperError::Unsupported(format!("GPU group key of type {t} wider than 64 bits"))
+        })?;
+        let mut positions = Vec::with_capacity(split.parts);
+        for _ in 0..split.parts {
+            positions.push(ext.len());
+            ext.push(columns.len());
+            columns.push(DataType::Int64);
+        }
+        for c in chunks.iter_mut() {
+            let parts = split.parts(&c[k])?;
+            c.extend(parts);
+        }
+        out.push(KeyOut::Split(split, positions));
+    }
+    Ok((ext, out))
+}
+
+/// Concatenates input batches into chunks of at most `rows` rows.
+fn chunk(batches: &[RecordBatch], rows: usize) -> Result<Vec<Vec<ArrayRef>>> {
+    let mut out = Vec::new();
+    let mut pending: Vec<RecordBatch> = Vec::new();
+    let mut pending_rows = 0;
+    let flush = |pending: &mut Vec<RecordBatch>, out: &mut Vec<Vec<ArrayRef>>| -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let cols = (0..pending[0].num_columns())
+            .map(|c| {
+                let parts: Vec<&dyn arrow::array::Array> =
+                    pending.iter().map(|b| b.column(c).as_ref()).collect();
+                concat(&parts)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        out.push(cols);
+        pending.clear();
+        Ok(())
+    };
+    for b in batches {
+        let mut offset = 0;
+        while offset < b.num_rows() {
+            let take = (rows - pending_rows).min(b.num_rows() - offset);
+            pending.push(b.slice(offset, take));
+            pending_rows += take;
+            offset += take;
+            if pending_rows == rows {
+                flush(&mut pending, &mut out)?;
+                pending_rows = 0;
+            }
+        }
+    }
+    flush(&mut pending, &mut out)?;
+    Ok(out)
+}
+
+/// The strategy and its sizes.
+struct Choice {
+    strategy: GpuStrategy,
+    reason: String,
+    copies: u32,
+    local_slots: u64,
+}
+
+/// A query ready to run: planned, compiled, and (resident) uploaded.
+pub struct Prepared {
+    gpu: Arc<Gpu>,
+    query: GpuQuery,
+    layout: Layout,
+    key_words: Vec<KeyWord>,
+    /// How the output keys come from the (possibly split) keys.
+    key_out: Vec<KeyOut>,
+    spec: KernelSpec,
+    agg_rows: CudaFunction,
+    merge_entries: CudaFunction,
+    init_table: CudaFunction,
+    /// Host bytes of every chunk's device columns (`None`: column unread).
+    host: Vec<Vec<Option<HostColumn>>>,
+    /// Rows of every chunk.
+    chunk_rows: Vec<usize>,
+    /// Device columns per chunk when resident.
+    resident: Option<Vec<Vec<Option<DeviceColumn>>>>,
+    blocks: u32,
+    opts: GpuOptions,
+    report: GpuReport,
+}
+
+fn pow2_at_least(n: u64) -> u64 {
+    n.max(1).checked_next_power_of_two().unwrap_or(1 << 63)
+}
+
+impl Prepared {
+    /// Plans, compiles and (resident) uploads `query` over `batches`.
+    pub fn new(query: &GpuQuery, batches: &[RecordBatch], opts: &GpuOptions) -> Result<Self> {
+        let gpu = Gpu::get()?;
+        check_fill_factor(opts.params.fill_factor)?;
+        let p = &opts.params;
+        if !p.threads_per_block.is_multiple_of(32) || !(32..=1024).contains(&p.threads_per_block) {
+            return Err(GrouperError::InvalidOption(format!(
+                "threads per block must be a multiple of 32 in 32..=1024, got {}",
+                p.threads_per_block
+            )));
+        }
+        if !(1..=16).contains(&p.items_per_thread) {
+            return Err(GrouperError::InvalidOption(format!(
+                "items per thread must be in 1..=16, got {}",
+                p.items_per_thread
+            )));
+        }
+        if query.columns.len() + 2 * query.keys.len() > MAX_COLUMNS {
+            return Err(GrouperError::Unsupported(format!(
+                "more than {MAX_COLUMNS} input columns on the GPU"
+            )));
+        }
+        let specs: Vec<AggregateSpec> = query.aggregates.iter().map(|(s, _)| s.clone()).collect();
+        if specs.len() > 64 {
+            return Err(GrouperError::Unsupported(
+                "more than 64 aggregates on the GPU".into(),
+            ));
+        }
+        let layout = Layout::new(&specs)?;
+        for e in query
+            .filter
+            .iter()
+            .chain(query.aggregates.iter().filter_map(|(_, a)| a.as_ref()))
+        {
+            e.check()?;
+        }
+        if let Some(f) = &query.filter {
+            if f.data_type() != DataType::Boolean {
+                return Err(GrouperError::InvalidInput(
+                    "the filter is not boolean".into(),
+                ));
+            }
+        }
+        for (s, a) in &query.aggregates {
+            if a.as_ref().map(Expr::data_type) != s.input_type {
+                return Err(GrouperError::InvalidInput(format!(
+                    "argument of {} does not have type {:?}",
+                    s.kind, s.input_type
+                )));
+            }
+        }
+        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let chunk_rows = if opts.resident {
+            1 << 27
+        } else {
+            opts.batch_rows.clamp(1, 1 << 30)
+        };
+        let chunks = chunk(batches, chunk_rows)?;
+        let mut chunks = chunks;
+        let mut columns_ext = query.columns.clone();
+        let (ext_keys, key_out) = split_wide_keys(query, &mut chunks, &mut columns_ext)?;
+        let key_types: Vec<DataType> = ext_keys.iter().map(|&k| columns_ext[k].clone()).collect();
+        let key_chunks: Vec<Vec<ArrayRef>> = chunks
+            .iter()
+            .map(|c| ext_keys.iter().map(|&k| Arc::clone(&c[k])).collect())
+            .collect();
+        let key_words = plan_keys(&key_types, &key_chunks)?;
+
+        // Device columns: dictionary codes for string keys, raw buffers otherwise.
+        let mut used = vec![false; columns_ext.len()];
+        let mut reads = Vec::new();
+        for e in query
+            .filter
+            .iter()
+            .chain(query.aggregates.iter().filter_map(|(_, a)| a.as_ref()))
+        {
+            e.columns(&mut reads);
+        }
+        reads.iter().for_each(|&c| used[c] = true);
+        ext_keys.iter().for_each(|&c| used[c] = true);
+        let mut dictionary_of = vec![None; columns_ext.len()];
+        let mut terms = Vec::with_capacity(key_words.len());
+        for (wi, kw) in key_words.iter().enumerate() {
+            let cols = kw.codec.packed_columns().unwrap_or_default();
+            let mut word = Vec::new();
+            for (i, (&pos, col)) in kw.positions.iter().zip(cols).enumerate() {
+                let c = ext_keys[pos];
+                if col.kind == PackedKind::Dictionary {
+                    dictionary_of[c] = Some((wi, i));
+                }
+                word.push((c, col));
+            }
+            terms.push(word);
+        }
+        let mut host = Vec::with_capacity(chunks.len());
+        for ch in &chunks {
+            let mut cols = Vec::with_capacity(ch.len());
+            for (c, array) in ch.iter().enumerate() {
+                cols.push(match (used[c], dictionary_of[c]) {
+                    (false, _) => None,
+                    (true, Some((wi, i))) => {
+                        let codes =
+                            key_words[wi]
+                                .codec
+                                .dictionary_codes(i, array)?
+                                .ok_or_else(|| {
+                                    GrouperError::InvalidInput(
+                                        "dictionary overflow while encoding keys".into(),
+                                    )
+                                })?;
+                        Some(HostColumn::codes(codes, array))
+                    }
+                    (true, None) => Some(HostColumn::from_array(array)?),
+                });
+            }
+            host.push(cols);
+        }
+        let columns: Vec<Option<DataType>> = (0..columns_ext.len())
+            .map(|c| {
+                used[c].then(|| match dictionary_of[c] {
+                    Some(_) => DataType::UInt32,
+                    None => columns_ext[c].clone(),
+                })
+            })
+            .collect();
+
+        let domain = key_words.first().map_or(1, |k| k.codec.domain());
+        let est_groups = estimate_groups(&key_words, &key_chunks, domain)?;
+        let info = &gpu.info;
+        let choice = choose(opts, &layout, key_words.len(), domain, est_groups, info)?;
+        let spec = KernelSpec {
+            columns,
+            filter: query.filter.clone(),
+            key_words: terms,
+            args: query.aggregates.iter().map(|(_, a)| a.clone()).collect(),
+            layout: layout.clone(),
+            strategy: choice.strategy,
+            threads: p.threads_per_block,
+            items_per_thread: p.items_per_thread,
+            hash: p.hash,
+            domain,
+            copies: choice.copies,
+            local_slots: choice.local_slots,
+            fill_factor: p.fill_factor,
+        };
+        let shared = spec.shared_bytes();
+        if shared > info.shared_per_block as u64 {
+            return Err(GrouperError::InvalidOption(format!(
+                "{} needs {shared} bytes of shared memory per block; {} has {}",
+                choice.strategy, info.name, info.shared_per_block
+            )));
+        }
+        let source = codegen::generate(&spec);
+        if std::env::var_os("GROUPER_DUMP_KERNEL").is_some() {
+            eprintln!("{source}");
+        }
+        let compiled: Compiled = compile::compile(&gpu, &source)?;
+        let agg_rows = compiled.function("agg_rows")?;
+        if shared > 48 * 1024 {
+            agg_rows
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared as i32,
+                )
+                .map_err(gpu_err("raising the shared memory limit"))?;
+        }
+        let per_sm_threads = (info.threads_per_sm / p.threads_per_block).max(1);
+        let blocks_per_sm = p.blocks_per_sm.unwrap_or(match choice.strategy {
+            GpuStrategy::ThreadPrivate => 2.min(per_sm_threads),
+            _ if shared > 0 => {
+                ((info.shared_per_sm as u64 / (shared + 1024)) as u32).clamp(1, per_sm_threads)
+            }
+            _ => per_sm_threads,
+        });
+        let blocks = (info.sms * blocks_per_sm).max(1);
+        let report = GpuReport {
+            device: info.name.clone(),
+            strategy: choice.strategy,
+            reason: choice.reason,
+            key_words: key_words.len().max(1),
+            domain,
+            est_groups,
+            groups: 0,
+            grows: 0,
+            blocks,
+            threads: p.threads_per_block,
+            shared_bytes: shared,
+            compile_ms: compiled.compile_ms,
+            cache: compiled.source,
+            upload_ms: 0.0,
+            kernel_ms: 0.0,
+            total_ms: 0.0,
+            rows,
+        };
+        let mut prepared = Prepared {
+            merge_entries: compiled.function("merge_entries")?,
+            init_table: compiled.function("init_table")?,
+            agg_rows,
+            gpu,
+            query: query.clone(),
+            layout,
+            key_words,
+            key_out,
+            spec,
+            chunk_rows: chunks
+                .iter()
+                .map(|c| c.first().map_or(0, |a| a.len()))
+                .collect(),
+            host,
+            resident: None,
+            blocks,
+            opts: opts.clone(),
+            report,
+        };
+        if opts.resident {
+            let start = Instant::now();
+            let stream = Arc::clone(&prepared.gpu.stream);
+            let mut all = Vec::with_capacity(prepared.host.len());
+            for cols in &prepared.host {
+                let mut dev = Vec::with_capacity(cols.len());
+                for h in cols {
+                    dev.push(match h {
+                        None => None,
+                        Some(h) => {
+                            let mut d = DeviceColumn::alloc(
+                                &stream,
+                                h.values.len(),
+                                h.validity.as_ref().map_or(0, |v| v.len()),
+                            )?;
+                            d.upload(&stream, h)?;
+                            Some(d)
+                        }
+                    });
+                }
+                all.push(dev);
+            }
+            stream.synchronize().map_err(gpu_err("uploading columns"))?;
+            prepared.resident = Some(all);
+            prepared.report.upload_ms = start.elapsed().as_secs_f64() * 1e3;
+        }
+        Ok(prepared)
+    }
+
+    /// The report of the last run (planning fields before any run).
+    pub fn report(&self) -> &GpuReport {
+        &self.report
+    }
+
+    fn launch_cfg(&self, shared: u64) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (self.blocks, 1, 1),
+            block_dim: (self.spec.threads, 1, 1),
+            shared_mem_bytes: shared as u32,
+        }
+    }
+
+    fn init(
+        &self,
+        stream: &Arc<CudaStream>,
+        table: &mut DeviceTable,
+        key_words: u64,
+    ) -> Result<()> {
+        let cap = table.cap;
+        let mut b = stream.launch_builder(&self.init_table);
+        b.arg(&mut table.keys)
+            .arg(&key_words)
+            .arg(&mut table.words)
+            .arg(&cap);
+        // SAFETY: init_table(u64*, u64, u64*, u64) writes key_words keys and W*cap words,
+        // which the table holds.
+        unsafe { b.launch(self.launch_cfg(0)) }.map_err(gpu_err("launching init_table"))?;
+        Ok(())
+    }
+
+    fn new_table(&self, stream: &Arc<CudaStream>, cap: u64) -> Result<DeviceTable> {
+        let k = if self.spec.strategy.is_perfect() {
+            0
+        } else {
+            self.spec.key_count()
+        };
+        let mut t = DeviceTable::alloc(stream, k, self.layout.words, cap)?;
+        self.init(stream, &mut t, (k as u64) * cap)?;
+        Ok(t)
+    }
+
+    /// Runs the query once.
+    pub fn run(&mut self) -> Result<GpuOutput> {
+        let start = Instant::now();
+        let stream = Arc::clone(&self.gpu.stream);
+        let ctx = Arc::clone(&self.gpu.ctx);
+        let err = gpu_err;
+        let strategy = self.spec.strategy;
+        let fill = self.opts.params.fill_factor;
+        let k = self.spec.key_count();
+        let w = self.layout.words;
+        let max_rows = self.chunk_rows.iter().copied().max().unwrap_or(0).max(1);
+
+        // The global table.
+        let mut table = if strategy.is_perfect() {
+            self.new_table(&stream, self.spec.domain)?
+        } else {
+            let want = self
+                .opts
+                .params
+                .initial_groups
+                .unwrap_or(self.report.est_groups * 2);
+            let cap = pow2_at_least(((want as f64 / fill) as u64).max(16));
+            self.new_table(&stream, cap)?
+        };
+        let mut ctrl: CudaSlice<u64> = stream.alloc_zeros(4).map_err(err("allocating"))?;
+        let mut lists: [CudaSlice<u32>; 2] = [
+            stream
+                .alloc_zeros(max_rows)
+                .map_err(err("allocating the overflow lists"))?,
+            stream
+                .alloc_zeros(max_rows)
+                .map_err(err("allocating the overflow lists"))?,
+        ];
+        let threads_total = self.blocks as u64 * self.spec.threads as u64;
+        let spill_cap = match strategy {
+            GpuStrategy::BlockLocal => self.blocks as u64 * self.spec.local_slots,
+            GpuStrategy::ThreadPrivate => threads_total * self.spec.local_slots,
+            _ => 1,
+        };
+        let mut spill = DeviceTable::alloc(&stream, k, w, spill_cap)?;
+        let mut spill_list: [CudaSlice<u32>; 2] = [
+            stream
+                .alloc_zeros(spill_cap as usize)
+                .map_err(err("allocating"))?,
+            stream
+                .alloc_zeros(spill_cap as usize)
+                .map_err(err("allocating"))?,
+        ];
+        let mut private: Option<CudaSlice<u64>> = if strategy == GpuStrategy::ThreadPrivate {
+            let cap = threads_total * self.spec.local_slots;
+            let mut p: CudaSlice<u64> = stream
+                .alloc_zeros((k + w) * cap as usize)
+                .map_err(err("allocating private tables"))?;
+            let key_words = k as u64 * cap;
+            let (mut keys, mut words) = p.split_at_mut(key_words as usize);
+            let mut b = stream.launch_builder(&self.init_table);
+            b.arg(&mut keys).arg(&key_words).arg(&mut words).arg(&cap);
+            // SAFETY: init_table(u64*, u64, u64*, u64): the two views hold K*cap and W*cap words.
+            unsafe { b.launch(self.launch_cfg(0)) }.map_err(err("launching init_table"))?;
+            drop(b);
+            Some(p)
+        } else {
+            None
+        };
+
+        let copy_stream = if self.resident.is_none() {
+            Some(ctx.new_stream().map_err(err("creating a copy stream"))?)
+        } else {
+            None
+        };
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let t0 = ctx.new_event(timing).map_err(err("creating events"))?;
+        let t1 = ctx.new_event(timing).map_err(err("creating events"))?;
+        t0.record(&stream).map_err(err("recording an event"))?;
+
+        // Double buffers for batched runs.
+        let mut buffers: [Vec<Option<DeviceColumn>>; 2] = [Vec::new(), Vec::new()];
+        let copied: [CudaEvent; 2] = [
+            ctx.new_event(None).map_err(err("creating events"))?,
+            ctx.new_event(None).map_err(err("creating events"))?,
+        ];
+        let chunks = self.host.len();
+        if let Some(cs) = &copy_stream {
+            if chunks > 0 {
+                self.upload_chunk(cs, &mut buffers[0], 0)?;
+                copied[0].record(cs).map_err(err("recording an event"))?;
+            }
+        }
+        let mut grows = 0u32;
+        let mut groups = 0u64;
+        for ci in 0..chunks {
+            let rows = self.chunk_rows[ci] as u64;
+            let cols = match (&self.resident, &copy_stream) {
+                (Some(res), _) => pointers(&stream, &res[ci]),
+                (None, _) => {
+                    stream
+                        .wait(&copied[ci % 2])
+                        .map_err(err("waiting for a copy"))?;
+                    pointers(&stream, &buffers[ci % 2])
+                }
+            };
+            stream
+                .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
+                .map_err(err("resetting counters"))?;
+            self.launch_rows(
+                &stream,
+                &cols,
+                rows,
+                None,
+                &mut table,
+                &mut ctrl,
+                &mut lists[0],
+                &mut spill,
+                spill_cap,
+                private.as_mut(),
+            )?;
+            // Copy the next chunk while this one's kernel runs.
+            if let Some(cs) = &copy_stream {
+                if ci + 1 < chunks {
+                    let next = (ci + 1) % 2;
+                    self.upload_chunk(cs, &mut buffers[next], ci + 1)?;
+                    copied[next].record(cs).map_err(err("recording an event"))?;
+                }
+            }
+            // Trap: list rows and spilled slots that found the table full; grow and redo them.
+            let mut current_list = 0usize;
+            loop {
+                let c = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?;
+                if c[3] != 0 {
+                    return Err(kernel_error(c[3]));
+                }
+                groups = c[0];
+                let (overflow, spilled) = (c[1], c[2]);
+                if overflow == 0 && spilled == 0 {
+                    break;
+                }
+                let need = c[0] + overflow.max(spilled);
+                table = self.grow(&stream, table, need, &mut ctrl, &mut spill_list[0])?;
+                grows += 1;
+                if spilled > 0 {
+                    let mut pending = spilled;
+                    let mut which: Option<usize> = None;
+                    while pending > 0 {
+                        let groups = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?[0];
+                        stream
+                            .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
+                            .map_err(err("resetting counters"))?;
+                        let out = which.map_or(0, |i| 1 - i);
+                        let (a, b) = spill_list.split_at_mut(1);
+                        let (src_list, dst_list) = if out == 0 {
+                            (&b[0], &mut a[0])
+                        } else {
+                            (&a[0], &mut b[0])
+                        };
+                        self.merge(
+                            &stream,
+                            &spill,
+                            pending,
+                            which.map(|_| src_list),
+                            &mut table,
+                            &mut ctrl,
+                            dst_list,
+                            spill_cap,
+                        )?;
+                        let c = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?;
+                        pending = c[1];
+                        which = Some(out);
+                        if pending > 0 {
+                            table = self.grow(
+                                &stream,
+                                table,
+                                c[0] + pending,
+                                &mut ctrl,
+                                &mut spill_list[1 - out],
+                            )?;
+                            grows += 1;
+                        }
+                    }
+                }
+                if overflow > 0 {
+                    let groups = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?[0];
+                    stream
+                        .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
+                        .map_err(err("resetting counters"))?;
+                    let (a, b) = lists.split_at_mut(1);
+                    let (src, dst) = if current_list == 0 {
+                        (&a[0], &mut b[0])
+                    } else {
+                        (&b[0], &mut a[0])
+                    };
+                    self.launch_rows(
+                        &stream,
+                        &cols,
+                        overflow,
+                        Some(src),
+                        &mut table,
+                        &mut ctrl,
+                        dst,
+                        &mut spill,
+                        spill_cap,
+                        private.as_mut(),
+                    )?;
+                    current_list = 1 - current_list;
+                } else {
+                    let groups = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?[0];
+                    stream
+                        .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
+                        .map_err(err("resetting counters"))?;
+                }
+            }
+        }
+        t1.record(&stream).map_err(err("recording an event"))?;
+        stream
+            .synchronize()
+            .map_err(err("running the aggregation"))?;
+        self.report.kernel_ms = t0.elapsed_ms(&t1).map_err(err("reading events"))? as f64;
+        self.report.grows = grows;
+        let out = self.read_back(&stream, &table)?;
+        self.report.total_ms = start.elapsed().as_secs_f64() * 1e3;
+        self.report.groups = out.1 as u64;
+        Ok(GpuOutput {
+            columns: out.0,
+            num_rows: out.1,
+            report: self.report.clone(),
+        })
+    }
+
+    fn upload_chunk(
+        &self,
+        cs: &Arc<CudaStream>,
+        buffers: &mut Vec<Option<DeviceColumn>>,
+        ci: usize,
+    ) -> Result<()> {
+        let host = &self.host[ci];
+        if buffers.len() != host.len() {
+            buffers.clear();
+            buffers.resize_with(host.len(), || None);
+        }
+        for (h, d) in host.iter().zip(buffers.iter_mut()) {
+            let Some(h) = h else { continue };
+            if !d.as_ref().is_some_and(|d| d.fits(h)) {
+                // Sized for the largest chunk so that later chunks reuse the buffer.
+                let (v, n) = self.max_column_bytes(host, h);
+                *d = Some(DeviceColumn::alloc(cs, v, n)?);
+            }
+            if let Some(d) = d.as_mut() {
+                d.upload(cs, h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest value and validity sizes of the column `h` belongs to, over all chunks.
+    fn max_column_bytes(&self, chunk: &[Option<HostColumn>], h: &HostColumn) -> (usize, usize) {
+        let c = chunk
+            .iter()
+            .position(|x| x.as_ref().is_some_and(|x| std::ptr::eq(x, h)))
+            .unwrap_or(0);
+        self.host
+            .iter()
+            .filter_map(|ch| ch[c].as_ref())
+            .fold((0, 0), |(v, n), x| {
+                (
+                    v.max(x.values.len()),
+                    n.max(x.validity.as_ref().map_or(0, |b| b.len())),
+                )
+            })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch_rows(
+        &self,
+        stream: &Arc<CudaStream>,
+        cols: &ColPtrs,
+        n: u64,
+        list: Option<&CudaSlice<u32>>,
+        table: &mut DeviceTable,
+        ctrl: &mut CudaSlice<u64>,
+        overflow: &mut CudaSlice<u32>,
+        spill: &mut DeviceTable,
+        spill_cap: u64,
+        private: Option<&mut CudaSlice<u64>>,
+    ) -> Result<()> {
+        let cap = table.cap;
+        let limit = if self.spec.strategy.is_perfect() {
+            cap
+        } else {
+            ((cap as f64 * self.opts.params.fill_factor) as u64).max(1)
+        };
+        let null = 0u64;
+        let mut b = stream.launch_builder(&self.agg_rows);
+        b.arg(cols).arg(&n);
+        match list {
+            Some(l) => b.arg(l),
+            None => b.arg(&null),
+        };
+        b.arg(&mut table.keys)
+            .arg(&mut table.words)
+            .arg(&cap)
+            .arg(&limit)
+            .arg(ctrl)
+            .arg(overflow)
+            .arg(&mut spill.keys)
+            .arg(&mut spill.words)
+            .arg(&spill_cap);
+        match private {
+            Some(p) => b.arg(p),
+            None => b.arg(&null),
+        };
+        // SAFETY: the arguments match agg_rows's parameters in codegen (ColPtrs by value, u64
+        // counts, device pointers); every pointer in `cols` addresses a live column of at least
+        // `n` rows (or of the rows `list` names), and the tables hold `cap` slots.
+        unsafe { b.launch(self.launch_cfg(self.spec.shared_bytes())) }
+            .map_err(gpu_err("launching agg_rows"))?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn merge(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: &DeviceTable,
+        n: u64,
+        list: Option<&CudaSlice<u32>>,
+        dst: &mut DeviceTable,
+        ctrl: &mut CudaSlice<u64>,
+        overflow: &mut CudaSlice<u32>,
+        overflow_cap: u64,
+    ) -> Result<()> {
+        let (dcap, sst) = (dst.cap, src.cap);
+        let limit = ((dcap as f64 * self.opts.params.fill_factor) as u64).max(1);
+        let null = 0u64;
+        let mut b = stream.launch_builder(&self.merge_entries);
+        b.arg(&src.keys).arg(&src.words).arg(&sst).arg(&n);
+        match list {
+            Some(l) => b.arg(l),
+            None => b.arg(&null),
+        };
+        b.arg(&mut dst.keys)
+            .arg(&mut dst.words)
+            .arg(&dcap)
+            .arg(&limit)
+            .arg(ctrl)
+            .arg(overflow)
+            .arg(&overflow_cap);
+        // SAFETY: matches merge_entries's parameters; `src` holds `n` slots (or `list` names
+        // slots below its capacity), `dst` holds `dcap`, and at most `overflow_cap` failures are
+        // written.
+        unsafe { b.launch(self.launch_cfg(0)) }.map_err(gpu_err("launching merge_entries"))?;
+        Ok(())
+    }
+
+    /// A table large enough for `need` groups holding the old one's entries (Karnagel's grow).
+    fn grow(
+        &self,
+        stream: &Arc<CudaStream>,
+        old: DeviceTable,
+        need: u64,
+        ctrl: &mut CudaSlice<u64>,
+        scratch: &mut CudaSlice<u32>,
+    ) -> Result<DeviceTable> {
+        let fill = self.opts.params.fill_factor;
+        let cap = pow2_at_least(((need as f64 / fill) as u64 + 1).max(old.cap * 2));
+        let mut table = self.new_table(stream, cap)?;
+        stream
+            .memcpy_htod(&[0u64, 0, 0, 0], ctrl)
+            .map_err(gpu_err("resetting counters"))?;
+        let cap_list = scratch.len() as u64;
+        self.merge(
+            stream, &old, old.cap, None, &mut table, ctrl, scratch, cap_list,
+        )?;
+        let c = stream
+            .clone_dtoh(ctrl)
+            .map_err(gpu_err("reading counters"))?;
+        if c[1] != 0 {
+            return Err(GrouperError::Gpu("growing the table lost entries".into()));
+        }
+        Ok(table)
+    }
+
+    /// Reads the table back and finalizes on the CPU: (columns, groups).
+    fn read_back(
+        &self,
+        stream: &Arc<CudaStream>,
+        table: &DeviceTable,
+    ) -> Result<(Vec<ArrayRef>, usize)> {
+        let err = gpu_err("reading the table back");
+        let cap = table.cap as usize;
+        let words = stream.clone_dtoh(&table.words).map_err(&err)?;
+        let perfect = self.spec.strategy.is_perfect();
+        let keys = if perfect {
+            Vec::new()
+        } else {
+            stream.clone_dtoh(&table.keys).map_err(&err)?
+        };
+        let mut selected: Vec<usize> = (0..cap)
+            .filter(|&s| words[ROWS_WORD * cap + s] != 0)
+            .collect();
+        if selected.is_empty() && self.query.keys.is_empty() {
+            selected.push(0); // a global aggregate has one row, even over no input
+        }
+        let cols: Vec<Vec<u64>> = (0..self.layout.words)
+            .map(|w| selected.iter().map(|&s| words[w * cap + s]).collect())
+            .collect();
+        let ext_count: usize = self.key_words.iter().map(|k| k.positions.len()).sum();
+        let mut key_arrays: Vec<Option<ArrayRef>> = vec![None; ext_count];
+        for (wi, kw) in self.key_words.iter().enumerate() {
+            let kwords: Vec<u64> = if perfect {
+                selected.iter().map(|&s| s as u64).collect()
+            } else {
+                selected.iter().map(|&s| keys[wi * cap + s]).collect()
+            };
+            for (pos, array) in kw.positions.iter().zip(kw.codec.decode(&kwords)?) {
+                key_arrays[*pos] = Some(array);
+            }
+        }
+        let ext: Vec<ArrayRef> = key_arrays.into_iter().flatten().collect();
+        let mut out: Vec<ArrayRef> =
+            Vec::with_capacity(self.key_out.len() + self.layout.aggs.len());
+        for k in &self.key_out {
+            out.push(match k {
+                KeyOut::Direct(i) => Arc::clone(&ext[*i]),
+                KeyOut::Split(split, parts) => {
+                    let arrays: Vec<ArrayRef> =
+                        parts.iter().map(|&i| Arc::clone(&ext[i])).collect();
+                    split.join(&arrays)?
+                }
+            });
+        }
+        for agg in &self.layout.aggs {
+            out.push(to_accumulator(agg, &cols)?.finalize(None)?);
+        }
+        Ok((out, selected.len()))
+    }
+}
+
+fn pointers(stream: &Arc<CudaStream>, cols: &[Option<DeviceColumn>]) -> ColPtrs {
+    let mut p = ColPtrs([0; 64]);
+    for (c, d) in cols.iter().enumerate() {
+        if let Some(d) = d {
+            let (v, n) = d.pointers(stream);
+            p.0[2 * c] = v;
+            p.0[2 * c + 1] = n;
+        }
+    }
+    p
+}
+
+fn kernel_error(bits: u64) -> GrouperError {
+    if bits & crate::expr::cuda::ERR_DIV_ZERO != 0 {
+        GrouperError::InvalidInput("division by zero".into())
+    } else if bits & crate::expr::cuda::ERR_DECIMAL_OVERFLOW != 0 {
+        GrouperError::InvalidInput("decimal overflow in an expression".into())
+    } else {
+        GrouperError::Gpu(format!("kernel reported error bits {bits:#x}"))
+    }
+}
+
+/// Groups expected, from a sample of key words (exact domain when it is small).
+fn estimate_groups(words: &[KeyWord], chunks: &[Vec<ArrayRef>], domain: u64) -> Result<u64> {
+    let Some(first) = chunks.first() else {
+        return Ok(1);
+    };
+    if words.is_empty() {
+        return Ok(1);
+    }
+    let rows = first
+        .first()
+        .map_or(0, |a| a.len())
+        .min(planner::SAMPLE_ROWS);
+    let mut combined = vec![0u64; rows];
+    for kw in words {
+        let keys: Vec<ArrayRef> = kw
+            .positions
+            .iter()
+            .map(|&p| first[p].slice(0, rows))
+            .collect();
+        let w = kw.codec.encode(&keys, rows)?.unwrap_or_default();
+        for (c, x) in combined.iter_mut().zip(w) {
+            *c = crate::hash::murmur3(*c ^ x);
+        }
+    }
+    let total: u64 = chunks
+        .iter()
+        .map(|c| c.first().map_or(0, |a| a.len() as u64))
+        .sum();
+    let est = planner::estimate(
+        &[combined],
+        if words.len() == 1 { domain } else { u64::MAX },
+    );
+    // The sample covers the first chunk's rows; scale the estimate's row base to the input.
+    let groups = est.groups.max(1);
+    Ok(if words.len() == 1 {
+        groups.min(domain)
+    } else {
+        groups
+    }
+    .min(total.max(1)))
+}
+
+/// The planner's choice (or the forced strategy, checked), sized from the device.
+fn choose(
+    opts: &GpuOptions,
+    layout: &Layout,
+    key_words: usize,
+    domain: u64,
+    groups: u64,
+    info: &super::DeviceInfo,
+) -> Result<Choice> {
+    let w = layout.words as u64;
+    let k = key_words.max(1) as u64;
+    let threads = opts.params.threads_per_block;
+    let fill = opts.params.fill_factor;
+    let single = key_words <= 1;
+    let smem = info.shared_per_block as u64;
+    // Half of an SM's shared memory per block keeps two blocks resident.
+    let budget = (info.shared_per_sm as u64 / 2).min(smem);
+    let copies_for = |bytes_per_copy: u64| -> u32 {
+        let fit = (budget / bytes_per_copy.max(1)).min(threads as u64);
+        if fit == 0 {
+            0
+        } else {
+            1u32 << (63 - fit.leading_zeros())
+        }
+    };
+    let registers_ok = single && domain <= 8 && domain * w <= 48;
+    let shared_copies = if single {
+        copies_for(domain.saturating_mul(8 * w))
+    } else {
+        0
+    };
+    let global_direct_ok = single && domain.saturating_mul(8 * w) <= info.memory_bytes / 4;
+    let block_slots = |g: u64| -> u64 {
+        let most = budget / (8 * (w + k));
+        let most = if most == 0 {
+            0
+        } else {
+            1u64 << (63 - most.leading_zeros())
+        };
+        pow2_at_least(((g as f64 / fill) as u64).max(64)).min(most)
+    };
+    let private_slots = pow2_at_least(((groups as f64 / fill) as u64).clamp(16, 64));
+    let pick = |strategy: GpuStrategy, reason: String| -> Result<Choice> {
+        let (copies, local_slots) = match strategy {
+            GpuStrategy::PerfectShared => (shared_copies, 0),
+            GpuStrategy::BlockLocal => (0, block_slots(groups)),
+            GpuStrategy::ThreadPrivate => (0, private_slots),
+            _ => (0, 0),
+        };
+        let fits = match strategy {
+            GpuStrategy::PerfectRegisters => single && domain.saturating_mul(w) <= 256,
+            GpuStrategy::PerfectShared => shared_copies > 0,
+            GpuStrategy::PerfectGlobal => global_direct_ok,
+            GpuStrategy::BlockLocal => local_slots >= 16,
+            _ => true,
+        };
+        if !fits {
+            return Err(GrouperError::InvalidOption(format!(
+                "GPU strategy {strategy} does not apply: key domain {domain} with {w} state words{}",
+                if single { "" } else { " (keys wider than 64 bits)" }
+            )));
+        }
+        Ok(Choice {
+            strategy,
+            reason,
+            copies,
+            local_slots,
+        })
+    };
+    if let Some(s) = opts.strategy {
+        return pick(s, "forced".into());
+    }
+    if registers_ok {
+        return pick(
+            GpuStrategy::PerfectRegisters,
+            format!("key domain {domain} fits registers"),
+        );
+    }
+    if shared_copies >= 32.min(threads) || (shared_copies > 0 && domain <= 4096) {
+        return pick(
+            GpuStrategy::PerfectShared,
+            format!("key domain {domain} fits shared memory ({shared_copies} copies per block)"),
+        );
+    }
+    if global_direct_ok && domain <= groups.saturating_mul(4).max(1 << 16) {
+        return pick(
+            GpuStrategy::PerfectGlobal,
+            format!(
+                "dense keys: domain {domain} for ~{groups} groups, direct index in device memory"
+            ),
+        );
+    }
+    if block_slots(groups) as f64 * fill >= groups as f64 && block_slots(groups) >= 64 {
+        return pick(
+            GpuStrategy::BlockLocal,
+            format!("~{groups} groups fit a shared-memory hash table per block"),
+        );
+    }
+    pick(
+        GpuStrategy::Global,
+        format!("~{groups} groups: one hash table in device memory"),
+    )
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds everything the GPU machine runs and puts it in .device/ (git-ignored), which a device
+# call carries: grouper-core's test executables (small: GPU tests live there), the grouper CLI
+# compressed with xz (DataFusion makes it large), and the benchmark helper scripts.
+# Usage: scripts/device-prepare.sh [--tests-only]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .device && mkdir -p .device/tests .device/bin
+cargo test --release -p grouper-core --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])
+' | while read -r exe; do
+  name=$(basename "$exe" | sed "s/-[0-9a-f]*$//")
+  cp "$exe" ".device/tests/$name"
+done
+if [ "${1:-}" != "--tests-only" ]; then
+  cargo build --release -p grouper
+  xz -T0 -6 -c target/release/grouper > .device/bin/grouper.xz
+fi
+cp bench/*.py .device/ 2>/dev/null || true
+du -sh .device/* | sed 's/^/  /'

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with .device/ carried
+# (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
+# Writes logs and results under $OUT (or ./device-out).
+#   scripts/device-test.sh [tests|bench|all]   (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export GROUPER_REQUIRE_GPU=1
+export GROUPER_CACHE_DIR=/tmp/grouper-kernels
+OUT=${OUT:-./device-out}
+mkdir -p "$OUT"
+what=${1:-all}
+status=0
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  for t in .device/tests/*; do
+    echo "== $(basename "$t")"
+    "$t" --include-ignored --test-threads=1 2>&1 | tee -a "$OUT/tests.log" | grep -E "^test |test result|panicked|FAILED|differs" | tail -40
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  done
+fi
+if [ -f .device/bin/grouper.xz ] && { [ "$what" = bench ] || [ "$what" = all ]; }; then
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  /tmp/grouper devices | tee "$OUT/devices.txt" || status=1
+  if [ -n "${BENCH_ARGS:-}" ] || [ "$what" = bench ] || [ "$what" = all ]; then
+    # shellcheck disable=SC2086
+    /tmp/grouper bench gpu-sweep --out "$OUT/gpu-sweep.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
+  fi
+fi
+echo "device-test: exit $status"
+exit $status
