@@ -21,5 +21,10 @@ if [ "${1:-}" != "--tests-only" ]; then
   cargo build --release -p grouper
   xz -T0 -6 -c target/release/grouper > .device/bin/grouper.xz
 fi
-cp bench/*.py .device/ 2>/dev/null || true
+git rev-parse --short HEAD > .device/COMMIT
+if [ ! -f .whl/duckdb-1.5.6-cp312-cp312-manylinux_2_26_x86_64.manylinux_2_28_x86_64.whl ]; then
+  # DuckDB for the device's Python 3.12 (the Q1 peer); carried as .whl/ (git-ignored).
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_28_x86_64 -d .whl duckdb==1.5.6 || true
+fi
 du -sh .device/* | sed 's/^/  /'

@@ -26,6 +26,8 @@ use serde_json::{json, Value};
 pub enum BenchCommand {
     /// SUM+COUNT by key over 2^0..2^24 groups, uniform and zipf; TPC-H Q1.
     CpuSweep(SweepArgs),
+    /// GPU strategies on resident data vs the copy rate and PyTorch; Q1 on the GPU vs DuckDB.
+    GpuSweep(crate::gpu_bench::GpuSweepArgs),
 }
 
 #[derive(Args, Debug)]
@@ -59,13 +61,14 @@ pub struct SweepArgs {
 pub async fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::CpuSweep(a) => cpu_sweep(a).await,
+        BenchCommand::GpuSweep(a) => crate::gpu_bench::gpu_sweep(a).await,
     }
 }
 
 const SWEEP_SQL: &str = "SELECT k, sum(v), count(*) FROM t GROUP BY k";
 
 /// Median wall-clock milliseconds of `sql` on `ctx` (after one warm-up run).
-async fn time_sql(ctx: &SessionContext, sql: &str, reps: usize) -> Result<f64> {
+pub(crate) async fn time_sql(ctx: &SessionContext, sql: &str, reps: usize) -> Result<f64> {
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
     collect(Arc::clone(&plan), ctx.task_ctx()).await?;
     let mut runs = Vec::with_capacity(reps);
@@ -99,6 +102,7 @@ fn engines(threads: usize, strategies: bool) -> Vec<(String, GrouperConfig)> {
                         ..Default::default()
                     },
                     threads: Some(threads),
+                    ..Default::default()
                 },
             ));
         }
@@ -114,8 +118,25 @@ fn engines(threads: usize, strategies: bool) -> Vec<(String, GrouperConfig)> {
     out
 }
 
+/// Runs `sql` once more and returns the GPU report of its GroupByExec, if it ran on the GPU.
+pub(crate) async fn last_gpu_report(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<Option<grouper_core::gpu::GpuReport>> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    let mut stack = vec![plan];
+    while let Some(p) = stack.pop() {
+        if let Some(g) = p.downcast_ref::<grouper::exec::GroupByExec>() {
+            return Ok(g.last_gpu_report());
+        }
+        stack.extend(p.children().into_iter().cloned());
+    }
+    Ok(None)
+}
+
 /// Runs DuckDB on `batches` (written to a temporary Parquet file, loaded into memory there).
-fn duckdb(
+pub(crate) fn duckdb(
     python: &PathBuf,
     batches: &[arrow::array::RecordBatch],
     table: &str,
@@ -166,7 +187,7 @@ fn duckdb(
 }
 
 /// Keeps the columns TPC-H Q1 reads.
-fn q1_columns(
+pub(crate) fn q1_columns(
     parts: Vec<Vec<arrow::array::RecordBatch>>,
 ) -> Result<Vec<Vec<arrow::array::RecordBatch>>> {
     const COLS: [&str; 7] = [
@@ -194,7 +215,10 @@ fn q1_columns(
         .collect()
 }
 
-fn git_commit() -> String {
+pub(crate) fn git_commit() -> String {
+    if let Ok(c) = std::env::var("GROUPER_COMMIT") {
+        return c;
+    }
     Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()

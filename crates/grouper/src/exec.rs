@@ -10,6 +10,10 @@
 //!
 //! The node replaces DataFusion's Partial + Final pair (or Single) whole: grouper does its own
 //! parallelism, so there is no repartition between phases.
+//!
+//! On the GPU backend the partitions' batches are collected and handed to the GPU engine; when
+//! the rule could translate the filter and projections below into the IR ([`Fused`]), the
+//! batches come straight from the scan and the kernel evaluates those expressions itself.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -28,8 +32,13 @@ use datafusion::physical_plan::{
     PlanProperties, SendableRecordBatchStream,
 };
 use futures::{StreamExt, TryStreamExt};
+use grouper_core::expr::Expr;
+use grouper_core::gpu::{Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
 use grouper_core::planner::{Decision, Overrides};
 use grouper_core::{InputBatch, QuerySpec};
+
+use crate::fuse::Fused;
+use crate::session::Backend;
 
 /// The expressions of one aggregate's argument: `None` for `COUNT(*)`.
 pub type ArgExpr = Option<Arc<dyn PhysicalExpr>>;
@@ -46,6 +55,29 @@ pub struct GroupByPlan {
     pub agg_names: Vec<String>,
     /// Key types and aggregates for `grouper-core`.
     pub spec: QuerySpec,
+    /// The same aggregation over a source further down, when the filter and projections
+    /// between translate into the IR (the GPU evaluates them in its kernel).
+    pub fused: Option<Fused>,
+}
+
+/// How GroupByExec nodes of a session run: backend, CPU overrides, GPU options, thread pool.
+#[derive(Debug)]
+pub struct Engine {
+    /// Which engine aggregates.
+    pub backend: Backend,
+    /// CPU strategy and table parameters fixed by the user.
+    pub overrides: Overrides,
+    /// GPU strategy, kernel parameters, resident or batched.
+    pub gpu: GpuOptions,
+    /// The CPU worker pool.
+    pub pool: Arc<rayon::ThreadPool>,
+}
+
+/// What ran, for `--explain`.
+#[derive(Debug, Clone)]
+enum Ran {
+    Cpu(Option<Decision>, Option<String>),
+    Gpu(GpuReport),
 }
 
 /// grouper's `GROUP BY` operator inside a DataFusion plan.
@@ -54,22 +86,20 @@ pub struct GroupByExec {
     input: Arc<dyn ExecutionPlan>,
     plan: Arc<GroupByPlan>,
     schema: SchemaRef,
-    overrides: Overrides,
-    pool: Arc<rayon::ThreadPool>,
+    engine: Arc<Engine>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
-    decision: Arc<Mutex<Option<Decision>>>,
+    ran: Arc<Mutex<Option<Ran>>>,
 }
 
 impl GroupByExec {
     /// A node computing `plan` over `input`, producing `schema` (DataFusion's planned schema),
-    /// with the user's `overrides`, on `pool`.
+    /// run as `engine` says.
     pub fn new(
         input: Arc<dyn ExecutionPlan>,
         plan: Arc<GroupByPlan>,
         schema: SchemaRef,
-        overrides: Overrides,
-        pool: Arc<rayon::ThreadPool>,
+        engine: Arc<Engine>,
     ) -> Self {
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&schema)),
@@ -81,27 +111,101 @@ impl GroupByExec {
             input,
             plan,
             schema,
-            overrides,
-            pool,
+            engine,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
-            decision: Arc::new(Mutex::new(None)),
+            ran: Arc::new(Mutex::new(None)),
         }
     }
 
-    /// The planner's decision from the last execution, if any.
+    /// The CPU planner's decision from the last execution, if it ran on the CPU.
     pub fn last_decision(&self) -> Option<Decision> {
-        self.decision.lock().ok().and_then(|d| d.clone())
+        match self.ran.lock().ok()?.clone()? {
+            Ran::Cpu(d, _) => d,
+            Ran::Gpu(_) => None,
+        }
+    }
+
+    /// The GPU report of the last execution, if it ran on the GPU.
+    pub fn last_gpu_report(&self) -> Option<GpuReport> {
+        match self.ran.lock().ok()?.clone()? {
+            Ran::Gpu(r) => Some(r),
+            Ran::Cpu(..) => None,
+        }
     }
 
     fn with_input(&self, input: Arc<dyn ExecutionPlan>) -> Self {
+        // A new input invalidates a fused source taken from the old one.
+        let same = Arc::ptr_eq(&input, &self.input);
+        let plan = if same || self.plan.fused.is_none() {
+            Arc::clone(&self.plan)
+        } else {
+            Arc::new(GroupByPlan {
+                keys: self.plan.keys.clone(),
+                args: self.plan.args.clone(),
+                agg_names: self.plan.agg_names.clone(),
+                spec: self.plan.spec.clone(),
+                fused: None,
+            })
+        };
         Self::new(
             input,
-            Arc::clone(&self.plan),
+            plan,
             Arc::clone(&self.schema),
-            self.overrides,
-            Arc::clone(&self.pool),
+            Arc::clone(&self.engine),
         )
+    }
+
+    /// The GPU form of the query and where its batches come from, or why there is none.
+    fn gpu_query(&self) -> grouper_core::Result<(GpuQuery, bool)> {
+        let (query, fused) = match &self.plan.fused {
+            Some(f) => (
+                GpuQuery {
+                    columns: f.columns.clone(),
+                    filter: f.filter.clone(),
+                    keys: f.keys.clone(),
+                    aggregates: self
+                        .plan
+                        .spec
+                        .aggregates
+                        .iter()
+                        .cloned()
+                        .zip(f.args.clone())
+                        .collect(),
+                },
+                true,
+            ),
+            None => (evaluated_query(&self.plan.spec), false),
+        };
+        query.check(&self.engine.gpu)?;
+        Gpu::get()?;
+        Ok((query, fused))
+    }
+}
+
+/// The GPU query over batches of evaluated keys and arguments (keys first, then each
+/// aggregate's argument).
+fn evaluated_query(spec: &QuerySpec) -> GpuQuery {
+    let mut columns = spec.key_types.clone();
+    let mut aggregates = Vec::with_capacity(spec.aggregates.len());
+    for a in &spec.aggregates {
+        let arg = a
+            .input_type
+            .clone()
+            .filter(|_| a.kind != grouper_core::agg::AggKind::CountStar);
+        aggregates.push((
+            a.clone(),
+            arg.map(|t| {
+                columns.push(t.clone());
+                Expr::column(columns.len() - 1, t)
+            }),
+        ));
+    }
+    GpuQuery {
+        columns,
+        filter: None,
+        keys: (0..spec.key_types.len()).collect(),
+        aggregates,
     }
 }
 
@@ -110,16 +214,36 @@ impl DisplayAs for GroupByExec {
         let keys: Vec<&str> = self.plan.keys.iter().map(|(_, n)| n.as_str()).collect();
         write!(
             f,
-            "GroupByExec: backend=cpu, gby=[{}], aggr=[{}]",
+            "GroupByExec: gby=[{}], aggr=[{}]",
             keys.join(", "),
             self.plan.agg_names.join(", ")
         )?;
-        match self.last_decision() {
-            Some(d) => write!(f, ", {d}"),
-            None => match self.overrides.strategy {
-                Some(s) => write!(f, ", strategy={s}"),
-                None => write!(f, ", strategy=auto"),
-            },
+        if let Some(fu) = &self.plan.fused {
+            write!(
+                f,
+                ", fusable=[source={}{}]",
+                fu.source.name(),
+                if fu.filter.is_some() { " +filter" } else { "" }
+            )?;
+        }
+        match self.ran.lock().ok().and_then(|r| r.clone()) {
+            Some(Ran::Gpu(r)) => write!(
+                f,
+                ", backend=gpu ({}), strategy={} ({}), fused={}, key_words={}, est_groups={}, groups={}, grows={}, grid={}x{}, shared={}B, compile={:.1}ms ({:?}), upload={:.1}ms, kernels={:.2}ms, gpu_total={:.1}ms",
+                r.device, r.strategy, r.reason, self.plan.fused.is_some() && r.rows > 0, r.key_words, r.est_groups, r.groups,
+                r.grows, r.blocks, r.threads, r.shared_bytes, r.compile_ms, r.cache, r.upload_ms, r.kernel_ms, r.total_ms
+            ),
+            Some(Ran::Cpu(d, why)) => {
+                write!(f, ", backend=cpu")?;
+                if let Some(w) = why {
+                    write!(f, " ({w})")?;
+                }
+                match d {
+                    Some(d) => write!(f, ", {d}"),
+                    None => Ok(()),
+                }
+            }
+            None => write!(f, ", backend={}", self.engine.backend),
         }
     }
 }
@@ -177,61 +301,62 @@ impl ExecutionPlan for GroupByExec {
                 "GroupByExec has one partition, asked for {partition}"
             )));
         }
-        let input = Arc::clone(&self.input);
-        let plan = Arc::clone(&self.plan);
-        let schema = Arc::clone(&self.schema);
-        let overrides = self.overrides;
-        let pool = Arc::clone(&self.pool);
-        let decision = Arc::clone(&self.decision);
+        // Backend: the GPU when asked for (its absence is an error), or under `auto` when a
+        // device is there and handles the query; else the CPU, with the reason kept.
+        let (gpu, cpu_reason) = match self.engine.backend {
+            Backend::Gpu => (Some(self.gpu_query().map_err(external)?), None),
+            Backend::Auto => match self.gpu_query() {
+                Ok(q) => (Some(q), None),
+                Err(e) => (None, Some(e.to_string())),
+            },
+            _ => (None, None),
+        };
         let batch_size = context.session_config().batch_size();
         let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let out_schema = Arc::clone(&schema);
-
+        let schema = Arc::clone(&self.schema);
+        let plan = Arc::clone(&self.plan);
+        let engine = Arc::clone(&self.engine);
+        let ran = Arc::clone(&self.ran);
+        let input = Arc::clone(&self.input);
         let result = async move {
-            let agg = grouper_core::Aggregation::new(plan.spec.clone(), overrides)
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            let parts = input.output_partitioning().partition_count();
-            let mut tasks = Vec::with_capacity(parts);
-            for p in 0..parts {
-                let mut stream = input.execute(p, Arc::clone(&context))?;
-                let plan = Arc::clone(&plan);
-                let mut worker = agg.worker();
-                let compute = baseline.elapsed_compute().clone();
-                tasks.push(tokio::spawn(async move {
-                    while let Some(batch) = stream.next().await {
-                        let batch = evaluate(&batch?, &plan)?;
-                        let _timer = compute.timer();
-                        worker
-                            .push(&batch)
-                            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            let out = match gpu {
+                Some((query, fused)) => {
+                    let source = match (&plan.fused, fused) {
+                        (Some(f), true) => Arc::clone(&f.source),
+                        _ => input,
+                    };
+                    let batches =
+                        collect(&source, &context, (!fused).then(|| Arc::clone(&plan))).await?;
+                    let timer = baseline.elapsed_compute().timer();
+                    let opts = engine.gpu.clone();
+                    let out = tokio::task::spawn_blocking(move || {
+                        Prepared::new(&query, &batches, &opts).and_then(|mut p| p.run())
+                    })
+                    .await
+                    .map_err(external)?
+                    .map_err(external)?;
+                    timer.done();
+                    if let Ok(mut r) = ran.lock() {
+                        *r = Some(Ran::Gpu(out.report.clone()));
                     }
-                    Ok::<_, DataFusionError>(worker)
-                }));
-            }
-            let mut workers = Vec::with_capacity(parts);
-            for t in tasks {
-                workers.push(
-                    t.await
-                        .map_err(|e| DataFusionError::External(Box::new(e)))??,
-                );
-            }
-            let timer = baseline.elapsed_compute().timer();
-            let out = tokio::task::spawn_blocking(move || pool.install(|| agg.finish(workers)))
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            timer.done();
-            if let Ok(mut d) = decision.lock() {
-                d.clone_from(&out.decision);
-            }
-            let batch = if out.columns.is_empty() {
+                    (out.columns, out.num_rows)
+                }
+                None => {
+                    let out = run_cpu(input, &plan, &engine, &context, &baseline).await?;
+                    if let Ok(mut r) = ran.lock() {
+                        *r = Some(Ran::Cpu(out.decision.clone(), cpu_reason));
+                    }
+                    (out.columns, out.num_rows)
+                }
+            };
+            let batch = if out.0.is_empty() {
                 RecordBatch::try_new_with_options(
                     Arc::clone(&schema),
                     vec![],
-                    &arrow::array::RecordBatchOptions::new().with_row_count(Some(out.num_rows)),
+                    &arrow::array::RecordBatchOptions::new().with_row_count(Some(out.1)),
                 )?
             } else {
-                RecordBatch::try_new(Arc::clone(&schema), out.columns)?
+                RecordBatch::try_new(Arc::clone(&schema), out.0)?
             };
             baseline.record_output(batch.num_rows());
             let slices: Vec<Result<RecordBatch>> = (0..batch.num_rows().max(1))
@@ -241,12 +366,111 @@ impl ExecutionPlan for GroupByExec {
             Ok::<_, DataFusionError>(futures::stream::iter(slices))
         };
         let stream = futures::stream::once(result).try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, stream)))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
     }
+}
+
+fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// Streams every partition of `input` through CPU workers and merges them.
+async fn run_cpu(
+    input: Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+) -> Result<grouper_core::AggregateOutput> {
+    let agg =
+        grouper_core::Aggregation::new(plan.spec.clone(), engine.overrides).map_err(external)?;
+    let parts = input.output_partitioning().partition_count();
+    let mut tasks = Vec::with_capacity(parts);
+    for p in 0..parts {
+        let mut stream = input.execute(p, Arc::clone(context))?;
+        let plan = Arc::clone(plan);
+        let mut worker = agg.worker();
+        let compute = baseline.elapsed_compute().clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(batch) = stream.next().await {
+                let batch = evaluate(&batch?, &plan)?;
+                let _timer = compute.timer();
+                worker.push(&batch).map_err(external)?;
+            }
+            Ok::<_, DataFusionError>(worker)
+        }));
+    }
+    let mut workers = Vec::with_capacity(parts);
+    for t in tasks {
+        workers.push(t.await.map_err(external)??);
+    }
+    let timer = baseline.elapsed_compute().timer();
+    let pool = Arc::clone(&engine.pool);
+    let out = tokio::task::spawn_blocking(move || pool.install(|| agg.finish(workers)))
+        .await
+        .map_err(external)?
+        .map_err(external)?;
+    timer.done();
+    Ok(out)
+}
+
+/// Every batch of every partition of `source`; with `evaluate_for`, each batch becomes the
+/// plan's evaluated keys and arguments (the GPU's unfused input).
+async fn collect(
+    source: &Arc<dyn ExecutionPlan>,
+    context: &Arc<TaskContext>,
+    evaluate_for: Option<Arc<GroupByPlan>>,
+) -> Result<Vec<RecordBatch>> {
+    let parts = source.output_partitioning().partition_count();
+    let mut tasks = Vec::with_capacity(parts);
+    for p in 0..parts {
+        let mut stream = source.execute(p, Arc::clone(context))?;
+        let plan = evaluate_for.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            while let Some(batch) = stream.next().await {
+                let batch = batch?;
+                out.push(match &plan {
+                    None => batch,
+                    Some(plan) => evaluated_batch(&batch, plan)?,
+                });
+            }
+            Ok::<_, DataFusionError>(out)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.map_err(external)??);
+    }
+    Ok(all)
+}
+
+/// Keys, then the arguments of aggregates that have one, as one record batch.
+fn evaluated_batch(batch: &RecordBatch, plan: &GroupByPlan) -> Result<RecordBatch> {
+    let b = evaluate(batch, plan)?;
+    let columns: Vec<arrow::array::ArrayRef> = b
+        .keys
+        .iter()
+        .cloned()
+        .chain(b.args.iter().flatten().cloned())
+        .collect();
+    let fields: Vec<arrow::datatypes::Field> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| arrow::datatypes::Field::new(format!("c{i}"), c.data_type().clone(), true))
+        .collect();
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(arrow::datatypes::Schema::new(fields)),
+        columns,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )?)
 }
 
 /// Evaluates the key and argument expressions of one input batch.

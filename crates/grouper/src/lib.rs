@@ -13,6 +13,7 @@
 //! grouper handles every key and aggregate, and leaves the plan alone elsewhere.
 
 pub mod exec;
+pub mod fuse;
 pub mod rule;
 pub mod session;
 pub mod synthetic;

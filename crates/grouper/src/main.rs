@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod gpu_bench;
 
 use std::process::ExitCode;
 

@@ -29,22 +29,22 @@ use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceC
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
 use grouper_core::agg::{AggKind, AggregateSpec};
-use grouper_core::planner::Overrides;
 use grouper_core::QuerySpec;
 
-use crate::exec::{GroupByExec, GroupByPlan};
+use crate::exec::{Engine, GroupByExec, GroupByPlan};
+use crate::fuse::fuse;
+use crate::session::Backend;
 
 /// Replaces handled aggregations with [`GroupByExec`].
 #[derive(Debug)]
 pub struct GrouperRule {
-    overrides: Overrides,
-    pool: Arc<rayon::ThreadPool>,
+    engine: Arc<Engine>,
 }
 
 impl GrouperRule {
-    /// A rule whose nodes run with `overrides` on `pool`.
-    pub fn new(overrides: Overrides, pool: Arc<rayon::ThreadPool>) -> Self {
-        Self { overrides, pool }
+    /// A rule whose nodes run as `engine` says.
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Self { engine }
     }
 
     fn replace(&self, plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
@@ -70,9 +70,13 @@ impl GrouperRule {
         if plan.output_ordering().is_some() {
             return Ok(None);
         }
-        let Some(group_by) = translate(lower)? else {
+        let Some(mut group_by) = translate(lower)? else {
             return Ok(None);
         };
+        if self.engine.backend != Backend::Cpu {
+            let keys: Vec<_> = group_by.keys.iter().map(|(e, _)| Arc::clone(e)).collect();
+            group_by.fused = fuse(lower.input(), &keys, &group_by.args);
+        }
         // The output must be exactly what DataFusion planned.
         let schema = top.schema();
         let Ok(types) = group_by.spec.output_types() else {
@@ -90,8 +94,7 @@ impl GrouperRule {
             Arc::clone(lower.input()),
             Arc::new(group_by),
             schema,
-            self.overrides,
-            Arc::clone(&self.pool),
+            Arc::clone(&self.engine),
         ));
         Ok(Some(match plan.output_partitioning() {
             p @ Partitioning::Hash(_, n) if *n > 1 => {
@@ -154,6 +157,7 @@ fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
             key_types,
             aggregates,
         },
+        fused: None,
     }))
 }
 

@@ -7,19 +7,21 @@ use std::sync::Arc;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use grouper_core::gpu::{Gpu, GpuOptions};
 use grouper_core::planner::Overrides;
 
+use crate::exec::Engine;
 use crate::rule::GrouperRule;
 
 /// Which engine aggregates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
-    /// The best available (today: the CPU engine).
+    /// The GPU when one is there and handles the query, else the CPU (`--explain` says why).
     #[default]
     Auto,
     /// grouper's CPU strategies.
     Cpu,
-    /// grouper on an NVIDIA GPU (not built yet).
+    /// grouper on an NVIDIA GPU; an error when there is none.
     Gpu,
     /// CPU and GPU together (not built yet).
     Hybrid,
@@ -62,8 +64,10 @@ impl fmt::Display for Backend {
 pub struct GrouperConfig {
     /// Which engine aggregates.
     pub backend: Backend,
-    /// Strategy, hash function and table parameters fixed by the user.
+    /// CPU strategy, hash function and table parameters fixed by the user.
     pub overrides: Overrides,
+    /// GPU strategy, kernel parameters, resident or batched.
+    pub gpu: GpuOptions,
     /// Worker threads (DataFusion partitions and grouper's pool); all cores when `None`.
     pub threads: Option<usize>,
 }
@@ -75,11 +79,16 @@ pub fn grouper_context() -> SessionContext {
 
 /// A `SessionContext` configured by `config`; fails for backends this build cannot run.
 pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
-    if matches!(config.backend, Backend::Gpu | Backend::Hybrid) {
-        return Err(DataFusionError::Plan(format!(
-            "backend '{}' is unavailable: this build of grouper has no GPU support yet (use --backend cpu or auto)",
-            config.backend
-        )));
+    match config.backend {
+        Backend::Hybrid => {
+            return Err(DataFusionError::Plan(
+                "backend 'hybrid' (CPU+GPU co-processing) is not implemented yet; use --backend gpu, cpu or auto".into(),
+            ))
+        }
+        Backend::Gpu => {
+            Gpu::get().map_err(|e| DataFusionError::Plan(format!("--backend gpu: {e}")))?;
+        }
+        _ => {}
     }
     let threads = config
         .threads
@@ -95,10 +104,13 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
             .thread_name(|i| format!("grouper-{i}"))
             .build()
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        builder = builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(
-            config.overrides,
-            Arc::new(pool),
-        )));
+        builder =
+            builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(Arc::new(Engine {
+                backend: config.backend,
+                overrides: config.overrides,
+                gpu: config.gpu.clone(),
+                pool: Arc::new(pool),
+            }))));
     }
     Ok(SessionContext::new_with_state(builder.build()).enable_url_table())
 }

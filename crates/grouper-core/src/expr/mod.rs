@@ -202,31 +202,58 @@ impl Expr {
         }
     }
 
-    /// The columns read, sorted and deduplicated.
+    /// The columns read, sorted and deduplicated (appended to `out`).
     pub fn columns(&self, out: &mut Vec<usize>) {
-        match self {
-            Expr::Column { index, .. } => out.push(*index),
-            Expr::Literal { .. } => {}
-            Expr::Binary { left, right, .. } => {
-                left.columns(out);
-                right.columns(out);
+        self.visit(&mut |e| {
+            if let Expr::Column { index, .. } = e {
+                out.push(*index);
             }
-            Expr::Not(e) | Expr::Negative(e) | Expr::IsNull { expr: e, .. } => e.columns(out),
-            Expr::Cast { expr, .. } => expr.columns(out),
+        });
+        out.sort_unstable();
+        out.dedup();
+    }
+
+    /// Checks that every column read exists in `types` with the type the expression expects.
+    pub fn check_columns(&self, types: &[DataType]) -> Result<()> {
+        let mut bad = None;
+        self.visit(&mut |e| {
+            if let Expr::Column { index, data_type } = e {
+                if types.get(*index) != Some(data_type) {
+                    bad = Some(*index);
+                }
+            }
+        });
+        match bad {
+            None => Ok(()),
+            Some(i) => Err(GrouperError::InvalidInput(format!(
+                "expression column {i} is missing or of another type"
+            ))),
+        }
+    }
+
+    /// Calls `f` on every node.
+    fn visit(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Column { .. } | Expr::Literal { .. } => {}
+            Expr::Binary { left, right, .. } => {
+                left.visit(f);
+                right.visit(f);
+            }
+            Expr::Not(e) | Expr::Negative(e) | Expr::IsNull { expr: e, .. } => e.visit(f),
+            Expr::Cast { expr, .. } => expr.visit(f),
             Expr::Case {
                 whens, otherwise, ..
             } => {
                 for (c, v) in whens {
-                    c.columns(out);
-                    v.columns(out);
+                    c.visit(f);
+                    v.visit(f);
                 }
                 if let Some(o) = otherwise {
-                    o.columns(out);
+                    o.visit(f);
                 }
             }
         }
-        out.sort_unstable();
-        out.dedup();
     }
 
     /// Checks that every node is one the IR evaluates exactly; the error names the first that

@@ -174,3 +174,38 @@ impl Gpu {
 pub fn gpu_required() -> bool {
     std::env::var("GROUPER_REQUIRE_GPU").is_ok_and(|v| v == "1")
 }
+
+impl Gpu {
+    /// The device's copy rate in bytes per second: a large device-to-device copy, bytes read
+    /// plus bytes written (the roofline every aggregation kernel is measured against).
+    pub fn copy_rate(&self) -> Result<f64> {
+        use cudarc::driver::sys::CUevent_flags;
+        let err =
+            |what: &'static str| move |e: DriverError| GrouperError::Gpu(format!("{what}: {e}"));
+        let bytes = 1usize << 30;
+        let src = self
+            .stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(err("allocating"))?;
+        let mut dst = self
+            .stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(err("allocating"))?;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let (a, b) = (
+            self.ctx.new_event(timing).map_err(err("event"))?,
+            self.ctx.new_event(timing).map_err(err("event"))?,
+        );
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            a.record(&self.stream).map_err(err("event"))?;
+            self.stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(err("copying"))?;
+            b.record(&self.stream).map_err(err("event"))?;
+            self.stream.synchronize().map_err(err("copying"))?;
+            best = best.min(a.elapsed_ms(&b).map_err(err("event"))? as f64);
+        }
+        Ok(2.0 * bytes as f64 / (best * 1e-3))
+    }
+}

@@ -43,6 +43,75 @@ pub struct GpuQuery {
     pub aggregates: Vec<(AggregateSpec, Option<Expr>)>,
 }
 
+impl GpuQuery {
+    /// Checks that the GPU runs this query with `opts` (types, expressions, parameters) and
+    /// returns its state layout; the error says what is not supported.
+    pub fn check(&self, opts: &GpuOptions) -> Result<Layout> {
+        let query = self;
+        check_fill_factor(opts.params.fill_factor)?;
+        for &k in &query.keys {
+            let t = query.columns.get(k).ok_or_else(|| {
+                GrouperError::InvalidInput(format!("key column {k} out of range"))
+            })?;
+            if !crate::keys::supports(t) {
+                return Err(GrouperError::UnsupportedType {
+                    what: "group key",
+                    data_type: t.clone(),
+                });
+            }
+        }
+        let p = &opts.params;
+        if !p.threads_per_block.is_multiple_of(32) || !(32..=1024).contains(&p.threads_per_block) {
+            return Err(GrouperError::InvalidOption(format!(
+                "threads per block must be a multiple of 32 in 32..=1024, got {}",
+                p.threads_per_block
+            )));
+        }
+        if !(1..=16).contains(&p.items_per_thread) {
+            return Err(GrouperError::InvalidOption(format!(
+                "items per thread must be in 1..=16, got {}",
+                p.items_per_thread
+            )));
+        }
+        if query.columns.len() + 2 * query.keys.len() > MAX_COLUMNS {
+            return Err(GrouperError::Unsupported(format!(
+                "more than {MAX_COLUMNS} input columns on the GPU"
+            )));
+        }
+        let specs: Vec<AggregateSpec> = query.aggregates.iter().map(|(s, _)| s.clone()).collect();
+        if specs.len() > 64 {
+            return Err(GrouperError::Unsupported(
+                "more than 64 aggregates on the GPU".into(),
+            ));
+        }
+        let layout = Layout::new(&specs)?;
+        for e in query
+            .filter
+            .iter()
+            .chain(query.aggregates.iter().filter_map(|(_, a)| a.as_ref()))
+        {
+            e.check()?;
+            e.check_columns(&query.columns)?;
+        }
+        if let Some(f) = &query.filter {
+            if f.data_type() != DataType::Boolean {
+                return Err(GrouperError::InvalidInput(
+                    "the filter is not boolean".into(),
+                ));
+            }
+        }
+        for (s, a) in &query.aggregates {
+            if a.as_ref().map(Expr::data_type) != s.input_type {
+                return Err(GrouperError::InvalidInput(format!(
+                    "argument of {} does not have type {:?}",
+                    s.kind, s.input_type
+                )));
+            }
+        }
+        Ok(layout)
+    }
+}
+
 /// How to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuOptions {
@@ -232,9 +301,11 @@ fn split_wide_keys(
     Ok((ext, out))
 }
 
-/// Concatenates input batches into chunks of at most `rows` rows.
-fn chunk(batches: &[RecordBatch], rows: usize) -> Result<Vec<Vec<ArrayRef>>> {
+/// Concatenates input batches into chunks of at most `rows` rows; returns each chunk's columns
+/// and row count (a batch may have no columns, e.g. for a global COUNT(*)).
+fn chunk(batches: &[RecordBatch], rows: usize) -> Result<(Vec<Vec<ArrayRef>>, Vec<usize>)> {
     let mut out = Vec::new();
+    let mut counts = Vec::new();
     let mut pending: Vec<RecordBatch> = Vec::new();
     let mut pending_rows = 0;
     let flush = |pending: &mut Vec<RecordBatch>, out: &mut Vec<Vec<ArrayRef>>| -> Result<()> {
@@ -261,12 +332,16 @@ fn chunk(batches: &[RecordBatch], rows: usize) -> Result<Vec<Vec<ArrayRef>>> {
             offset += take;
             if pending_rows == rows {
                 flush(&mut pending, &mut out)?;
+                counts.push(pending_rows);
                 pending_rows = 0;
             }
         }
     }
-    flush(&mut pending, &mut out)?;
-    Ok(out)
+    if !pending.is_empty() {
+        flush(&mut pending, &mut out)?;
+        counts.push(pending_rows);
+    }
+    Ok((out, counts))
 }
 
 /// The strategy and its sizes.
@@ -279,25 +354,35 @@ struct Choice {
 
 /// A query ready to run: planned, compiled, and (resident) uploaded.
 pub struct Prepared {
+    base: Arc<Base>,
+    spec: KernelSpec,
+    agg_rows: CudaFunction,
+    merge_entries: CudaFunction,
+    init_table: CudaFunction,
+    blocks: u32,
+    opts: GpuOptions,
+    report: GpuReport,
+}
+
+/// What does not depend on the strategy: the planned keys and the input's bytes.
+struct Base {
     gpu: Arc<Gpu>,
     query: GpuQuery,
     layout: Layout,
     key_words: Vec<KeyWord>,
     /// How the output keys come from the (possibly split) keys.
     key_out: Vec<KeyOut>,
-    spec: KernelSpec,
-    agg_rows: CudaFunction,
-    merge_entries: CudaFunction,
-    init_table: CudaFunction,
+    /// The kernel spec without the strategy's choices.
+    template: KernelSpec,
     /// Host bytes of every chunk's device columns (`None`: column unread).
     host: Vec<Vec<Option<HostColumn>>>,
     /// Rows of every chunk.
     chunk_rows: Vec<usize>,
     /// Device columns per chunk when resident.
     resident: Option<Vec<Vec<Option<DeviceColumn>>>>,
-    blocks: u32,
-    opts: GpuOptions,
-    report: GpuReport,
+    est_groups: u64,
+    rows: u64,
+    upload_ms: f64,
 }
 
 fn pow2_at_least(n: u64) -> u64 {
@@ -308,61 +393,15 @@ impl Prepared {
     /// Plans, compiles and (resident) uploads `query` over `batches`.
     pub fn new(query: &GpuQuery, batches: &[RecordBatch], opts: &GpuOptions) -> Result<Self> {
         let gpu = Gpu::get()?;
-        check_fill_factor(opts.params.fill_factor)?;
+        let layout = query.check(opts)?;
         let p = &opts.params;
-        if !p.threads_per_block.is_multiple_of(32) || !(32..=1024).contains(&p.threads_per_block) {
-            return Err(GrouperError::InvalidOption(format!(
-                "threads per block must be a multiple of 32 in 32..=1024, got {}",
-                p.threads_per_block
-            )));
-        }
-        if !(1..=16).contains(&p.items_per_thread) {
-            return Err(GrouperError::InvalidOption(format!(
-                "items per thread must be in 1..=16, got {}",
-                p.items_per_thread
-            )));
-        }
-        if query.columns.len() + 2 * query.keys.len() > MAX_COLUMNS {
-            return Err(GrouperError::Unsupported(format!(
-                "more than {MAX_COLUMNS} input columns on the GPU"
-            )));
-        }
-        let specs: Vec<AggregateSpec> = query.aggregates.iter().map(|(s, _)| s.clone()).collect();
-        if specs.len() > 64 {
-            return Err(GrouperError::Unsupported(
-                "more than 64 aggregates on the GPU".into(),
-            ));
-        }
-        let layout = Layout::new(&specs)?;
-        for e in query
-            .filter
-            .iter()
-            .chain(query.aggregates.iter().filter_map(|(_, a)| a.as_ref()))
-        {
-            e.check()?;
-        }
-        if let Some(f) = &query.filter {
-            if f.data_type() != DataType::Boolean {
-                return Err(GrouperError::InvalidInput(
-                    "the filter is not boolean".into(),
-                ));
-            }
-        }
-        for (s, a) in &query.aggregates {
-            if a.as_ref().map(Expr::data_type) != s.input_type {
-                return Err(GrouperError::InvalidInput(format!(
-                    "argument of {} does not have type {:?}",
-                    s.kind, s.input_type
-                )));
-            }
-        }
         let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
         let chunk_rows = if opts.resident {
             1 << 27
         } else {
             opts.batch_rows.clamp(1, 1 << 30)
         };
-        let chunks = chunk(batches, chunk_rows)?;
+        let (chunks, chunk_rows) = chunk(batches, chunk_rows)?;
         let mut chunks = chunks;
         let mut columns_ext = query.columns.clone();
         let (ext_keys, key_out) = split_wide_keys(query, &mut chunks, &mut columns_ext)?;
@@ -433,22 +472,101 @@ impl Prepared {
 
         let domain = key_words.first().map_or(1, |k| k.codec.domain());
         let est_groups = estimate_groups(&key_words, &key_chunks, domain)?;
-        let info = &gpu.info;
-        let choice = choose(opts, &layout, key_words.len(), domain, est_groups, info)?;
-        let spec = KernelSpec {
+        let template = KernelSpec {
             columns,
             filter: query.filter.clone(),
             key_words: terms,
             args: query.aggregates.iter().map(|(_, a)| a.clone()).collect(),
             layout: layout.clone(),
-            strategy: choice.strategy,
+            strategy: GpuStrategy::Global,
             threads: p.threads_per_block,
             items_per_thread: p.items_per_thread,
             hash: p.hash,
             domain,
+            copies: 0,
+            local_slots: 0,
+            fill_factor: p.fill_factor,
+        };
+        let mut upload_ms = 0.0;
+        let resident = if opts.resident {
+            let start = Instant::now();
+            let stream = Arc::clone(&gpu.stream);
+            let mut all = Vec::with_capacity(host.len());
+            for cols in &host {
+                let mut dev = Vec::with_capacity(cols.len());
+                for h in cols {
+                    dev.push(match h {
+                        None => None,
+                        Some(h) => {
+                            let mut d = DeviceColumn::alloc(
+                                &stream,
+                                h.values.len(),
+                                h.validity.as_ref().map_or(0, |v| v.len()),
+                            )?;
+                            d.upload(&stream, h)?;
+                            Some(d)
+                        }
+                    });
+                }
+                all.push(dev);
+            }
+            stream.synchronize().map_err(gpu_err("uploading columns"))?;
+            upload_ms = start.elapsed().as_secs_f64() * 1e3;
+            Some(all)
+        } else {
+            None
+        };
+        let base = Arc::new(Base {
+            gpu,
+            query: query.clone(),
+            layout,
+            key_words,
+            key_out,
+            template,
+            host,
+            chunk_rows,
+            resident,
+            est_groups,
+            rows,
+            upload_ms,
+        });
+        Self::for_options(base, opts)
+    }
+
+    /// The same prepared input (planned keys, uploaded columns) run with other options:
+    /// another strategy or kernel parameters, without planning or uploading again.
+    pub fn retarget(&self, opts: &GpuOptions) -> Result<Self> {
+        if opts.resident != self.opts.resident || opts.batch_rows != self.opts.batch_rows {
+            return Err(GrouperError::InvalidOption(
+                "retargeting cannot change residency or batch size".into(),
+            ));
+        }
+        self.base.query.check(opts)?;
+        Self::for_options(Arc::clone(&self.base), opts)
+    }
+
+    /// Chooses the strategy, generates and compiles its kernels.
+    fn for_options(base: Arc<Base>, opts: &GpuOptions) -> Result<Self> {
+        let info = &base.gpu.info;
+        let p = &opts.params;
+        let domain = base.template.domain;
+        let choice = choose(
+            opts,
+            &base.layout,
+            base.key_words.len(),
+            domain,
+            base.est_groups,
+            info,
+        )?;
+        let spec = KernelSpec {
+            strategy: choice.strategy,
+            threads: p.threads_per_block,
+            items_per_thread: p.items_per_thread,
+            hash: p.hash,
             copies: choice.copies,
             local_slots: choice.local_slots,
             fill_factor: p.fill_factor,
+            ..base.template.clone()
         };
         let shared = spec.shared_bytes();
         if shared > info.shared_per_block as u64 {
@@ -461,7 +579,7 @@ impl Prepared {
         if std::env::var_os("GROUPER_DUMP_KERNEL").is_some() {
             eprintln!("{source}");
         }
-        let compiled: Compiled = compile::compile(&gpu, &source)?;
+        let compiled: Compiled = compile::compile(&base.gpu, &source)?;
         let agg_rows = compiled.function("agg_rows")?;
         if shared > 48 * 1024 {
             agg_rows
@@ -484,9 +602,9 @@ impl Prepared {
             device: info.name.clone(),
             strategy: choice.strategy,
             reason: choice.reason,
-            key_words: key_words.len().max(1),
+            key_words: base.key_words.len().max(1),
             domain,
-            est_groups,
+            est_groups: base.est_groups,
             groups: 0,
             grows: 0,
             blocks,
@@ -494,58 +612,21 @@ impl Prepared {
             shared_bytes: shared,
             compile_ms: compiled.compile_ms,
             cache: compiled.source,
-            upload_ms: 0.0,
+            upload_ms: base.upload_ms,
             kernel_ms: 0.0,
             total_ms: 0.0,
-            rows,
+            rows: base.rows,
         };
-        let mut prepared = Prepared {
+        Ok(Prepared {
             merge_entries: compiled.function("merge_entries")?,
             init_table: compiled.function("init_table")?,
             agg_rows,
-            gpu,
-            query: query.clone(),
-            layout,
-            key_words,
-            key_out,
+            base,
             spec,
-            chunk_rows: chunks
-                .iter()
-                .map(|c| c.first().map_or(0, |a| a.len()))
-                .collect(),
-            host,
-            resident: None,
             blocks,
             opts: opts.clone(),
             report,
-        };
-        if opts.resident {
-            let start = Instant::now();
-            let stream = Arc::clone(&prepared.gpu.stream);
-            let mut all = Vec::with_capacity(prepared.host.len());
-            for cols in &prepared.host {
-                let mut dev = Vec::with_capacity(cols.len());
-                for h in cols {
-                    dev.push(match h {
-                        None => None,
-                        Some(h) => {
-                            let mut d = DeviceColumn::alloc(
-                                &stream,
-                                h.values.len(),
-                                h.validity.as_ref().map_or(0, |v| v.len()),
-                            )?;
-                            d.upload(&stream, h)?;
-                            Some(d)
-                        }
-                    });
-                }
-                all.push(dev);
-            }
-            stream.synchronize().map_err(gpu_err("uploading columns"))?;
-            prepared.resident = Some(all);
-            prepared.report.upload_ms = start.elapsed().as_secs_f64() * 1e3;
-        }
-        Ok(prepared)
+        })
     }
 
     /// The report of the last run (planning fields before any run).
@@ -585,7 +666,7 @@ impl Prepared {
         } else {
             self.spec.key_count()
         };
-        let mut t = DeviceTable::alloc(stream, k, self.layout.words, cap)?;
+        let mut t = DeviceTable::alloc(stream, k, self.base.layout.words, cap)?;
         self.init(stream, &mut t, (k as u64) * cap)?;
         Ok(t)
     }
@@ -593,14 +674,21 @@ impl Prepared {
     /// Runs the query once.
     pub fn run(&mut self) -> Result<GpuOutput> {
         let start = Instant::now();
-        let stream = Arc::clone(&self.gpu.stream);
-        let ctx = Arc::clone(&self.gpu.ctx);
+        let stream = Arc::clone(&self.base.gpu.stream);
+        let ctx = Arc::clone(&self.base.gpu.ctx);
         let err = gpu_err;
         let strategy = self.spec.strategy;
         let fill = self.opts.params.fill_factor;
         let k = self.spec.key_count();
-        let w = self.layout.words;
-        let max_rows = self.chunk_rows.iter().copied().max().unwrap_or(0).max(1);
+        let w = self.base.layout.words;
+        let max_rows = self
+            .base
+            .chunk_rows
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(1);
 
         // The global table.
         let mut table = if strategy.is_perfect() {
@@ -655,7 +743,7 @@ impl Prepared {
             None
         };
 
-        let copy_stream = if self.resident.is_none() {
+        let copy_stream = if self.base.resident.is_none() {
             Some(ctx.new_stream().map_err(err("creating a copy stream"))?)
         } else {
             None
@@ -671,7 +759,7 @@ impl Prepared {
             ctx.new_event(None).map_err(err("creating events"))?,
             ctx.new_event(None).map_err(err("creating events"))?,
         ];
-        let chunks = self.host.len();
+        let chunks = self.base.host.len();
         if let Some(cs) = &copy_stream {
             if chunks > 0 {
                 self.upload_chunk(cs, &mut buffers[0], 0)?;
@@ -681,8 +769,8 @@ impl Prepared {
         let mut grows = 0u32;
         let mut groups = 0u64;
         for ci in 0..chunks {
-            let rows = self.chunk_rows[ci] as u64;
-            let cols = match (&self.resident, &copy_stream) {
+            let rows = self.base.chunk_rows[ci] as u64;
+            let cols = match (&self.base.resident, &copy_stream) {
                 (Some(res), _) => pointers(&stream, &res[ci]),
                 (None, _) => {
                     stream
@@ -823,7 +911,7 @@ impl Prepared {
         buffers: &mut Vec<Option<DeviceColumn>>,
         ci: usize,
     ) -> Result<()> {
-        let host = &self.host[ci];
+        let host = &self.base.host[ci];
         if buffers.len() != host.len() {
             buffers.clear();
             buffers.resize_with(host.len(), || None);
@@ -848,7 +936,8 @@ impl Prepared {
             .iter()
             .position(|x| x.as_ref().is_some_and(|x| std::ptr::eq(x, h)))
             .unwrap_or(0);
-        self.host
+        self.base
+            .host
             .iter()
             .filter_map(|ch| ch[c].as_ref())
             .fold((0, 0), |(v, n), x| {
@@ -988,15 +1077,15 @@ impl Prepared {
         let mut selected: Vec<usize> = (0..cap)
             .filter(|&s| words[ROWS_WORD * cap + s] != 0)
             .collect();
-        if selected.is_empty() && self.query.keys.is_empty() {
+        if selected.is_empty() && self.base.query.keys.is_empty() {
             selected.push(0); // a global aggregate has one row, even over no input
         }
-        let cols: Vec<Vec<u64>> = (0..self.layout.words)
+        let cols: Vec<Vec<u64>> = (0..self.base.layout.words)
             .map(|w| selected.iter().map(|&s| words[w * cap + s]).collect())
             .collect();
-        let ext_count: usize = self.key_words.iter().map(|k| k.positions.len()).sum();
+        let ext_count: usize = self.base.key_words.iter().map(|k| k.positions.len()).sum();
         let mut key_arrays: Vec<Option<ArrayRef>> = vec![None; ext_count];
-        for (wi, kw) in self.key_words.iter().enumerate() {
+        for (wi, kw) in self.base.key_words.iter().enumerate() {
             let kwords: Vec<u64> = if perfect {
                 selected.iter().map(|&s| s as u64).collect()
             } else {
@@ -1008,8 +1097,8 @@ impl Prepared {
         }
         let ext: Vec<ArrayRef> = key_arrays.into_iter().flatten().collect();
         let mut out: Vec<ArrayRef> =
-            Vec::with_capacity(self.key_out.len() + self.layout.aggs.len());
-        for k in &self.key_out {
+            Vec::with_capacity(self.base.key_out.len() + self.base.layout.aggs.len());
+        for k in &self.base.key_out {
             out.push(match k {
                 KeyOut::Direct(i) => Arc::clone(&ext[*i]),
                 KeyOut::Split(split, parts) => {
@@ -1019,7 +1108,7 @@ impl Prepared {
                 }
             });
         }
-        for agg in &self.layout.aggs {
+        for agg in &self.base.layout.aggs {
             out.push(to_accumulator(agg, &cols)?.finalize(None)?);
         }
         Ok((out, selected.len()))

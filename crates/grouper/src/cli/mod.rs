@@ -10,6 +10,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use grouper::Backend;
 use grouper_core::cpu::Strategy;
+use grouper_core::gpu::{GpuOptions, GpuParams, GpuStrategy};
 use grouper_core::hash::HashFn;
 use grouper_core::planner::Overrides;
 
@@ -35,6 +36,8 @@ enum Command {
     /// Benchmarks: sweeps against DataFusion and DuckDB, JSON to bench/results/.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
+    /// List the GPUs grouper can use, with their properties, or say why there are none.
+    Devices,
 }
 
 /// Engine options shared by every command that runs queries.
@@ -43,9 +46,11 @@ pub struct EngineArgs {
     /// Which engine aggregates: auto, cpu, gpu, hybrid, or datafusion (DataFusion's own).
     #[arg(long, default_value = "auto")]
     pub backend: Backend,
-    /// Force a strategy: perfect, thread_local, shared or sort (default: the planner chooses).
+    /// Force a strategy. CPU: perfect, thread_local, shared, sort. GPU: perfect_registers,
+    /// perfect_shared, perfect_global, block_local, thread_private, global (implies the GPU
+    /// backend under auto). Default: the planner chooses.
     #[arg(long)]
-    pub strategy: Option<Strategy>,
+    pub strategy: Option<StrategyArg>,
     /// Force a hash function: murmur3, multiply_shift, fnv1a or identity.
     #[arg(long)]
     pub hash: Option<HashFn>,
@@ -55,18 +60,79 @@ pub struct EngineArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// GPU: upload the input once and time the query on device memory.
+    #[arg(long)]
+    pub resident: bool,
+    /// GPU: rows per copied batch.
+    #[arg(long, default_value_t = 1 << 22)]
+    pub batch_rows: usize,
+    /// GPU: blocks per multiprocessor (default: from occupancy).
+    #[arg(long)]
+    pub blocks_per_sm: Option<u32>,
+    /// GPU: threads per block.
+    #[arg(long, default_value_t = 256)]
+    pub threads_per_block: u32,
+    /// GPU: rows per thread per loop step.
+    #[arg(long, default_value_t = 4)]
+    pub items_per_thread: u32,
+}
+
+/// A CPU or a GPU strategy name.
+#[derive(Debug, Clone, Copy)]
+pub enum StrategyArg {
+    /// A CPU strategy.
+    Cpu(Strategy),
+    /// A GPU strategy.
+    Gpu(GpuStrategy),
+}
+
+impl std::str::FromStr for StrategyArg {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if let Ok(c) = s.parse::<Strategy>() {
+            return Ok(StrategyArg::Cpu(c));
+        }
+        s.parse::<GpuStrategy>().map(StrategyArg::Gpu).map_err(|_| {
+            format!(
+                "unknown strategy '{s}' (CPU: perfect, thread_local, shared, sort; GPU: {})",
+                GpuStrategy::ALL.map(|g| g.name()).join(", ")
+            )
+        })
+    }
 }
 
 impl EngineArgs {
     /// The session configuration these options describe.
     pub fn config(&self) -> grouper::GrouperConfig {
+        let (cpu, gpu) = match self.strategy {
+            Some(StrategyArg::Cpu(c)) => (Some(c), None),
+            Some(StrategyArg::Gpu(g)) => (None, Some(g)),
+            None => (None, None),
+        };
+        let defaults = GpuParams::default();
         grouper::GrouperConfig {
-            backend: self.backend,
+            backend: match (self.backend, gpu) {
+                (Backend::Auto, Some(_)) => Backend::Gpu,
+                (b, _) => b,
+            },
             overrides: Overrides {
-                strategy: self.strategy,
+                strategy: cpu,
                 hash: self.hash,
                 fill_factor: self.fill_factor,
                 initial_groups: None,
+            },
+            gpu: GpuOptions {
+                strategy: gpu,
+                params: GpuParams {
+                    blocks_per_sm: self.blocks_per_sm,
+                    threads_per_block: self.threads_per_block,
+                    items_per_thread: self.items_per_thread,
+                    fill_factor: self.fill_factor.unwrap_or(defaults.fill_factor),
+                    hash: self.hash.unwrap_or(defaults.hash),
+                    initial_groups: None,
+                },
+                resident: self.resident,
+                batch_rows: self.batch_rows,
             },
             threads: self.threads,
         }
@@ -164,6 +230,7 @@ pub fn run() -> Result<()> {
         .enable_all()
         .build()?;
     match cli.command {
+        Command::Devices => devices(),
         Command::Query(a) => rt.block_on(query::query(a)),
         Command::Demo(a) => rt.block_on(query::demo(a)),
         Command::Gen(GenCommand::Tpch { sf, output }) => rt.block_on(query::gen_tpch(sf, &output)),
@@ -188,5 +255,38 @@ pub fn run() -> Result<()> {
             query::gen_synthetic(&spec, &output)
         }
         Command::Bench(b) => rt.block_on(crate::bench::run(b)),
+    }
+}
+
+/// `grouper devices`.
+fn devices() -> Result<()> {
+    match grouper_core::gpu::device::list() {
+        Ok(list) => {
+            for d in list {
+                println!(
+                    "GPU {}: {} | compute capability {}.{} ({}) | {} SMs | L2 {} MiB | shared memory {} KiB per block, {} KiB per SM | {:.1} GiB | driver {}.{}",
+                    d.ordinal,
+                    d.name,
+                    d.compute_capability.0,
+                    d.compute_capability.1,
+                    d.arch(),
+                    d.sms,
+                    d.l2_bytes >> 20,
+                    d.shared_per_block >> 10,
+                    d.shared_per_sm >> 10,
+                    d.memory_bytes as f64 / (1u64 << 30) as f64,
+                    d.driver_version / 1000,
+                    (d.driver_version % 1000) / 10
+                );
+            }
+            Ok(())
+        }
+        Err(e) => {
+            println!(
+                "no GPU: {}",
+                e.to_string().trim_start_matches("no GPU available: ")
+            );
+            Ok(())
+        }
     }
 }
