@@ -131,9 +131,11 @@ pub fn generate(spec: &KernelSpec) -> String {
         spec.strategy.name()
     );
     s.push_str(PRELUDE);
+    // The global table keeps no key words when it is indexed directly by the key.
+    let gk = if spec.strategy.is_perfect() { 0 } else { k };
     let _ = writeln!(
         s,
-        "#define K {k}\n#define W {w}\n#define THREADS {}\n#define IPT {}",
+        "#define K {k}\n#define W {w}\n#define GK {gk}\n#define GS (GK + W)\n#define THREADS {}\n#define IPT {}",
         spec.threads, spec.items_per_thread
     );
     let ident: Vec<String> = spec
@@ -166,13 +168,14 @@ __device__ __forceinline__ u64 hash_key(const u64* key) {
 }
 
 // Linear probing over `cap` slots (a power of two, >= 16) whose key word w is at
-// keys[w * kst + slot]. Claims an empty slot only while *count < limit; returns -1 when the
-// key is absent and may not be inserted (the caller lists the row: Karnagel's trap).
-__device__ __forceinline__ i64 find_or_insert(u64* keys, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
+// keys[slot * sst + w * kst] (sst = 1: struct of arrays; kst = 1: array of structs).
+// Claims an empty slot only while *count < limit; returns -1 when the key is absent and may
+// not be inserted (the caller lists the row: Karnagel's trap).
+__device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
   const unsigned shift = __clzll(cap) + 1;
   u64 slot = hash_key(key) >> shift;
   for (u64 p = 0; p < cap; p++) {
-    volatile u64* kp = (volatile u64*)(keys + slot);
+    volatile u64* kp = (volatile u64*)(keys + slot * sst);
     u64 cur = *kp;
     if (K > 1) while (cur == BUSY) cur = *kp;
     if (cur == EMPTY) {
@@ -180,7 +183,7 @@ __device__ __forceinline__ i64 find_or_insert(u64* keys, u64 kst, u64 cap, u64 l
       u64 prev = atomicCAS((u64*)kp, EMPTY, K > 1 ? BUSY : key[0]);
       if (prev == EMPTY) {
         if (K > 1) {
-          for (int w = 1; w < K; w++) ((volatile u64*)keys)[w * kst + slot] = key[w];
+          for (int w = 1; w < K; w++) ((volatile u64*)keys)[slot * sst + w * kst] = key[w];
           __threadfence();
           *kp = key[0];
         }
@@ -192,7 +195,7 @@ __device__ __forceinline__ i64 find_or_insert(u64* keys, u64 kst, u64 cap, u64 l
     }
     if (cur == key[0]) {
       bool eq = true;
-      for (int w = 1; w < K; w++) eq = eq && ((volatile u64*)keys)[w * kst + slot] == key[w];
+      for (int w = 1; w < K; w++) eq = eq && ((volatile u64*)keys)[slot * sst + w * kst] == key[w];
       if (eq) return (i64)slot;
     }
     slot = (slot + 1) & (cap - 1);
@@ -200,21 +203,21 @@ __device__ __forceinline__ i64 find_or_insert(u64* keys, u64 kst, u64 cap, u64 l
   return -1;
 }
 
-// The same for a table only this thread touches: no atomics.
-__device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
+// The same for a table only this thread touches (array of structs): no atomics.
+__device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 cap, u64 limit, const u64* key, u64* count) {
   const unsigned shift = __clzll(cap) + 1;
   u64 slot = hash_key(key) >> shift;
   for (u64 p = 0; p < cap; p++) {
-    u64 cur = keys[slot];
+    u64 cur = keys[slot * sst];
     if (cur == EMPTY) {
       if (*count >= limit) return -1;
-      for (int w = 0; w < K; w++) keys[w * kst + slot] = key[w];
+      for (int w = 0; w < K; w++) keys[slot * sst + w] = key[w];
       *count += 1;
       return (i64)slot;
     }
     if (cur == key[0]) {
       bool eq = true;
-      for (int w = 1; w < K; w++) eq = eq && keys[w * kst + slot] == key[w];
+      for (int w = 1; w < K; w++) eq = eq && keys[slot * sst + w] == key[w];
       if (eq) return (i64)slot;
     }
     slot = (slot + 1) & (cap - 1);
@@ -414,38 +417,49 @@ fn eval_row(spec: &KernelSpec) -> String {
 const ROW_LOOP_HEAD: &str = r#"
   const u64 stride = (u64)gridDim.x * blockDim.x;
   for (u64 base = (u64)blockIdx.x * blockDim.x * IPT + threadIdx.x; base < n; base += stride * IPT) {
+    // All IPT rows are loaded and evaluated before any is folded in, so their loads are in
+    // flight together (the table updates could otherwise alias them and serialize).
+    u64 keys_[IPT][K]; u64 ins_[IPT][NIN]; u64 masks_[IPT]; u64 rows_[IPT]; bool ok_[IPT];
 #pragma unroll
     for (int j = 0; j < IPT; j++) {
       const u64 i = base + (u64)j * blockDim.x;
-      if (i >= n) break;
-      const u64 row = list ? (u64)list[i] : i;
-      u64 key[K]; u64 in[NIN]; u64 mask;
-      if (!eval_row(C, row, key, in, &mask, &ctrl->error)) continue;
+      ok_[j] = false;
+      if (i < n) {
+        rows_[j] = list ? (u64)list[i] : i;
+        ok_[j] = eval_row(C, rows_[j], keys_[j], ins_[j], &masks_[j], &ctrl->error);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < IPT; j++) {
+      if (!ok_[j]) continue;
+      const u64 row = rows_[j]; const u64* key = keys_[j]; const u64* in = ins_[j]; const u64 mask = masks_[j];
 "#;
 
 const ROW_LOOP_TAIL: &str = "    }\n  }\n";
 
-/// Inserting into the global table, or listing the row for after the table has grown.
+/// Inserting into the global table (array of structs: a slot's key and state words share
+/// cache lines), or listing the row for after the table has grown.
 const GLOBAL_UPDATE: &str = r#"
       {
-        const i64 g = find_or_insert(gkeys, gcap, gcap, glimit, key, &ctrl->groups);
+        const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, key, &ctrl->groups);
         if (g < 0) { const u64 o = atomicAdd(&ctrl->overflow, 1ULL); overflow[o] = (unsigned)row; }
-        else update_slot<true>(gwords, gcap, (u64)g, in, mask);
+        else update_slot<true>(gt + (u64)g * GS + GK, 1, 0, in, mask);
       }
 "#;
 
-/// Merging a local slot into the global table, or spilling it for after the table has grown.
+/// Merging a local slot (keys `LKEY(w)`, state words at `lslot[w * lst]`) into the global table,
+/// or spilling it for after the table has grown.
 const FLUSH_SLOT: &str = r#"
       {
         u64 k[K];
-        for (int w = 0; w < K; w++) k[w] = lkeys[w * lst + ls];
-        const i64 g = find_or_insert(gkeys, gcap, gcap, glimit, k, &ctrl->groups);
-        if (g >= 0) merge_slot<true>(gwords, gcap, (u64)g, lwords, lst, ls);
+        for (int w = 0; w < K; w++) k[w] = LKEY(w);
+        const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, k, &ctrl->groups);
+        if (g >= 0) merge_slot<true>(gt + (u64)g * GS + GK, 1, 0, lslot, lst, 0);
         else {
           const u64 o = atomicAdd(&ctrl->spill, 1ULL);
           if (o < spill_cap) {
-            for (int w = 0; w < K; w++) spill_keys[w * spill_cap + o] = k[w];
-            for (int w = 0; w < W; w++) spill_words[w * spill_cap + o] = lwords[w * lst + ls];
+            for (int w = 0; w < K; w++) spill[o * GS + w] = k[w];
+            for (int w = 0; w < W; w++) spill[o * GS + GK + w] = lslot[w * lst];
           } else atomicOr(&ctrl->error, ERR_SPILL);
         }
       }
@@ -455,8 +469,8 @@ fn agg_kernel(spec: &KernelSpec) -> String {
     let mut s = format!(
         "#define ERR_SPILL {ERR_SPILL}ULL\n\
          extern \"C\" __global__ void __launch_bounds__(THREADS) agg_rows(const ColPtrs C, const u64 n, const unsigned* __restrict__ list, \
-         u64* gkeys, u64* gwords, const u64 gcap, const u64 glimit, Ctrl* ctrl, unsigned* overflow, \
-         u64* spill_keys, u64* spill_words, const u64 spill_cap, u64* priv) {{\n"
+         u64* gt, const u64 gcap, const u64 glimit, Ctrl* ctrl, unsigned* overflow, \
+         u64* spill, const u64 spill_cap, u64* priv) {{\n"
     );
     let d = spec.domain;
     match spec.strategy {
@@ -467,7 +481,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
         }
         GpuStrategy::PerfectGlobal => {
             s.push_str(ROW_LOOP_HEAD);
-            s.push_str("      update_slot<true>(gwords, gcap, key[0], in, mask);\n");
+            s.push_str("      update_slot<true>(gt + key[0] * GS, 1, 0, in, mask);\n");
             s.push_str(ROW_LOOP_TAIL);
         }
         GpuStrategy::PerfectShared => {
@@ -487,7 +501,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
             s.push_str(ROW_LOOP_TAIL);
             s.push_str(
                 "  __syncthreads();\n  for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x)\n\
-                 for (u64 r = 0; r < R; r++) merge_slot<true>(gwords, gcap, sl, sm + r, SST, sl * R);\n",
+                 for (u64 r = 0; r < R; r++) merge_slot<true>(gt + sl * GS, 1, 0, sm + r, SST, sl * R);\n",
             );
         }
         GpuStrategy::PerfectRegisters => {
@@ -505,7 +519,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
             s.push_str(ROW_LOOP_TAIL);
             s.push_str(
                 "#pragma unroll\n  for (int sl = 0; sl < (int)D; sl++) merge_slot<true>(sm, D, sl, acc, D, sl);\n  __syncthreads();\n\
-                 for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true>(gwords, gcap, sl, sm, D, sl);\n",
+                 for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true>(gt + sl * GS, 1, 0, sm, D, sl);\n",
             );
         }
         GpuStrategy::BlockLocal => {
@@ -515,6 +529,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
                 s,
                 "  extern __shared__ u64 sm[];\n  __shared__ u64 scount;\n  const u64 SC = {sc}ULL;\n\
                  u64* lkeys = sm; u64* lwords = sm + K * SC; const u64 lst = SC;\n\
+                 #define LKEY(w) lkeys[(w) * SC + ls]\n\
                  for (u64 i = threadIdx.x; i < K * SC; i += blockDim.x) lkeys[i] = EMPTY;\n\
                  for (u64 i = threadIdx.x; i < W * SC; i += blockDim.x) lwords[i] = IDENT[i / SC];\n\
                  if (threadIdx.x == 0) scount = 0;\n  __syncthreads();"
@@ -522,12 +537,12 @@ fn agg_kernel(spec: &KernelSpec) -> String {
             s.push_str(ROW_LOOP_HEAD);
             let _ = writeln!(
                 s,
-                "      const i64 l = find_or_insert(lkeys, SC, SC, {limit}ULL, key, &scount);\n\
+                "      const i64 l = find_or_insert(lkeys, 1, SC, SC, {limit}ULL, key, &scount);\n\
                  if (l >= 0) {{ update_slot<true>(lwords, SC, (u64)l, in, mask); continue; }}"
             );
             s.push_str(GLOBAL_UPDATE);
             s.push_str(ROW_LOOP_TAIL);
-            s.push_str("  __syncthreads();\n  for (u64 ls = threadIdx.x; ls < SC; ls += blockDim.x) {\n    if (lkeys[ls] == EMPTY) continue;\n");
+            s.push_str("  __syncthreads();\n  for (u64 ls = threadIdx.x; ls < SC; ls += blockDim.x) {\n    if (lkeys[ls] == EMPTY) continue;\n    const u64* lslot = lwords + ls;\n");
             s.push_str(FLUSH_SLOT);
             s.push_str("  }\n");
         }
@@ -537,25 +552,26 @@ fn agg_kernel(spec: &KernelSpec) -> String {
             let _ = writeln!(
                 s,
                 "  const u64 T = (u64)gridDim.x * blockDim.x, tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;\n\
-                 const u64 PC = {pc}ULL, lst = T * PC;\n\
-                 u64* lkeys = priv + tid * PC; u64* lwords = priv + K * lst + tid * PC;\n  u64 lcount = 0;"
+                 const u64 PC = {pc}ULL, lst = 1;\n\
+                 u64* mine = priv + tid * PC * GS; u64 lcount = 0;\n\
+                 #define LKEY(w) mine[ls * GS + (w)]"
             );
             s.push_str(ROW_LOOP_HEAD);
             let _ = writeln!(
                 s,
-                "      const i64 l = find_or_insert_private(lkeys, lst, PC, {limit}ULL, key, &lcount);\n\
-                 if (l >= 0) {{ update_slot<false>(lwords, lst, (u64)l, in, mask); continue; }}"
+                "      const i64 l = find_or_insert_private(mine, GS, PC, {limit}ULL, key, &lcount);\n\
+                 if (l >= 0) {{ update_slot<false>(mine + (u64)l * GS + GK, 1, 0, in, mask); continue; }}"
             );
             s.push_str(GLOBAL_UPDATE);
             s.push_str(ROW_LOOP_TAIL);
             s.push_str(
-                "  for (u64 ls = 0; ls < PC; ls++) {\n    if (lkeys[ls] == EMPTY) continue;\n",
+                "  for (u64 ls = 0; ls < PC; ls++) {\n    if (LKEY(0) == EMPTY) continue;\n    u64* lslot = mine + ls * GS + GK;\n",
             );
             s.push_str(FLUSH_SLOT);
             // Reset the private table for the next launch.
             s.push_str(
-                "    for (int w = 0; w < K; w++) lkeys[w * lst + ls] = EMPTY;\n\
-                 for (int w = 0; w < W; w++) lwords[w * lst + ls] = IDENT[w];\n  }\n",
+                "    for (int w = 0; w < K; w++) LKEY(w) = EMPTY;\n\
+                 for (int w = 0; w < W; w++) lslot[w] = IDENT[w];\n  }\n",
             );
         }
     }
@@ -564,28 +580,29 @@ fn agg_kernel(spec: &KernelSpec) -> String {
 }
 
 const MAINTENANCE: &str = r#"
-// Merges the partial states of `n` source slots (or those listed) into a hash table: growing
-// (the old table into the new) and spilled local slots. Slots without rows are skipped.
-extern "C" __global__ void merge_entries(const u64* skeys, const u64* swords, const u64 sst, const u64 n,
-    const unsigned* __restrict__ list, u64* dkeys, u64* dwords, const u64 dcap, const u64 dlimit,
-    Ctrl* ctrl, unsigned* overflow, const u64 ocap) {
+// Merges the partial states of `n` source slots (or those listed), laid out like the global
+// table (array of structs, GS words a slot), into it: growing (the old table into the new) and
+// spilled local slots. Slots without rows are skipped.
+extern "C" __global__ void merge_entries(const u64* src, const u64 n, const unsigned* __restrict__ list,
+    u64* gt, const u64 gcap, const u64 glimit, Ctrl* ctrl, unsigned* overflow, const u64 ocap) {
   const u64 stride = (u64)gridDim.x * blockDim.x;
   for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     const u64 e = list ? (u64)list[i] : i;
-    if (swords[e] == 0) continue;
-    u64 k[K];
-    for (int w = 0; w < K; w++) k[w] = skeys[w * sst + e];
-    const i64 g = find_or_insert(dkeys, dcap, dcap, dlimit, k, &ctrl->groups);
+    const u64* slot = src + e * GS;
+    if (slot[GK] == 0) continue;
+    const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, slot, &ctrl->groups);
     if (g < 0) { const u64 o = atomicAdd(&ctrl->overflow, 1ULL); if (o < ocap) overflow[o] = (unsigned)e; }
-    else merge_slot<true>(dwords, dcap, (u64)g, (u64*)swords, sst, e);
+    else merge_slot<true>(gt + (u64)g * GS + GK, 1, 0, slot + GK, 1, 0);
   }
 }
 
-// Empty keys and identity states.
-extern "C" __global__ void init_table(u64* keys, const u64 key_words, u64* words, const u64 cap) {
+// Empty keys and identity states for `cap` slots of GS words.
+extern "C" __global__ void init_table(u64* t, const u64 cap) {
   const u64 stride = (u64)gridDim.x * blockDim.x;
-  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < key_words; i += stride) keys[i] = EMPTY;
-  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < W * cap; i += stride) words[i] = IDENT[i / cap];
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < cap * GS; i += stride) {
+    const u64 w = i % GS;
+    t[i] = w < GK ? EMPTY : IDENT[w - GK];
+  }
 }
 "#;
 

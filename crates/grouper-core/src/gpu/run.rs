@@ -273,6 +273,21 @@ fn split_wide_keys(
 ) -> Result<(Vec<usize>, Vec<KeyOut>)> {
     let mut ext = Vec::new();
     let mut out = Vec::new();
+    // The common case first: all keys pack into one word, nothing to split.
+    let types: Vec<DataType> = query
+        .keys
+        .iter()
+        .map(|&k| query.columns[k].clone())
+        .collect();
+    let all: Vec<Vec<ArrayRef>> = chunks
+        .iter()
+        .map(|c| query.keys.iter().map(|&k| Arc::clone(&c[k])).collect())
+        .collect();
+    let refs: Vec<&[ArrayRef]> = all.iter().map(Vec::as_slice).collect();
+    if query.keys.is_empty() || packed_ok(&KeyCodec::plan_exact(&types, &refs)?) {
+        let direct = (0..query.keys.len()).map(KeyOut::Direct).collect();
+        return Ok((query.keys.clone(), direct));
+    }
     for &k in &query.keys {
         let t = query.columns[k].clone();
         let arrays: Vec<ArrayRef> = chunks.iter().map(|c| Arc::clone(&c[k])).collect();
@@ -554,8 +569,7 @@ impl Prepared {
             opts,
             &base.layout,
             base.key_words.len(),
-            domain,
-            base.est_groups,
+            (domain, base.est_groups, base.rows),
             info,
         )?;
         let spec = KernelSpec {
@@ -642,32 +656,22 @@ impl Prepared {
         }
     }
 
-    fn init(
-        &self,
-        stream: &Arc<CudaStream>,
-        table: &mut DeviceTable,
-        key_words: u64,
-    ) -> Result<()> {
-        let cap = table.cap;
-        let mut b = stream.launch_builder(&self.init_table);
-        b.arg(&mut table.keys)
-            .arg(&key_words)
-            .arg(&mut table.words)
-            .arg(&cap);
-        // SAFETY: init_table(u64*, u64, u64*, u64) writes key_words keys and W*cap words,
-        // which the table holds.
-        unsafe { b.launch(self.launch_cfg(0)) }.map_err(gpu_err("launching init_table"))?;
-        Ok(())
-    }
-
-    fn new_table(&self, stream: &Arc<CudaStream>, cap: u64) -> Result<DeviceTable> {
+    /// Words per slot of the global table (key words, none when direct, then state words).
+    fn width(&self) -> usize {
         let k = if self.spec.strategy.is_perfect() {
             0
         } else {
             self.spec.key_count()
         };
-        let mut t = DeviceTable::alloc(stream, k, self.base.layout.words, cap)?;
-        self.init(stream, &mut t, (k as u64) * cap)?;
+        k + self.base.layout.words
+    }
+
+    fn new_table(&self, stream: &Arc<CudaStream>, cap: u64) -> Result<DeviceTable> {
+        let mut t = DeviceTable::alloc(stream, self.width(), cap)?;
+        let mut b = stream.launch_builder(&self.init_table);
+        b.arg(&mut t.slots).arg(&cap);
+        // SAFETY: init_table(u64*, u64) writes cap * GS words, which the table holds.
+        unsafe { b.launch(self.launch_cfg(0)) }.map_err(gpu_err("launching init_table"))?;
         Ok(t)
     }
 
@@ -679,8 +683,6 @@ impl Prepared {
         let err = gpu_err;
         let strategy = self.spec.strategy;
         let fill = self.opts.params.fill_factor;
-        let k = self.spec.key_count();
-        let w = self.base.layout.words;
         let max_rows = self
             .base
             .chunk_rows
@@ -703,21 +705,25 @@ impl Prepared {
             self.new_table(&stream, cap)?
         };
         let mut ctrl: CudaSlice<u64> = stream.alloc_zeros(4).map_err(err("allocating"))?;
-        let mut lists: [CudaSlice<u32>; 2] = [
-            stream
-                .alloc_zeros(max_rows)
-                .map_err(err("allocating the overflow lists"))?,
-            stream
-                .alloc_zeros(max_rows)
-                .map_err(err("allocating the overflow lists"))?,
-        ];
+        // SAFETY: the kernels write list entries before anything reads them (a list is read
+        // only up to the count the kernel that wrote it reports).
+        let mut lists: [CudaSlice<u32>; 2] = unsafe {
+            [
+                stream
+                    .alloc(max_rows)
+                    .map_err(err("allocating the overflow lists"))?,
+                stream
+                    .alloc(max_rows)
+                    .map_err(err("allocating the overflow lists"))?,
+            ]
+        };
         let threads_total = self.blocks as u64 * self.spec.threads as u64;
         let spill_cap = match strategy {
             GpuStrategy::BlockLocal => self.blocks as u64 * self.spec.local_slots,
             GpuStrategy::ThreadPrivate => threads_total * self.spec.local_slots,
             _ => 1,
         };
-        let mut spill = DeviceTable::alloc(&stream, k, w, spill_cap)?;
+        let mut spill = DeviceTable::alloc(&stream, self.width(), spill_cap)?;
         let mut spill_list: [CudaSlice<u32>; 2] = [
             stream
                 .alloc_zeros(spill_cap as usize)
@@ -726,19 +732,8 @@ impl Prepared {
                 .alloc_zeros(spill_cap as usize)
                 .map_err(err("allocating"))?,
         ];
-        let mut private: Option<CudaSlice<u64>> = if strategy == GpuStrategy::ThreadPrivate {
-            let cap = threads_total * self.spec.local_slots;
-            let mut p: CudaSlice<u64> = stream
-                .alloc_zeros((k + w) * cap as usize)
-                .map_err(err("allocating private tables"))?;
-            let key_words = k as u64 * cap;
-            let (mut keys, mut words) = p.split_at_mut(key_words as usize);
-            let mut b = stream.launch_builder(&self.init_table);
-            b.arg(&mut keys).arg(&key_words).arg(&mut words).arg(&cap);
-            // SAFETY: init_table(u64*, u64, u64*, u64): the two views hold K*cap and W*cap words.
-            unsafe { b.launch(self.launch_cfg(0)) }.map_err(err("launching init_table"))?;
-            drop(b);
-            Some(p)
+        let mut private: Option<DeviceTable> = if strategy == GpuStrategy::ThreadPrivate {
+            Some(self.new_table(&stream, threads_total * self.spec.local_slots)?)
         } else {
             None
         };
@@ -960,7 +955,7 @@ impl Prepared {
         overflow: &mut CudaSlice<u32>,
         spill: &mut DeviceTable,
         spill_cap: u64,
-        private: Option<&mut CudaSlice<u64>>,
+        private: Option<&mut DeviceTable>,
     ) -> Result<()> {
         let cap = table.cap;
         let limit = if self.spec.strategy.is_perfect() {
@@ -975,17 +970,15 @@ impl Prepared {
             Some(l) => b.arg(l),
             None => b.arg(&null),
         };
-        b.arg(&mut table.keys)
-            .arg(&mut table.words)
+        b.arg(&mut table.slots)
             .arg(&cap)
             .arg(&limit)
             .arg(ctrl)
             .arg(overflow)
-            .arg(&mut spill.keys)
-            .arg(&mut spill.words)
+            .arg(&mut spill.slots)
             .arg(&spill_cap);
         match private {
-            Some(p) => b.arg(p),
+            Some(p) => b.arg(&mut p.slots),
             None => b.arg(&null),
         };
         // SAFETY: the arguments match agg_rows's parameters in codegen (ColPtrs by value, u64
@@ -1008,17 +1001,16 @@ impl Prepared {
         overflow: &mut CudaSlice<u32>,
         overflow_cap: u64,
     ) -> Result<()> {
-        let (dcap, sst) = (dst.cap, src.cap);
+        let dcap = dst.cap;
         let limit = ((dcap as f64 * self.opts.params.fill_factor) as u64).max(1);
         let null = 0u64;
         let mut b = stream.launch_builder(&self.merge_entries);
-        b.arg(&src.keys).arg(&src.words).arg(&sst).arg(&n);
+        b.arg(&src.slots).arg(&n);
         match list {
             Some(l) => b.arg(l),
             None => b.arg(&null),
         };
-        b.arg(&mut dst.keys)
-            .arg(&mut dst.words)
+        b.arg(&mut dst.slots)
             .arg(&dcap)
             .arg(&limit)
             .arg(ctrl)
@@ -1067,21 +1059,23 @@ impl Prepared {
     ) -> Result<(Vec<ArrayRef>, usize)> {
         let err = gpu_err("reading the table back");
         let cap = table.cap as usize;
-        let words = stream.clone_dtoh(&table.words).map_err(&err)?;
+        let slots = stream.clone_dtoh(&table.slots).map_err(&err)?;
         let perfect = self.spec.strategy.is_perfect();
-        let keys = if perfect {
-            Vec::new()
-        } else {
-            stream.clone_dtoh(&table.keys).map_err(&err)?
-        };
+        let width = self.width();
+        let gk = if perfect { 0 } else { self.spec.key_count() };
         let mut selected: Vec<usize> = (0..cap)
-            .filter(|&s| words[ROWS_WORD * cap + s] != 0)
+            .filter(|&s| slots[s * width + gk + ROWS_WORD] != 0)
             .collect();
         if selected.is_empty() && self.base.query.keys.is_empty() {
             selected.push(0); // a global aggregate has one row, even over no input
         }
         let cols: Vec<Vec<u64>> = (0..self.base.layout.words)
-            .map(|w| selected.iter().map(|&s| words[w * cap + s]).collect())
+            .map(|w| {
+                selected
+                    .iter()
+                    .map(|&s| slots[s * width + gk + w])
+                    .collect()
+            })
             .collect();
         let ext_count: usize = self.base.key_words.iter().map(|k| k.positions.len()).sum();
         let mut key_arrays: Vec<Option<ArrayRef>> = vec![None; ext_count];
@@ -1089,7 +1083,7 @@ impl Prepared {
             let kwords: Vec<u64> = if perfect {
                 selected.iter().map(|&s| s as u64).collect()
             } else {
-                selected.iter().map(|&s| keys[wi * cap + s]).collect()
+                selected.iter().map(|&s| slots[s * width + wi]).collect()
             };
             for (pos, array) in kw.positions.iter().zip(kw.codec.decode(&kwords)?) {
                 key_arrays[*pos] = Some(array);
@@ -1184,8 +1178,7 @@ fn choose(
     opts: &GpuOptions,
     layout: &Layout,
     key_words: usize,
-    domain: u64,
-    groups: u64,
+    (domain, groups, rows): (u64, u64, u64),
     info: &super::DeviceInfo,
 ) -> Result<Choice> {
     let w = layout.words as u64;
@@ -1196,12 +1189,21 @@ fn choose(
     let smem = info.shared_per_block as u64;
     // Half of an SM's shared memory per block keeps two blocks resident.
     let budget = (info.shared_per_sm as u64 / 2).min(smem);
+    // Copies of a perfect table per block: as many as fit while the SM still holds a full
+    // complement of blocks (occupancy hides memory latency), else as many as fit in half an SM.
+    let full = info.shared_per_sm as u64 / (info.threads_per_sm / threads).max(1) as u64;
     let copies_for = |bytes_per_copy: u64| -> u32 {
-        let fit = (budget / bytes_per_copy.max(1)).min(threads as u64);
-        if fit == 0 {
-            0
-        } else {
-            1u32 << (63 - fit.leading_zeros())
+        let pow2 = |b: u64| {
+            let fit = (b / bytes_per_copy.max(1)).min(threads as u64);
+            if fit == 0 {
+                0
+            } else {
+                1u32 << (63 - fit.leading_zeros())
+            }
+        };
+        match pow2(full.saturating_sub(1024)) {
+            c if c >= 8 => c,
+            _ => pow2(budget),
         }
     };
     let registers_ok = single && domain <= 8 && domain * w <= 48;
@@ -1229,7 +1231,7 @@ fn choose(
             _ => (0, 0),
         };
         let fits = match strategy {
-            GpuStrategy::PerfectRegisters => single && domain.saturating_mul(w) <= 256,
+            GpuStrategy::PerfectRegisters => single && domain.saturating_mul(w) <= 64,
             GpuStrategy::PerfectShared => shared_copies > 0,
             GpuStrategy::PerfectGlobal => global_direct_ok,
             GpuStrategy::BlockLocal => local_slots >= 16,
@@ -1263,7 +1265,7 @@ fn choose(
             format!("key domain {domain} fits shared memory ({shared_copies} copies per block)"),
         );
     }
-    if global_direct_ok && domain <= groups.saturating_mul(4).max(1 << 16) {
+    if global_direct_ok && domain <= groups.saturating_mul(4).max(rows).max(1 << 16) {
         return pick(
             GpuStrategy::PerfectGlobal,
             format!(

@@ -144,35 +144,23 @@ impl DeviceColumn {
     }
 }
 
-/// A hash or direct table on the device: `keys` (key words × capacity, none for direct
-/// tables) and `words` (state words × capacity), both struct-of-arrays.
+/// A hash or direct table on the device, array of structs: slot `s` holds its key words then
+/// its state words at `slots[s * width ..]` (none of the former for direct tables), so one
+/// row's update touches one or two cache lines.
 pub struct DeviceTable {
-    /// Key words, `key_words * cap` (length 1 and unused for direct tables).
-    pub keys: CudaSlice<u64>,
-    /// State words, `words * cap`.
-    pub words: CudaSlice<u64>,
+    /// `cap * width` words.
+    pub slots: CudaSlice<u64>,
     /// Slots.
     pub cap: u64,
 }
 
 impl DeviceTable {
     /// Allocates an uninitialised table (the caller launches `init_table`).
-    pub fn alloc(
-        stream: &Arc<CudaStream>,
-        key_words: usize,
-        words: usize,
-        cap: u64,
-    ) -> Result<Self> {
-        let err = gpu_err("allocating the aggregation table");
+    pub fn alloc(stream: &Arc<CudaStream>, width: usize, cap: u64) -> Result<Self> {
+        let n = (width * cap as usize).max(1);
         // SAFETY: `init_table` writes every element before use.
-        let keys =
-            unsafe { stream.alloc::<u64>((key_words * cap as usize).max(1)) }.map_err(&err)?;
-        // SAFETY: as above.
-        let w = unsafe { stream.alloc::<u64>(words * cap as usize) }.map_err(&err)?;
-        Ok(Self {
-            keys,
-            words: w,
-            cap,
-        })
+        let slots = unsafe { stream.alloc::<u64>(n) }
+            .map_err(gpu_err("allocating the aggregation table"))?;
+        Ok(Self { slots, cap })
     }
 }

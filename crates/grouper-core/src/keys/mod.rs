@@ -147,6 +147,17 @@ impl KeyCodec {
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
                     let dict = Arc::new(Dictionary::new());
                     for b in batches {
+                        if let Some(views) = b[c].as_string_view_opt() {
+                            // Equal views are equal strings: hash 16 bytes per row, and each
+                            // distinct string once.
+                            let mut seen = hashbrown::HashSet::new();
+                            dict.extend(
+                                (0..views.len())
+                                    .filter(|&r| views.is_valid(r) && seen.insert(views.views()[r]))
+                                    .map(|r| views.value(r).as_bytes()),
+                            );
+                            continue;
+                        }
                         let col = ByteColumn::new(&b[c], "group key")?;
                         dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
                     }
