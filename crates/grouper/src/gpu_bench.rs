@@ -34,9 +34,12 @@ pub struct GpuSweepArgs {
     /// log2 of the rows.
     #[arg(long, default_value_t = 28)]
     rows_log2: u32,
-    /// log2 of the largest group count (steps of 2^2 from 2^0).
+    /// log2 of the largest group count (steps of 2^2).
     #[arg(long, default_value_t = 28)]
     max_groups_log2: u32,
+    /// log2 of the smallest group count.
+    #[arg(long, default_value_t = 0)]
+    min_groups_log2: u32,
     /// Timed runs per point (the median is reported).
     #[arg(long, default_value_t = 5)]
     reps: usize,
@@ -162,7 +165,7 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         a.rows_log2,
         t.elapsed().as_secs_f64()
     );
-    let groups: Vec<u64> = (0..=a.max_groups_log2)
+    let groups: Vec<u64> = (a.min_groups_log2..=a.max_groups_log2)
         .step_by(2)
         .map(|l| 1u64 << l)
         .collect();
@@ -263,9 +266,24 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
                 "kernel_ms": ms, "torch_ms": torch_ms,
                 "torch_dense_ms": torch_dense, "torch_general_ms": torch_general,
             }));
+            // Written after every point, so a run cut short still leaves its results.
+            write_result(&a, &gpu, copy, rows, &torch, &points, &[])?;
         }
     }
     let q1 = q1_gpu(&a).await?;
+    write_result(&a, &gpu, copy, rows, &torch, &points, &q1)?;
+    Ok(())
+}
+
+fn write_result(
+    a: &GpuSweepArgs,
+    gpu: &Gpu,
+    copy: f64,
+    rows: usize,
+    torch: &Value,
+    points: &[Value],
+    q1: &[Value],
+) -> Result<()> {
     let result = json!({
         "benchmark": "gpu-sweep",
         "device": gpu.info.name,
@@ -284,7 +302,6 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(&a.out, serde_json::to_string_pretty(&result)?)?;
-    println!("wrote {}", a.out.display());
     Ok(())
 }
 
