@@ -15,7 +15,7 @@ for line in sys.stdin:
         print(m["executable"])
 ' | while read -r exe; do
   name=$(basename "$exe" | sed "s/-[0-9a-f]*$//")
-  cp "$exe" ".device/tests/$name"
+  xz -T0 -6 -c "$exe" > ".device/tests/$name.xz"
 done
 if [ "${1:-}" != "--tests-only" ]; then
   cargo build --release -p grouper

@@ -21,7 +21,10 @@ what=${1:-all}
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  for t in .device/tests/*; do
+  mkdir -p /tmp/grouper-tests
+  for z in .device/tests/*.xz; do
+    t=/tmp/grouper-tests/$(basename "$z" .xz)
+    xz -dc "$z" > "$t" && chmod +x "$t"
     echo "== $(basename "$t")"
     # shellcheck disable=SC2086
     "$t" --include-ignored --test-threads=1 ${TEST_FILTER:-} 2>&1 | tee -a "$OUT/tests.log" | grep -E "^test |test result|panicked|FAILED|differs" | tail -40

@@ -144,7 +144,8 @@ pub(crate) fn duckdb(
     reps: usize,
     sqls: &[&str],
 ) -> Result<Option<(String, Vec<f64>)>> {
-    if !python.exists() {
+    // A bare name ("python3") is looked up on PATH by Command; a path must exist.
+    if python.components().count() > 1 && !python.exists() {
         return Ok(None);
     }
     let path = std::env::temp_dir().join(format!("grouper-bench-{}.parquet", std::process::id()));

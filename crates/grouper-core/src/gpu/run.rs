@@ -9,7 +9,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::ArrayRef;
+use arrow::array::{ArrayRef, UInt32Array};
+use rayon::prelude::*;
 use arrow::compute::concat;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
@@ -270,7 +271,7 @@ fn split_wide_keys(
     query: &GpuQuery,
     chunks: &mut [Vec<ArrayRef>],
     columns: &mut Vec<DataType>,
-) -> Result<(Vec<usize>, Vec<KeyOut>)> {
+) -> Result<(Vec<usize>, Vec<KeyOut>, Option<KeyCodec>)> {
     let mut ext = Vec::new();
     let mut out = Vec::new();
     // The common case first: all keys pack into one word, nothing to split.
@@ -284,9 +285,13 @@ fn split_wide_keys(
         .map(|c| query.keys.iter().map(|&k| Arc::clone(&c[k])).collect())
         .collect();
     let refs: Vec<&[ArrayRef]> = all.iter().map(Vec::as_slice).collect();
-    if query.keys.is_empty() || packed_ok(&KeyCodec::plan_exact(&types, &refs)?) {
-        let direct = (0..query.keys.len()).map(KeyOut::Direct).collect();
-        return Ok((query.keys.clone(), direct));
+    let direct = || (0..query.keys.len()).map(KeyOut::Direct).collect();
+    if query.keys.is_empty() {
+        return Ok((vec![], vec![], None));
+    }
+    let joint = KeyCodec::plan_exact(&types, &refs)?;
+    if packed_ok(&joint) {
+        return Ok((query.keys.clone(), direct(), Some(joint)));
     }
     for &k in &query.keys {
         let t = query.columns[k].clone();
@@ -313,50 +318,32 @@ fn split_wide_keys(
         }
         out.push(KeyOut::Split(split, positions));
     }
-    Ok((ext, out))
+    Ok((ext, out, None))
 }
 
-/// Concatenates input batches into chunks of at most `rows` rows; returns each chunk's columns
-/// and row count (a batch may have no columns, e.g. for a global COUNT(*)).
-fn chunk(batches: &[RecordBatch], rows: usize) -> Result<(Vec<Vec<ArrayRef>>, Vec<usize>)> {
-    let mut out = Vec::new();
-    let mut counts = Vec::new();
-    let mut pending: Vec<RecordBatch> = Vec::new();
-    let mut pending_rows = 0;
-    let flush = |pending: &mut Vec<RecordBatch>, out: &mut Vec<Vec<ArrayRef>>| -> Result<()> {
-        if pending.is_empty() {
-            return Ok(());
-        }
-        let cols = (0..pending[0].num_columns())
-            .map(|c| {
-                let parts: Vec<&dyn arrow::array::Array> =
-                    pending.iter().map(|b| b.column(c).as_ref()).collect();
-                concat(&parts)
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        out.push(cols);
-        pending.clear();
-        Ok(())
-    };
-    for b in batches {
-        let mut offset = 0;
-        while offset < b.num_rows() {
-            let take = (rows - pending_rows).min(b.num_rows() - offset);
-            pending.push(b.slice(offset, take));
-            pending_rows += take;
-            offset += take;
-            if pending_rows == rows {
-                flush(&mut pending, &mut out)?;
-                counts.push(pending_rows);
-                pending_rows = 0;
+/// Groups batches of the given row counts into chunks of at most `limit` rows: each chunk is a
+/// list of (batch, offset, length) slices.
+fn chunk_pieces(batch_rows: impl Iterator<Item = usize>, limit: usize) -> Vec<Vec<(usize, usize, usize)>> {
+    let mut out: Vec<Vec<(usize, usize, usize)>> = Vec::new();
+    let mut current = Vec::new();
+    let mut filled = 0;
+    for (b, n) in batch_rows.enumerate() {
+        let mut off = 0;
+        while off < n {
+            let take = (limit - filled).min(n - off);
+            current.push((b, off, take));
+            filled += take;
+            off += take;
+            if filled == limit {
+                out.push(std::mem::take(&mut current));
+                filled = 0;
             }
         }
     }
-    if !pending.is_empty() {
-        flush(&mut pending, &mut out)?;
-        counts.push(pending_rows);
+    if !current.is_empty() {
+        out.push(current);
     }
-    Ok((out, counts))
+    out
 }
 
 /// The strategy and its sizes.
@@ -411,21 +398,29 @@ impl Prepared {
         let layout = query.check(opts)?;
         let p = &opts.params;
         let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-        let chunk_rows = if opts.resident {
+        let limit = if opts.resident {
             1 << 27
         } else {
             opts.batch_rows.clamp(1, 1 << 30)
         };
-        let (chunks, chunk_rows) = chunk(batches, chunk_rows)?;
-        let mut chunks = chunks;
+        // The input's columns as they are (no copy); device chunks are runs of batch slices.
+        let mut inputs: Vec<Vec<ArrayRef>> = batches.iter().map(|b| b.columns().to_vec()).collect();
+        let pieces = chunk_pieces(batches.iter().map(RecordBatch::num_rows), limit);
+        let chunk_rows: Vec<usize> = pieces.iter().map(|c| c.iter().map(|p| p.2).sum()).collect();
         let mut columns_ext = query.columns.clone();
-        let (ext_keys, key_out) = split_wide_keys(query, &mut chunks, &mut columns_ext)?;
+        let (ext_keys, key_out, joint) = split_wide_keys(query, &mut inputs, &mut columns_ext)?;
         let key_types: Vec<DataType> = ext_keys.iter().map(|&k| columns_ext[k].clone()).collect();
-        let key_chunks: Vec<Vec<ArrayRef>> = chunks
+        let key_inputs: Vec<Vec<ArrayRef>> = inputs
             .iter()
             .map(|c| ext_keys.iter().map(|&k| Arc::clone(&c[k])).collect())
             .collect();
-        let key_words = plan_keys(&key_types, &key_chunks)?;
+        let key_words = match joint {
+            Some(codec) => vec![KeyWord {
+                positions: (0..ext_keys.len()).collect(),
+                codec,
+            }],
+            None => plan_keys(&key_types, &key_inputs)?,
+        };
 
         // Device columns: dictionary codes for string keys, raw buffers otherwise.
         let mut used = vec![false; columns_ext.len()];
@@ -453,29 +448,38 @@ impl Prepared {
             }
             terms.push(word);
         }
-        let mut host = Vec::with_capacity(chunks.len());
-        for ch in &chunks {
-            let mut cols = Vec::with_capacity(ch.len());
-            for (c, array) in ch.iter().enumerate() {
-                cols.push(match (used[c], dictionary_of[c]) {
-                    (false, _) => None,
-                    (true, Some((wi, i))) => {
-                        let codes =
-                            key_words[wi]
-                                .codec
-                                .dictionary_codes(i, array)?
-                                .ok_or_else(|| {
-                                    GrouperError::InvalidInput(
-                                        "dictionary overflow while encoding keys".into(),
-                                    )
+        // Chunks are assembled in parallel: string keys become codes per slice (only the codes
+        // are copied), other columns are concatenated.
+        let host: Vec<Vec<Option<HostColumn>>> = pieces
+            .par_iter()
+            .map(|chunk| {
+                (0..columns_ext.len())
+                    .map(|c| {
+                        if !used[c] {
+                            return Ok(None);
+                        }
+                        let parts = chunk
+                            .iter()
+                            .map(|&(b, off, len)| {
+                                let a = inputs[b][c].slice(off, len);
+                                let Some((wi, i)) = dictionary_of[c] else {
+                                    return Ok(a);
+                                };
+                                let codes = key_words[wi].codec.dictionary_codes(i, &a)?.ok_or_else(|| {
+                                    GrouperError::InvalidInput("dictionary overflow while encoding keys".into())
                                 })?;
-                        Some(HostColumn::codes(codes, array))
-                    }
-                    (true, None) => Some(HostColumn::from_array(array)?),
-                });
-            }
-            host.push(cols);
-        }
+                                Ok(Arc::new(UInt32Array::new(codes.into(), a.logical_nulls())) as ArrayRef)
+                            })
+                            .collect::<Result<Vec<ArrayRef>>>()?;
+                        let whole = match parts.as_slice() {
+                            [one] => Arc::clone(one),
+                            _ => concat(&parts.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?,
+                        };
+                        HostColumn::from_array(&whole).map(Some)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<_>>()?;
         let columns: Vec<Option<DataType>> = (0..columns_ext.len())
             .map(|c| {
                 used[c].then(|| match dictionary_of[c] {
@@ -486,7 +490,7 @@ impl Prepared {
             .collect();
 
         let domain = key_words.first().map_or(1, |k| k.codec.domain());
-        let est_groups = estimate_groups(&key_words, &key_chunks, domain)?;
+        let est_groups = estimate_groups(&key_words, &key_inputs, domain, rows)?;
         let template = KernelSpec {
             columns,
             filter: query.filter.clone(),
@@ -1131,46 +1135,40 @@ fn kernel_error(bits: u64) -> GrouperError {
     }
 }
 
-/// Groups expected, from a sample of key words (exact domain when it is small).
-fn estimate_groups(words: &[KeyWord], chunks: &[Vec<ArrayRef>], domain: u64) -> Result<u64> {
-    let Some(first) = chunks.first() else {
-        return Ok(1);
-    };
-    if words.is_empty() {
+/// Groups expected, from a sample of key words from the first batches (exact domain when it
+/// is small).
+fn estimate_groups(words: &[KeyWord], inputs: &[Vec<ArrayRef>], domain: u64, total: u64) -> Result<u64> {
+    if words.is_empty() || inputs.is_empty() {
         return Ok(1);
     }
-    let rows = first
-        .first()
-        .map_or(0, |a| a.len())
-        .min(planner::SAMPLE_ROWS);
-    let mut combined = vec![0u64; rows];
-    for kw in words {
-        let keys: Vec<ArrayRef> = kw
-            .positions
-            .iter()
-            .map(|&p| first[p].slice(0, rows))
-            .collect();
-        let w = kw.codec.encode(&keys, rows)?.unwrap_or_default();
-        for (c, x) in combined.iter_mut().zip(w) {
-            *c = crate::hash::murmur3(*c ^ x);
+    let mut taken = 0;
+    let mut sample: Vec<&Vec<ArrayRef>> = Vec::new();
+    for b in inputs {
+        if taken >= planner::SAMPLE_ROWS {
+            break;
+        }
+        taken += b.first().map_or(0, |a| a.len());
+        sample.push(b);
+    }
+    let mut combined: Vec<u64> = Vec::with_capacity(taken);
+    let keys_of = |kw: &KeyWord, p: usize| -> Result<ArrayRef> {
+        let parts: Vec<&dyn arrow::array::Array> = sample.iter().map(|b| b[kw.positions[p]].as_ref()).collect();
+        Ok(concat(&parts)?)
+    };
+    for (i, kw) in words.iter().enumerate() {
+        let keys = (0..kw.positions.len()).map(|p| keys_of(kw, p)).collect::<Result<Vec<_>>>()?;
+        let w = kw.codec.encode(&keys, taken)?.unwrap_or_default();
+        if i == 0 {
+            combined = w;
+        } else {
+            for (c, x) in combined.iter_mut().zip(w) {
+                *c = crate::hash::murmur3(*c ^ x);
+            }
         }
     }
-    let total: u64 = chunks
-        .iter()
-        .map(|c| c.first().map_or(0, |a| a.len() as u64))
-        .sum();
-    let est = planner::estimate(
-        &[combined],
-        if words.len() == 1 { domain } else { u64::MAX },
-    );
-    // The sample covers the first chunk's rows; scale the estimate's row base to the input.
+    let est = planner::estimate(&[combined], if words.len() == 1 { domain } else { u64::MAX });
     let groups = est.groups.max(1);
-    Ok(if words.len() == 1 {
-        groups.min(domain)
-    } else {
-        groups
-    }
-    .min(total.max(1)))
+    Ok(if words.len() == 1 { groups.min(domain) } else { groups }.min(total.max(1)))
 }
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.

@@ -70,18 +70,6 @@ impl HostColumn {
         };
         Ok(Self { values, validity })
     }
-
-    /// Dictionary codes with the validity of `array`.
-    pub fn codes(codes: Vec<u32>, array: &ArrayRef) -> Self {
-        let validity = array
-            .logical_nulls()
-            .filter(|n| n.null_count() > 0)
-            .map(|n| rebased(n.inner()));
-        Self {
-            values: Buffer::from_vec(codes),
-            validity,
-        }
-    }
 }
 
 /// One device column: values and optional validity.
