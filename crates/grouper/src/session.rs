@@ -16,7 +16,7 @@ use crate::rule::GrouperRule;
 /// Which engine aggregates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
-    /// The GPU when one is there and handles the query, else the CPU (`--explain` says why).
+    /// The best engine for the query; today the CPU (`--explain` says why, GPU or not).
     #[default]
     Auto,
     /// grouper's CPU strategies.

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{ArrayRef, UInt32Array};
-use rayon::prelude::*;
 use arrow::compute::concat;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use rayon::prelude::*;
 
 use super::codegen::{self, KernelSpec, MAX_COLUMNS};
 use super::compile::{self, CacheHit, Compiled};
@@ -323,7 +323,10 @@ fn split_wide_keys(
 
 /// Groups batches of the given row counts into chunks of at most `limit` rows: each chunk is a
 /// list of (batch, offset, length) slices.
-fn chunk_pieces(batch_rows: impl Iterator<Item = usize>, limit: usize) -> Vec<Vec<(usize, usize, usize)>> {
+fn chunk_pieces(
+    batch_rows: impl Iterator<Item = usize>,
+    limit: usize,
+) -> Vec<Vec<(usize, usize, usize)>> {
     let mut out: Vec<Vec<(usize, usize, usize)>> = Vec::new();
     let mut current = Vec::new();
     let mut filled = 0;
@@ -465,10 +468,16 @@ impl Prepared {
                                 let Some((wi, i)) = dictionary_of[c] else {
                                     return Ok(a);
                                 };
-                                let codes = key_words[wi].codec.dictionary_codes(i, &a)?.ok_or_else(|| {
-                                    GrouperError::InvalidInput("dictionary overflow while encoding keys".into())
-                                })?;
-                                Ok(Arc::new(UInt32Array::new(codes.into(), a.logical_nulls())) as ArrayRef)
+                                let codes = key_words[wi]
+                                    .codec
+                                    .dictionary_codes(i, &a)?
+                                    .ok_or_else(|| {
+                                        GrouperError::InvalidInput(
+                                            "dictionary overflow while encoding keys".into(),
+                                        )
+                                    })?;
+                                Ok(Arc::new(UInt32Array::new(codes.into(), a.logical_nulls()))
+                                    as ArrayRef)
                             })
                             .collect::<Result<Vec<ArrayRef>>>()?;
                         let whole = match parts.as_slice() {
@@ -1137,7 +1146,12 @@ fn kernel_error(bits: u64) -> GrouperError {
 
 /// Groups expected, from a sample of key words from the first batches (exact domain when it
 /// is small).
-fn estimate_groups(words: &[KeyWord], inputs: &[Vec<ArrayRef>], domain: u64, total: u64) -> Result<u64> {
+fn estimate_groups(
+    words: &[KeyWord],
+    inputs: &[Vec<ArrayRef>],
+    domain: u64,
+    total: u64,
+) -> Result<u64> {
     if words.is_empty() || inputs.is_empty() {
         return Ok(1);
     }
@@ -1152,11 +1166,14 @@ fn estimate_groups(words: &[KeyWord], inputs: &[Vec<ArrayRef>], domain: u64, tot
     }
     let mut combined: Vec<u64> = Vec::with_capacity(taken);
     let keys_of = |kw: &KeyWord, p: usize| -> Result<ArrayRef> {
-        let parts: Vec<&dyn arrow::array::Array> = sample.iter().map(|b| b[kw.positions[p]].as_ref()).collect();
+        let parts: Vec<&dyn arrow::array::Array> =
+            sample.iter().map(|b| b[kw.positions[p]].as_ref()).collect();
         Ok(concat(&parts)?)
     };
     for (i, kw) in words.iter().enumerate() {
-        let keys = (0..kw.positions.len()).map(|p| keys_of(kw, p)).collect::<Result<Vec<_>>>()?;
+        let keys = (0..kw.positions.len())
+            .map(|p| keys_of(kw, p))
+            .collect::<Result<Vec<_>>>()?;
         let w = kw.codec.encode(&keys, taken)?.unwrap_or_default();
         if i == 0 {
             combined = w;
@@ -1166,9 +1183,17 @@ fn estimate_groups(words: &[KeyWord], inputs: &[Vec<ArrayRef>], domain: u64, tot
             }
         }
     }
-    let est = planner::estimate(&[combined], if words.len() == 1 { domain } else { u64::MAX });
+    let est = planner::estimate(
+        &[combined],
+        if words.len() == 1 { domain } else { u64::MAX },
+    );
     let groups = est.groups.max(1);
-    Ok(if words.len() == 1 { groups.min(domain) } else { groups }.min(total.max(1)))
+    Ok(if words.len() == 1 {
+        groups.min(domain)
+    } else {
+        groups
+    }
+    .min(total.max(1)))
 }
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.
