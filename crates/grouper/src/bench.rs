@@ -187,8 +187,26 @@ pub(crate) fn duckdb(
     )))
 }
 
+/// TPC-H lineitem at `sf` in `threads` partitions, only the columns Q1 reads, and its schema.
+pub(crate) fn q1_lineitem(
+    sf: f64,
+    threads: usize,
+) -> Result<(
+    Vec<Vec<arrow::array::RecordBatch>>,
+    arrow::datatypes::SchemaRef,
+)> {
+    let parts = q1_columns(grouper::tpch::lineitem(sf, threads, &|_| {})?)?;
+    let schema = parts
+        .iter()
+        .flatten()
+        .next()
+        .map(|b| b.schema())
+        .context("no lineitem rows")?;
+    Ok((parts, schema))
+}
+
 /// Keeps the columns TPC-H Q1 reads.
-pub(crate) fn q1_columns(
+fn q1_columns(
     parts: Vec<Vec<arrow::array::RecordBatch>>,
 ) -> Result<Vec<Vec<arrow::array::RecordBatch>>> {
     const COLS: [&str; 7] = [
@@ -313,13 +331,7 @@ async fn cpu_sweep(a: SweepArgs) -> Result<()> {
     for &sf in &a.tpch_sf {
         // Only the seven columns Q1 reads, for every engine: SF 10 in full would not fit
         // twice (ours and DuckDB's copy) in this machine's memory.
-        let parts = q1_columns(grouper::tpch::lineitem(sf, threads, &|_| {})?)?;
-        let q1_schema = parts
-            .iter()
-            .flatten()
-            .next()
-            .map(|b| b.schema())
-            .context("no lineitem rows")?;
+        let (parts, q1_schema) = q1_lineitem(sf, threads)?;
         let mut ms = serde_json::Map::new();
         for (name, config) in engines
             .iter()

@@ -27,7 +27,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{duckdb, git_commit, q1_columns, time_sql};
+use crate::bench::{duckdb, git_commit, q1_lineitem, time_sql};
 
 #[derive(Args, Debug)]
 pub struct GpuSweepArgs {
@@ -310,13 +310,7 @@ async fn q1_gpu(a: &GpuSweepArgs) -> Result<Vec<Value>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut out = Vec::new();
     for &sf in &a.tpch_sf {
-        let parts = q1_columns(grouper::tpch::lineitem(sf, threads, &|_| {})?)?;
-        let schema = parts
-            .iter()
-            .flatten()
-            .next()
-            .map(|b| b.schema())
-            .context("no rows")?;
+        let (parts, schema) = q1_lineitem(sf, threads)?;
         let mut ms = serde_json::Map::new();
         for (name, resident) in [("gpu_resident", true), ("gpu_batched", false)] {
             let mut config = GrouperConfig {

@@ -424,26 +424,6 @@ impl KeyCodec {
         };
         Ok(codes.map(|codes| codes.into_iter().map(|c| c.unwrap_or(0)).collect()))
     }
-
-    /// Whether every key in `keys` is inside the codec (checked without encoding: min/max of
-    /// ordinal columns and NULLs only; string columns are checked by
-    /// [`KeyCodec::dictionary_codes`]).
-    pub fn covers(&self, keys: &[ArrayRef]) -> bool {
-        let Layout::Packed(cols) = &self.layout else {
-            return false;
-        };
-        cols.iter().zip(keys).all(|(col, array)| {
-            if !col.nulls && array.logical_null_count() > 0 {
-                return false;
-            }
-            match &col.codec {
-                Codec::Ordinal { min, max } => {
-                    ordinal_min_max(array).is_none_or(|(lo, hi)| lo >= *min && hi <= *max)
-                }
-                Codec::Bool | Codec::Bytes { .. } => true,
-            }
-        })
-    }
 }
 
 /// The range of ordinals a type can hold.
