@@ -690,6 +690,24 @@ impl Prepared {
 
     /// Runs the query once.
     pub fn run(&mut self) -> Result<GpuOutput> {
+        let (columns, num_rows) = self.execute(true)?.unwrap_or_default();
+        Ok(GpuOutput {
+            columns,
+            num_rows,
+            report: self.report.clone(),
+        })
+    }
+
+    /// Runs the query's kernels once and reports, without reading the table back or
+    /// finalizing (for benchmarks: with millions of groups, finalizing on the host takes longer
+    /// than the kernels; `report().groups` is then the hash table's count, 0 for direct tables).
+    pub fn run_kernels(&mut self) -> Result<&GpuReport> {
+        self.execute(false)?;
+        Ok(&self.report)
+    }
+
+    /// Runs the query; with `output`, reads the table back and finalizes: (columns, groups).
+    fn execute(&mut self, output: bool) -> Result<Option<(Vec<ArrayRef>, usize)>> {
         let start = Instant::now();
         let stream = Arc::clone(&self.base.gpu.stream);
         let ctx = Arc::clone(&self.base.gpu.ctx);
@@ -903,14 +921,16 @@ impl Prepared {
             .map_err(err("running the aggregation"))?;
         self.report.kernel_ms = t0.elapsed_ms(&t1).map_err(err("reading events"))? as f64;
         self.report.grows = grows;
-        let out = self.read_back(&stream, &table)?;
+        self.report.groups = groups;
+        let out = if output {
+            let out = self.read_back(&stream, &table)?;
+            self.report.groups = out.1 as u64;
+            Some(out)
+        } else {
+            None
+        };
         self.report.total_ms = start.elapsed().as_secs_f64() * 1e3;
-        self.report.groups = out.1 as u64;
-        Ok(GpuOutput {
-            columns: out.0,
-            num_rows: out.1,
-            report: self.report.clone(),
-        })
+        Ok(out)
     }
 
     fn upload_chunk(
