@@ -174,6 +174,9 @@ fn values(
         a(Sum, DataType::UInt64, 5),
         a(Max, DataType::UInt8, 6),
         a(Min, DataType::Date32, 7),
+        a(Min, DataType::Decimal128(38, 4), 8),
+        a(Max, DataType::Decimal128(38, 4), 8),
+        a(Sum, DataType::Decimal128(38, 4), 8),
     ];
     (cols, aggs)
 }

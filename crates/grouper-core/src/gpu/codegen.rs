@@ -117,6 +117,27 @@ template <bool A> __device__ __forceinline__ void op_mini(u64* p, u64 v) { if (A
 template <bool A> __device__ __forceinline__ void op_maxi(u64* p, u64 v) { if (A) atomicMax((i64*)p, (i64)v); else if ((i64)v > (i64)*p) *p = v; }
 template <bool A> __device__ __forceinline__ void op_minu(u64* p, u64 v) { if (A) atomicMin(p, v); else if (v < *p) *p = v; }
 template <bool A> __device__ __forceinline__ void op_maxu(u64* p, u64 v) { if (A) atomicMax(p, v); else if (v > *p) *p = v; }
+// 128-bit min/max: words low, high, lock. No 128-bit atomics, so under a per-slot latch
+// (taken in a loop that each thread leaves once it has held it: no intra-warp deadlock).
+template <bool A, bool MAX> __device__ __forceinline__ void op_ext128(u64* p, u64 st, const u64* v) {
+  const __int128 x = (__int128)(((unsigned __int128)v[1] << 64) | v[0]);
+  if (!A) {
+    const __int128 cur = (__int128)(((unsigned __int128)p[st] << 64) | p[0]);
+    if (MAX ? x > cur : x < cur) { p[0] = v[0]; p[st] = v[1]; }
+    return;
+  }
+  bool done = false;
+  while (!done) {
+    if (atomicCAS(p + 2 * st, 0ULL, 1ULL) == 0ULL) {
+      volatile u64* q = p;
+      const __int128 cur = (__int128)(((unsigned __int128)q[st] << 64) | q[0]);
+      if (MAX ? x > cur : x < cur) { q[0] = v[0]; q[st] = v[1]; }
+      __threadfence();
+      atomicExch(p + 2 * st, 0ULL);
+      done = true;
+    }
+  }
+}
 template <bool A> __device__ __forceinline__ void op_seen(u64* p) { if (A) { if (*(volatile u64*)p == 0) *(volatile u64*)p = 1; } else *p = 1; }
 "#;
 
@@ -240,7 +261,9 @@ fn update_merge(layout: &Layout) -> String {
             Op::MinU64 => format!("op_minu<A>({at}, {val});"),
             Op::MaxU64 => format!("op_maxu<A>({at}, {val});"),
             Op::Seen => format!("op_seen<A>({at});"),
-            Op::Wide { .. } => unreachable!("wide ops are emitted separately"),
+            Op::Wide { .. } | Op::MinI128 | Op::MaxI128 => {
+                unreachable!("multi-word ops are emitted separately")
+            }
         }
     };
     let _ = writeln!(up, "  op_add<A>(w + {ROWS_WORD} * st + s, 1ULL);");
@@ -257,6 +280,17 @@ fn update_merge(layout: &Layout) -> String {
             let at = format!("w + {} * st + s", f.word);
             let dat = format!("dst + {} * dst_st + ds", f.word);
             match f.op {
+                Op::MinI128 | Op::MaxI128 => {
+                    let max = f.op == Op::MaxI128;
+                    let _ = writeln!(up, "    op_ext128<A, {max}>({at}, st, in + {input});");
+                    input += 2;
+                    let _ = writeln!(
+                        me,
+                        "  {{ const u64 v[2] = {{src[{w} * src_st + ss], src[{w1} * src_st + ss]}}; op_ext128<A, {max}>({dat}, dst_st, v); }}",
+                        w = f.word,
+                        w1 = f.word + 1
+                    );
+                }
                 Op::Wide { words, .. } => {
                     let _ = writeln!(up, "    op_wide<A, {words}>({at}, st, in + {input});");
                     input += words;
@@ -310,6 +344,10 @@ fn input_words(op: Op, t: &DataType, v: &str) -> Vec<String> {
         _ => format!("(u64)(i64)({v})"),
     };
     match op {
+        Op::MinI128 | Op::MaxI128 => vec![
+            format!("(u64)({v})"),
+            format!("(u64)((__int128)({v}) >> 64)"),
+        ],
         Op::AddF64 => vec![format!("(u64)__double_as_longlong((double)({v}))")],
         Op::Wide {
             words: 2,
@@ -632,6 +670,7 @@ long long atomicMax(long long*, long long);
 unsigned long long atomicMin(unsigned long long*, unsigned long long);
 unsigned long long atomicMax(unsigned long long*, unsigned long long);
 unsigned long long atomicOr(unsigned long long*, unsigned long long);
+unsigned long long atomicExch(unsigned long long*, unsigned long long);
 void __syncthreads();
 void __threadfence();
 long long __double_as_longlong(double);
@@ -652,6 +691,7 @@ unsigned long long __brevll(unsigned long long);
             AggregateSpec::new(AggKind::Max, DataType::Int64),
             AggregateSpec::new(AggKind::Sum, DataType::UInt64),
             AggregateSpec::new(AggKind::Count, DataType::Boolean),
+            AggregateSpec::new(AggKind::Max, DataType::Decimal128(38, 2)),
         ];
         let col = |i: usize, t: DataType| Box::new(Expr::column(i, t));
         let one_minus = Expr::Binary {
@@ -703,6 +743,10 @@ unsigned long long __brevll(unsigned long long);
             }),
             Some(Expr::column(5, DataType::UInt64)),
             Some(Expr::column(4, DataType::Boolean)),
+            Some(Expr::Cast {
+                expr: col(1, dec.clone()),
+                to: DataType::Decimal128(38, 2),
+            }),
         ];
         let filter = Expr::Binary {
             op: BinOp::And,

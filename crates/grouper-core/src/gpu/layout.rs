@@ -58,6 +58,11 @@ pub enum Op {
     MaxU64,
     /// Set to 1 (a flag: a non-NULL value was seen).
     Seen,
+    /// 128-bit signed minimum (decimals wider than 18 digits): words low, high, and a lock
+    /// (no 128-bit atomics, so the compare-and-replace runs under a per-slot latch).
+    MinI128,
+    /// 128-bit signed maximum, as [`Op::MinI128`].
+    MaxI128,
 }
 
 impl Op {
@@ -65,16 +70,28 @@ impl Op {
     pub fn width(self) -> usize {
         match self {
             Op::Wide { words, .. } => words,
+            Op::MinI128 | Op::MaxI128 => 3,
             _ => 1,
         }
     }
 
-    /// The identity (the empty state) of each word.
-    pub fn identity(self) -> u64 {
+    /// Words an update reads from the row.
+    pub fn inputs(self) -> usize {
         match self {
-            Op::MinI64 => i64::MAX as u64,
-            Op::MaxI64 => i64::MIN as u64,
-            Op::MinU64 => u64::MAX,
+            Op::MinI128 | Op::MaxI128 => 2,
+            op => op.width(),
+        }
+    }
+
+    /// The identity (the empty state) of word `w` of the field.
+    pub fn identity(self, w: usize) -> u64 {
+        match (self, w) {
+            (Op::MinI64, _) => i64::MAX as u64,
+            (Op::MaxI64, _) => i64::MIN as u64,
+            (Op::MinU64, _) => u64::MAX,
+            (Op::MinI128, 0) => u64::MAX,
+            (Op::MinI128, 1) => i64::MAX as u64,
+            (Op::MaxI128, 1) => i64::MIN as u64,
             _ => 0,
         }
     }
@@ -209,6 +226,14 @@ impl Layout {
                     ),
                     (Op::AddU64, Input::One),
                 ],
+                (AggKind::Min | AggKind::Max, DataType::Decimal128(p, _)) if *p > 18 => {
+                    let op = if spec.kind == AggKind::Max {
+                        Op::MaxI128
+                    } else {
+                        Op::MinI128
+                    };
+                    vec![(op, Input::Value), (Op::Seen, Input::One)]
+                }
                 (AggKind::Min | AggKind::Max, t) => {
                     let unsigned = min_max_word(t).ok_or_else(|| gpu_unsupported(spec))?;
                     let op = match (spec.kind == AggKind::Max, unsigned) {
@@ -249,7 +274,7 @@ impl Layout {
         let mut out = vec![0u64; self.words];
         for f in self.aggs.iter().flat_map(|a| &a.fields) {
             for w in 0..f.op.width() {
-                out[f.word + w] = f.op.identity();
+                out[f.word + w] = f.op.identity(w);
             }
         }
         out
@@ -380,6 +405,18 @@ pub fn to_accumulator(agg: &AggLayout, cols: &[Vec<u64>]) -> Result<Box<dyn Grou
                 .collect::<Result<_>>()?;
             Box::new(Groups::from_states(AvgDecimal::new(*s, &out)?, states))
         }
+        (AggKind::Min | AggKind::Max, DataType::Decimal128(p, _)) if *p > 18 => {
+            let states = (0..n)
+                .map(|g| {
+                    let w = wide(0, g);
+                    seen(1, g).then(|| (w[0] as u128 | (w[1] as u128) << 64) as i128)
+                })
+                .collect();
+            Box::new(Groups::from_states(
+                MinMaxPrimitive::<Decimal128Type>::new(spec.kind == AggKind::Max, input.clone()),
+                states,
+            ))
+        }
         (AggKind::Min | AggKind::Max, t) => {
             min_max_states(spec.kind == AggKind::Max, t, col(0), col(1))?
         }
@@ -480,5 +517,12 @@ mod tests {
         assert_eq!(l.words, 1 + 4 + 2);
         assert_eq!(l.identities()[5], i64::MAX as u64);
         assert!(Layout::new(&[AggregateSpec::new(AggKind::Max, DataType::Utf8)]).is_err());
+        let wide = Layout::new(&[AggregateSpec::new(
+            AggKind::Min,
+            DataType::Decimal128(38, 2),
+        )])
+        .unwrap();
+        assert_eq!(wide.words, 1 + 3 + 1);
+        assert_eq!(wide.identities()[1..4], [u64::MAX, i64::MAX as u64, 0]);
     }
 }
