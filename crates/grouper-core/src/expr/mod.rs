@@ -213,6 +213,29 @@ impl Expr {
         out.dedup();
     }
 
+    /// Whether the expression can be NULL on some row, when column `i` can be NULL exactly
+    /// where `nullable(i)` says (conservative: `true` when unsure).
+    pub fn may_be_null(&self, nullable: &dyn Fn(usize) -> bool) -> bool {
+        match self {
+            Expr::Column { index, .. } => nullable(*index),
+            Expr::Literal { value, .. } => *value == Scalar::Null,
+            Expr::Binary { left, right, .. } => {
+                left.may_be_null(nullable) || right.may_be_null(nullable)
+            }
+            Expr::Not(e) | Expr::Negative(e) => e.may_be_null(nullable),
+            Expr::Cast { expr, .. } => expr.may_be_null(nullable),
+            Expr::IsNull { .. } => false,
+            Expr::Case {
+                whens, otherwise, ..
+            } => match otherwise {
+                None => true,
+                Some(o) => {
+                    o.may_be_null(nullable) || whens.iter().any(|(_, v)| v.may_be_null(nullable))
+                }
+            },
+        }
+    }
+
     /// Checks that every column read exists in `types` with the type the expression expects.
     pub fn check_columns(&self, types: &[DataType]) -> Result<()> {
         let mut bad = None;
@@ -743,5 +766,18 @@ mod tests {
         }
         .check()
         .is_err());
+        // NULL-ness: IS NULL never is; a CASE without ELSE may be; columns as declared.
+        assert!(!gt.may_be_null(&|_| false) && gt.may_be_null(&|_| true));
+        let is_null = Expr::IsNull {
+            expr: col(0, DataType::Int64),
+            negated: false,
+        };
+        assert!(!is_null.may_be_null(&|_| true));
+        let case = Expr::Case {
+            whens: vec![(is_null, Expr::column(0, DataType::Int64))],
+            otherwise: None,
+            data_type: DataType::Int64,
+        };
+        assert!(case.may_be_null(&|_| false));
     }
 }

@@ -43,6 +43,10 @@ pub struct KernelSpec {
     pub key_words: Vec<Vec<(usize, PackedColumn)>>,
     /// Per aggregate, its argument (`None` for COUNT(*)).
     pub args: Vec<Option<Expr>>,
+    /// Per aggregate, whether its argument is never NULL in this input: its counting fields
+    /// (COUNT(x), AVG's count, the seen flag) then equal the row count and are not updated
+    /// (one memory operation less per row each); [`derive_counts`] fills them in afterwards.
+    pub non_null_args: Vec<bool>,
     /// State words.
     pub layout: Layout,
     /// Placement strategy.
@@ -173,7 +177,7 @@ pub fn generate(spec: &KernelSpec) -> String {
     s.push_str(crate::expr::cuda::HELPERS);
     s.push_str(&spec.hash.cuda_source());
     s.push_str(HASH_TABLE);
-    s.push_str(&update_merge(&spec.layout));
+    s.push_str(&update_merge(&spec.layout, &spec.non_null_args));
     s.push_str(&eval_row(spec));
     s.push_str(&agg_kernel(spec));
     s.push_str(MAINTENANCE);
@@ -248,7 +252,7 @@ __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 ca
 "#;
 
 /// `update_slot` and `merge_slot`: the algebra's update and merge, word op by word op.
-fn update_merge(layout: &Layout) -> String {
+fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
     let mut up = String::new();
     let mut me = String::new();
     let mut input = 0usize;
@@ -276,8 +280,12 @@ fn update_merge(layout: &Layout) -> String {
             continue;
         }
         let _ = writeln!(up, "  if (mask & (1ULL << {a})) {{");
+        let derived = non_null.get(a).copied().unwrap_or(false);
         for f in &agg.fields {
             let at = format!("w + {} * st + s", f.word);
+            if derived && f.input == Input::One {
+                continue; // equals the row count: derive_counts
+            }
             let dat = format!("dst + {} * dst_st + ds", f.word);
             match f.op {
                 Op::MinI128 | Op::MaxI128 => {
@@ -330,6 +338,26 @@ fn update_merge(layout: &Layout) -> String {
          template <bool A> __device__ __forceinline__ void merge_slot(u64* dst, u64 dst_st, u64 ds, const u64* src, u64 src_st, u64 ss) {{\n{me}}}\n",
         input.max(1)
     )
+}
+
+/// Fills the counting fields that [`KernelSpec::non_null_args`] left out of the kernel:
+/// `cols[w][g]` are the state words read back, `cols[ROWS_WORD]` the row counts.
+pub fn derive_counts(layout: &Layout, non_null: &[bool], cols: &mut [Vec<u64>]) {
+    for (agg, _) in layout.aggs.iter().zip(non_null).filter(|(_, &n)| n) {
+        for f in agg.fields.iter().filter(|f| f.input == Input::One) {
+            let derived: Vec<u64> = cols[ROWS_WORD]
+                .iter()
+                .map(|&rows| {
+                    if f.op == Op::Seen {
+                        (rows != 0) as u64
+                    } else {
+                        rows
+                    }
+                })
+                .collect();
+            cols[f.word] = derived;
+        }
+    }
 }
 
 /// A value's word(s) for a field fed by `Input::Value`.
@@ -795,6 +823,7 @@ unsigned long long __brevll(unsigned long long);
             columns,
             filter: Some(filter),
             key_words: words,
+            non_null_args: vec![true; args.len()],
             args,
             layout: Layout::new(&aggs).unwrap(),
             strategy,
@@ -806,6 +835,34 @@ unsigned long long __brevll(unsigned long long);
             local_slots: 256,
             fill_factor: 0.5,
         }
+    }
+
+    #[test]
+    fn counts_of_non_null_arguments_are_derived_from_rows() {
+        let layout = Layout::new(&[
+            AggregateSpec::new(AggKind::Count, DataType::Int64),
+            AggregateSpec::new(AggKind::Avg, DataType::Float64),
+            AggregateSpec::new(AggKind::Sum, DataType::Int64),
+        ])
+        .unwrap();
+        // rows | count | avg sum, avg count | sum lo, sum hi, seen
+        let mut cols: Vec<Vec<u64>> = vec![
+            vec![0, 3],
+            vec![0, 0],
+            vec![0, 9],
+            vec![0, 0],
+            vec![0, 7],
+            vec![0, 0],
+            vec![0, 0],
+        ];
+        derive_counts(&layout, &[true, true, false], &mut cols);
+        assert_eq!(cols[1], vec![0, 3]); // COUNT(x) = rows
+        assert_eq!(cols[3], vec![0, 3]); // AVG's count = rows
+        assert_eq!(cols[6], vec![0, 0]); // SUM's argument may be NULL: its flag is the kernel's
+        derive_counts(&layout, &[false, false, true], &mut cols);
+        assert_eq!(cols[6], vec![0, 1]); // seen = rows > 0
+        let src = update_merge(&layout, &[true, true, true]);
+        assert!(!src.contains("op_seen<A>(w +"), "{src}");
     }
 
     #[test]

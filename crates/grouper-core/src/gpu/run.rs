@@ -500,10 +500,23 @@ impl Prepared {
 
         let domain = key_words.first().map_or(1, |k| k.codec.domain());
         let est_groups = estimate_groups(&key_words, &key_inputs, domain, rows)?;
+        // Columns with a NULL anywhere in the input (validity kept on the host side).
+        let nullable: Vec<bool> = (0..columns_ext.len())
+            .map(|c| {
+                host.iter()
+                    .any(|ch| ch[c].as_ref().is_some_and(|h| h.validity.is_some()))
+            })
+            .collect();
+        let non_null_args = query
+            .aggregates
+            .iter()
+            .map(|(_, a)| a.as_ref().is_some_and(|e| !e.may_be_null(&|c| nullable[c])))
+            .collect();
         let template = KernelSpec {
             columns,
             filter: query.filter.clone(),
             key_words: terms,
+            non_null_args,
             args: query.aggregates.iter().map(|(_, a)| a.clone()).collect(),
             layout: layout.clone(),
             strategy: GpuStrategy::Global,
@@ -1102,7 +1115,7 @@ impl Prepared {
         if selected.is_empty() && self.base.query.keys.is_empty() {
             selected.push(0); // a global aggregate has one row, even over no input
         }
-        let cols: Vec<Vec<u64>> = (0..self.base.layout.words)
+        let mut cols: Vec<Vec<u64>> = (0..self.base.layout.words)
             .map(|w| {
                 selected
                     .iter()
@@ -1110,6 +1123,7 @@ impl Prepared {
                     .collect()
             })
             .collect();
+        codegen::derive_counts(&self.base.layout, &self.spec.non_null_args, &mut cols);
         let ext_count: usize = self.base.key_words.iter().map(|k| k.positions.len()).sum();
         let mut key_arrays: Vec<Option<ArrayRef>> = vec![None; ext_count];
         for (wi, kw) in self.base.key_words.iter().enumerate() {
