@@ -200,32 +200,25 @@ fn packed_ok(codec: &KeyCodec) -> bool {
     codec.packed_columns().is_some() && codec.domain() <= MAX_WORD_DOMAIN
 }
 
-/// Splits the keys into as few 64-bit words as their exact ranges allow.
+/// The exact codec of columns `cols` (indices into each input batch's columns, of `types`).
+fn plan_columns(types: &[DataType], inputs: &[Vec<ArrayRef>], cols: &[usize]) -> Result<KeyCodec> {
+    let types: Vec<DataType> = cols.iter().map(|&c| types[c].clone()).collect();
+    let arrays: Vec<Vec<ArrayRef>> = inputs
+        .iter()
+        .map(|b| cols.iter().map(|&c| Arc::clone(&b[c])).collect())
+        .collect();
+    let refs: Vec<&[ArrayRef]> = arrays.iter().map(Vec::as_slice).collect();
+    KeyCodec::plan_exact(&types, &refs)
+}
+
+/// Splits keys that do not pack into one word (checked by [`split_wide_keys`]) into as few
+/// 64-bit words as their exact ranges allow, greedily in key order.
 fn plan_keys(key_types: &[DataType], chunks: &[Vec<ArrayRef>]) -> Result<Vec<KeyWord>> {
-    let plan = |pos: &[usize]| -> Result<KeyCodec> {
-        let types: Vec<DataType> = pos.iter().map(|&p| key_types[p].clone()).collect();
-        let cols: Vec<Vec<ArrayRef>> = chunks
-            .iter()
-            .map(|c| pos.iter().map(|&p| Arc::clone(&c[p])).collect())
-            .collect();
-        let refs: Vec<&[ArrayRef]> = cols.iter().map(Vec::as_slice).collect();
-        KeyCodec::plan_exact(&types, &refs)
-    };
-    if key_types.is_empty() {
-        return Ok(vec![]);
-    }
-    let all: Vec<usize> = (0..key_types.len()).collect();
-    let codec = plan(&all)?;
-    if packed_ok(&codec) {
-        return Ok(vec![KeyWord {
-            positions: all,
-            codec,
-        }]);
-    }
+    let plan = |pos: &[usize]| plan_columns(key_types, chunks, pos);
     let mut words = Vec::new();
     let mut current: Vec<usize> = Vec::new();
     let mut current_codec: Option<KeyCodec> = None;
-    for p in all {
+    for (p, t) in key_types.iter().enumerate() {
         let mut candidate = current.clone();
         candidate.push(p);
         let c = plan(&candidate)?;
@@ -243,8 +236,7 @@ fn plan_keys(key_types: &[DataType], chunks: &[Vec<ArrayRef>]) -> Result<Vec<Key
         let single = plan(&[p])?;
         if !packed_ok(&single) {
             return Err(GrouperError::Unsupported(format!(
-                "GPU group key of type {} spans all 2^64 values",
-                key_types[p]
+                "GPU group key of type {t} spans all 2^64 values"
             )));
         }
         current = vec![p];
@@ -272,37 +264,25 @@ fn split_wide_keys(
     chunks: &mut [Vec<ArrayRef>],
     columns: &mut Vec<DataType>,
 ) -> Result<(Vec<usize>, Vec<KeyOut>, Option<KeyCodec>)> {
-    let mut ext = Vec::new();
-    let mut out = Vec::new();
-    // The common case first: all keys pack into one word, nothing to split.
-    let types: Vec<DataType> = query
-        .keys
-        .iter()
-        .map(|&k| query.columns[k].clone())
-        .collect();
-    let all: Vec<Vec<ArrayRef>> = chunks
-        .iter()
-        .map(|c| query.keys.iter().map(|&k| Arc::clone(&c[k])).collect())
-        .collect();
-    let refs: Vec<&[ArrayRef]> = all.iter().map(Vec::as_slice).collect();
-    let direct = || (0..query.keys.len()).map(KeyOut::Direct).collect();
     if query.keys.is_empty() {
         return Ok((vec![], vec![], None));
     }
-    let joint = KeyCodec::plan_exact(&types, &refs)?;
+    // The common case first: all keys pack into one word, nothing to split.
+    let joint = plan_columns(&query.columns, chunks, &query.keys)?;
     if packed_ok(&joint) {
-        return Ok((query.keys.clone(), direct(), Some(joint)));
+        let direct = (0..query.keys.len()).map(KeyOut::Direct).collect();
+        return Ok((query.keys.clone(), direct, Some(joint)));
     }
+    let mut ext = Vec::new();
+    let mut out = Vec::new();
     for &k in &query.keys {
         let t = query.columns[k].clone();
-        let arrays: Vec<ArrayRef> = chunks.iter().map(|c| Arc::clone(&c[k])).collect();
-        let singles: Vec<[ArrayRef; 1]> = arrays.iter().map(|a| [Arc::clone(a)]).collect();
-        let refs: Vec<&[ArrayRef]> = singles.iter().map(|a| &a[..]).collect();
-        if packed_ok(&KeyCodec::plan_exact(std::slice::from_ref(&t), &refs)?) {
+        if packed_ok(&plan_columns(&query.columns, chunks, &[k])?) {
             out.push(KeyOut::Direct(ext.len()));
             ext.push(k);
             continue;
         }
+        let arrays: Vec<ArrayRef> = chunks.iter().map(|c| Arc::clone(&c[k])).collect();
         let split = Split::plan(&t, &arrays).ok_or_else(|| {
             GrouperError::Unsupported(format!("GPU group key of type {t} wider than 64 bits"))
         })?;
@@ -534,21 +514,13 @@ impl Prepared {
             let stream = Arc::clone(&gpu.stream);
             let mut all = Vec::with_capacity(host.len());
             for cols in &host {
-                let mut dev = Vec::with_capacity(cols.len());
-                for h in cols {
-                    dev.push(match h {
-                        None => None,
-                        Some(h) => {
-                            let mut d = DeviceColumn::alloc(
-                                &stream,
-                                h.values.len(),
-                                h.validity.as_ref().map_or(0, |v| v.len()),
-                            )?;
-                            d.upload(&stream, h)?;
-                            Some(d)
-                        }
-                    });
-                }
+                // Each chunk in buffers of its own size.
+                let mut dev = Vec::new();
+                upload(&stream, &mut dev, cols, |c| {
+                    cols[c].as_ref().map_or((0, 0), |h| {
+                        (h.values.len(), h.validity.as_ref().map_or(0, |v| v.len()))
+                    })
+                })?;
                 all.push(dev);
             }
             stream.synchronize().map_err(gpu_err("uploading columns"))?;
@@ -860,17 +832,9 @@ impl Prepared {
                     let mut pending = spilled;
                     let mut which: Option<usize> = None;
                     while pending > 0 {
-                        let groups = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?[0];
-                        stream
-                            .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
-                            .map_err(err("resetting counters"))?;
+                        reset_counters(&stream, &mut ctrl)?;
                         let out = which.map_or(0, |i| 1 - i);
-                        let (a, b) = spill_list.split_at_mut(1);
-                        let (src_list, dst_list) = if out == 0 {
-                            (&b[0], &mut a[0])
-                        } else {
-                            (&a[0], &mut b[0])
-                        };
+                        let (src_list, dst_list) = read_write(&mut spill_list, 1 - out);
                         self.merge(
                             &stream,
                             &spill,
@@ -896,17 +860,9 @@ impl Prepared {
                         }
                     }
                 }
+                reset_counters(&stream, &mut ctrl)?;
                 if overflow > 0 {
-                    let groups = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?[0];
-                    stream
-                        .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
-                        .map_err(err("resetting counters"))?;
-                    let (a, b) = lists.split_at_mut(1);
-                    let (src, dst) = if current_list == 0 {
-                        (&a[0], &mut b[0])
-                    } else {
-                        (&b[0], &mut a[0])
-                    };
+                    let (src, dst) = read_write(&mut lists, current_list);
                     self.launch_rows(
                         &stream,
                         &cols,
@@ -920,11 +876,6 @@ impl Prepared {
                         private.as_mut(),
                     )?;
                     current_list = 1 - current_list;
-                } else {
-                    let groups = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?[0];
-                    stream
-                        .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
-                        .map_err(err("resetting counters"))?;
                 }
             }
         }
@@ -946,47 +897,26 @@ impl Prepared {
         Ok(out)
     }
 
+    /// Copies chunk `ci` into `buffers` on `cs`, reusing buffers sized for the largest chunk.
     fn upload_chunk(
         &self,
         cs: &Arc<CudaStream>,
         buffers: &mut Vec<Option<DeviceColumn>>,
         ci: usize,
     ) -> Result<()> {
-        let host = &self.base.host[ci];
-        if buffers.len() != host.len() {
-            buffers.clear();
-            buffers.resize_with(host.len(), || None);
-        }
-        for (h, d) in host.iter().zip(buffers.iter_mut()) {
-            let Some(h) = h else { continue };
-            if !d.as_ref().is_some_and(|d| d.fits(h)) {
-                // Sized for the largest chunk so that later chunks reuse the buffer.
-                let (v, n) = self.max_column_bytes(host, h);
-                *d = Some(DeviceColumn::alloc(cs, v, n)?);
-            }
-            if let Some(d) = d.as_mut() {
-                d.upload(cs, h)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The largest value and validity sizes of the column `h` belongs to, over all chunks.
-    fn max_column_bytes(&self, chunk: &[Option<HostColumn>], h: &HostColumn) -> (usize, usize) {
-        let c = chunk
-            .iter()
-            .position(|x| x.as_ref().is_some_and(|x| std::ptr::eq(x, h)))
-            .unwrap_or(0);
-        self.base
-            .host
-            .iter()
-            .filter_map(|ch| ch[c].as_ref())
-            .fold((0, 0), |(v, n), x| {
-                (
-                    v.max(x.values.len()),
-                    n.max(x.validity.as_ref().map_or(0, |b| b.len())),
-                )
-            })
+        upload(cs, buffers, &self.base.host[ci], |c| {
+            // The largest value and validity sizes of column `c` over all chunks.
+            self.base
+                .host
+                .iter()
+                .filter_map(|ch| ch[c].as_ref())
+                .fold((0, 0), |(v, n), x| {
+                    (
+                        v.max(x.values.len()),
+                        n.max(x.validity.as_ref().map_or(0, |b| b.len())),
+                    )
+                })
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1153,6 +1083,52 @@ impl Prepared {
             out.push(to_accumulator(agg, &cols)?.finalize(None)?);
         }
         Ok((out, selected.len()))
+    }
+}
+
+/// Copies the columns of `host` into `buffers` (asynchronously on `stream`), allocating a
+/// buffer of `capacity(column)` (value, validity) bytes where none fits.
+fn upload(
+    stream: &Arc<CudaStream>,
+    buffers: &mut Vec<Option<DeviceColumn>>,
+    host: &[Option<HostColumn>],
+    capacity: impl Fn(usize) -> (usize, usize),
+) -> Result<()> {
+    if buffers.len() != host.len() {
+        buffers.clear();
+        buffers.resize_with(host.len(), || None);
+    }
+    for (c, (h, d)) in host.iter().zip(buffers.iter_mut()).enumerate() {
+        let Some(h) = h else { continue };
+        if !d.as_ref().is_some_and(|d| d.fits(h)) {
+            let (v, n) = capacity(c);
+            *d = Some(DeviceColumn::alloc(stream, v, n)?);
+        }
+        if let Some(d) = d.as_mut() {
+            d.upload(stream, h)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the group count and zeroes the other counters, before a launch that fills them.
+fn reset_counters(stream: &Arc<CudaStream>, ctrl: &mut CudaSlice<u64>) -> Result<u64> {
+    let groups = stream
+        .clone_dtoh(ctrl)
+        .map_err(gpu_err("reading counters"))?[0];
+    stream
+        .memcpy_htod(&[groups, 0, 0, 0], ctrl)
+        .map_err(gpu_err("resetting counters"))?;
+    Ok(groups)
+}
+
+/// Of a pair of lists, the one at `from` to read and the other to write.
+fn read_write<T>(pair: &mut [CudaSlice<T>; 2], from: usize) -> (&CudaSlice<T>, &mut CudaSlice<T>) {
+    let (a, b) = pair.split_at_mut(1);
+    if from == 0 {
+        (&a[0], &mut b[0])
+    } else {
+        (&b[0], &mut a[0])
     }
 }
 
