@@ -2,7 +2,10 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all]   (default: all)
+#   scripts/device-test.sh [tests|bench|all|profile]   (default: all; profile is not in all)
+# profile: Nsight Compute on the aggregation kernel of the points in PROFILE
+# ("log2groups:strategy ...", 2^PROFILE_ROWS_LOG2 rows, dense then scattered keys), and the SASS
+# of each kernel's source (atomics: native or CAS loops) under $OUT/profile/.
 # BENCH_ARGS adds arguments to `grouper bench gpu-sweep`; TEST_FILTER selects GPU tests.
 # DuckDB for the Q1 peer comes from wheels carried in .whl/ (see scripts/device-prepare.sh).
 set -uo pipefail
@@ -42,6 +45,28 @@ if [ -f .device/bin/grouper.xz ] && { [ "$what" = bench ] || [ "$what" = all ]; 
   # shellcheck disable=SC2086
   /tmp/grouper bench gpu-sweep --python python3 --out "$OUT/gpu-sweep.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if [ "$what" = profile ]; then
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  mkdir -p "$OUT/profile"
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for p in ${PROFILE:-0:perfect_registers 6:perfect_shared 10:perfect_shared 6:block_local 18:perfect_global}; do
+    g=${p%%:*} s=${p#*:}
+    args=(bench gpu-sweep --rows-log2 "${PROFILE_ROWS_LOG2:-26}" --min-groups-log2 "$g" --max-groups-log2 "$g"
+      --reps 1 --strategies "$s" --tpch-sf --torch-python /bin/false --out /tmp/profile.json)
+    GROUPER_DUMP_KERNEL=1 /tmp/grouper "${args[@]}" > "$OUT/profile/$g-$s.run.txt" 2> "$OUT/profile/$g-$s.cu.txt"
+    # The first source printed for this strategy is the dense one; compile it alone for its SASS.
+    awk -v s="strategy $s," '/^\/\/ grouper generated kernel/{on = !done && index($0, s) > 0; if (on) done = 1} on' \
+      "$OUT/profile/$g-$s.cu.txt" > /tmp/k.cu
+    if nvcc -cubin -arch=sm_90 -std=c++17 -o /tmp/k.cubin /tmp/k.cu 2> "$OUT/profile/$g-$s.nvcc.txt"; then
+      cuobjdump -sass /tmp/k.cubin > "$OUT/profile/$g-$s.sass.txt"
+    fi
+    [ -n "$ncu" ] && "$ncu" --clock-control none --kernel-name agg_rows --launch-count 4 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
+      /tmp/grouper "${args[@]}" > "$OUT/profile/$g-$s.ncu.txt" 2>&1
+    grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Stall" "$OUT/profile/$g-$s.ncu.txt" | head -20
+  done
 fi
 echo "device-test: exit $status"
 exit $status

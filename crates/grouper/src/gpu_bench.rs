@@ -55,6 +55,16 @@ pub struct GpuSweepArgs {
     /// Where to write the JSON result.
     #[arg(long, default_value = "bench/results/gpu-sweep.json")]
     out: PathBuf,
+    /// Only these strategies (comma-separated GPU strategy names and/or `auto`; default all),
+    /// e.g. to profile one kernel.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    strategies: Vec<String>,
+}
+
+impl GpuSweepArgs {
+    fn wants(&self, name: &str) -> bool {
+        self.strategies.is_empty() || self.strategies.iter().any(|s| s == name)
+    }
 }
 
 /// The draws `r` and the values `v`, generated in parallel from a fixed seed.
@@ -151,6 +161,10 @@ fn time_kernel(p: &mut Prepared, reps: usize, groups: usize) -> Result<(f64, f64
 }
 
 pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
+    for s in a.strategies.iter().filter(|s| *s != "auto") {
+        s.parse::<GpuStrategy>()
+            .map_err(|e| anyhow::anyhow!("--strategies: {e}"))?;
+    }
     let gpu = Gpu::get()?;
     let copy = gpu.copy_rate()?;
     println!(
@@ -211,7 +225,7 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
             let mut auto = Prepared::new(&sweep_query(keys.data_type().clone()), &[batch], &opts)?;
             let mut runs: Vec<(String, Prepared)> = Vec::new();
             for s in GpuStrategy::ALL {
-                if s == GpuStrategy::ThreadPrivate && g > 64 {
+                if !a.wants(s.name()) || (s == GpuStrategy::ThreadPrivate && g > 64) {
                     continue; // its private tables hold at most 64 groups
                 }
                 match auto.retarget(&GpuOptions {
@@ -224,9 +238,11 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
                 }
             }
             let chosen = auto.report().strategy;
-            let (auto_ms, _) = time_kernel(&mut auto, a.reps, distinct)?;
             let mut ms = serde_json::Map::new();
-            ms.insert("auto".into(), json!(auto_ms));
+            if a.wants("auto") {
+                let (auto_ms, _) = time_kernel(&mut auto, a.reps, distinct)?;
+                ms.insert("auto".into(), json!(auto_ms));
+            }
             for (name, p) in runs.iter_mut() {
                 let (k, _) = time_kernel(p, a.reps, distinct)?;
                 ms.insert(name.clone(), json!(k));
