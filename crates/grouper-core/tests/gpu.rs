@@ -356,7 +356,7 @@ proptest! {
         let (vals, aggs) = values(rows, null_pct, seed ^ 0xabc);
         let c = case(keys, vals, &aggs, slices);
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
-        let params = GpuParams { hash, threads_per_block: 128, ..Default::default() };
+        let params = GpuParams { hash, threads_per_block: Some(128), ..Default::default() };
         check_all(&c, &expected, params, 4096);
     }
 }

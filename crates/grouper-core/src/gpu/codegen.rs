@@ -37,6 +37,9 @@ pub const ERR_SPILL: u64 = 2;
 pub struct KernelSpec {
     /// Storage type of each device column (`UInt32` codes for dictionary keys), `None` if unread.
     pub columns: Vec<Option<DataType>>,
+    /// Per column, whether any row of the input is NULL. Columns without NULLs are read with no
+    /// validity-bitmap load or test (a load and several integer operations less per row).
+    pub nullable: Vec<bool>,
     /// Rows pass when this is true.
     pub filter: Option<Expr>,
     /// Per key word, the columns packed into it.
@@ -414,12 +417,16 @@ fn eval_row(spec: &KernelSpec) -> String {
     );
     for &c in &used {
         let t = spec.columns[c].clone().unwrap_or(DataType::Null);
-        let _ = writeln!(
-            s,
-            "  const unsigned char* n{c} = (const unsigned char*)C.p[{}];",
-            2 * c + 1
-        );
-        let _ = writeln!(s, "  const bool c{c}_ok = !n{c} || bit(n{c}, row);");
+        if spec.nullable.get(c).copied().unwrap_or(true) {
+            let _ = writeln!(
+                s,
+                "  const unsigned char* n{c} = (const unsigned char*)C.p[{}];",
+                2 * c + 1
+            );
+            let _ = writeln!(s, "  const bool c{c}_ok = !n{c} || bit(n{c}, row);");
+        } else {
+            let _ = writeln!(s, "  const bool c{c}_ok = true;");
+        }
         if t == DataType::Boolean {
             let _ = writeln!(
                 s,
@@ -491,7 +498,7 @@ const ROW_LOOP_HEAD: &str = r#"
       const u64 i = base + (u64)j * blockDim.x;
       ok_[j] = false;
       if (i < n) {
-        rows_[j] = list ? (u64)list[i] : i;
+        rows_[j] = LIST ? (u64)list[i] : i;
         ok_[j] = eval_row(C, rows_[j], keys_[j], ins_[j], &masks_[j], &ctrl->error);
       }
     }
@@ -532,11 +539,15 @@ const FLUSH_SLOT: &str = r#"
 "#;
 
 fn agg_kernel(spec: &KernelSpec) -> String {
+    // One body, two kernels: `agg_rows` over rows 0..n and `agg_list` over the rows a list
+    // names (the re-run after the table has grown), so the common one carries no list test.
     let mut s = format!(
         "#define ERR_SPILL {ERR_SPILL}ULL\n\
-         extern \"C\" __global__ void __launch_bounds__(THREADS) agg_rows(const ColPtrs C, const u64 n, const unsigned* __restrict__ list, \
+         #define AGG_PARAMS const ColPtrs C, const u64 n, const unsigned* __restrict__ list, \
          u64* gt, const u64 gcap, const u64 glimit, Ctrl* ctrl, unsigned* overflow, \
-         u64* spill, const u64 spill_cap, u64* priv) {{\n"
+         u64* spill, const u64 spill_cap, u64* priv\n\
+         #define AGG_ARGS C, n, list, gt, gcap, glimit, ctrl, overflow, spill, spill_cap, priv\n\
+         template <bool LIST> __device__ __forceinline__ void agg_body(AGG_PARAMS) {{\n"
     );
     let d = spec.domain;
     match spec.strategy {
@@ -641,7 +652,11 @@ fn agg_kernel(spec: &KernelSpec) -> String {
             );
         }
     }
-    s.push_str("}\n");
+    s.push_str(
+        "}\n\
+         extern \"C\" __global__ void __launch_bounds__(THREADS) agg_rows(AGG_PARAMS) { agg_body<false>(AGG_ARGS); }\n\
+         extern \"C\" __global__ void __launch_bounds__(THREADS) agg_list(AGG_PARAMS) { agg_body<true>(AGG_ARGS); }\n",
+    );
     s
 }
 
@@ -821,6 +836,8 @@ unsigned long long __brevll(unsigned long long);
         columns[7] = Some(DataType::Int16);
         KernelSpec {
             columns,
+            // Both forms of column read: with and without a validity bitmap.
+            nullable: (0..8).map(|c| c % 2 == 0).collect(),
             filter: Some(filter),
             key_words: words,
             non_null_args: vec![true; args.len()],

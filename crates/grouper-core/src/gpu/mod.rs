@@ -106,8 +106,9 @@ impl FromStr for GpuStrategy {
 pub struct GpuParams {
     /// Blocks per multiprocessor.
     pub blocks_per_sm: Option<u32>,
-    /// Threads per block (a multiple of 32, ≤ 1024).
-    pub threads_per_block: u32,
+    /// Threads per block (a multiple of 32, ≤ 1024); `None`: 256, or up to 1024 where a
+    /// shared-memory table would otherwise leave the multiprocessor part empty.
+    pub threads_per_block: Option<u32>,
     /// Rows each thread handles per loop step (memory-level parallelism).
     pub items_per_thread: u32,
     /// Fill factor of hash tables before they grow.
@@ -122,7 +123,7 @@ impl Default for GpuParams {
     fn default() -> Self {
         Self {
             blocks_per_sm: None,
-            threads_per_block: 256,
+            threads_per_block: None,
             items_per_thread: 4,
             fill_factor: 0.5,
             hash: HashFn::Murmur3,

@@ -62,11 +62,12 @@ impl GpuQuery {
             }
         }
         let p = &opts.params;
-        if !p.threads_per_block.is_multiple_of(32) || !(32..=1024).contains(&p.threads_per_block) {
-            return Err(GrouperError::InvalidOption(format!(
-                "threads per block must be a multiple of 32 in 32..=1024, got {}",
-                p.threads_per_block
-            )));
+        if let Some(t) = p.threads_per_block {
+            if !t.is_multiple_of(32) || !(32..=1024).contains(&t) {
+                return Err(GrouperError::InvalidOption(format!(
+                    "threads per block must be a multiple of 32 in 32..=1024, got {t}"
+                )));
+            }
         }
         if !(1..=16).contains(&p.items_per_thread) {
             return Err(GrouperError::InvalidOption(format!(
@@ -330,9 +331,11 @@ fn chunk_pieces(
 }
 
 /// The strategy and its sizes.
+#[derive(Debug)]
 struct Choice {
     strategy: GpuStrategy,
     reason: String,
+    threads: u32,
     copies: u32,
     local_slots: u64,
 }
@@ -342,6 +345,7 @@ pub struct Prepared {
     base: Arc<Base>,
     spec: KernelSpec,
     agg_rows: CudaFunction,
+    agg_list: CudaFunction,
     merge_entries: CudaFunction,
     init_table: CudaFunction,
     blocks: u32,
@@ -494,13 +498,14 @@ impl Prepared {
             .collect();
         let template = KernelSpec {
             columns,
+            nullable,
             filter: query.filter.clone(),
             key_words: terms,
             non_null_args,
             args: query.aggregates.iter().map(|(_, a)| a.clone()).collect(),
             layout: layout.clone(),
             strategy: GpuStrategy::Global,
-            threads: p.threads_per_block,
+            threads: p.threads_per_block.unwrap_or(256),
             items_per_thread: p.items_per_thread,
             hash: p.hash,
             domain,
@@ -572,7 +577,7 @@ impl Prepared {
         )?;
         let spec = KernelSpec {
             strategy: choice.strategy,
-            threads: p.threads_per_block,
+            threads: choice.threads,
             items_per_thread: p.items_per_thread,
             hash: p.hash,
             copies: choice.copies,
@@ -593,21 +598,26 @@ impl Prepared {
         }
         let compiled: Compiled = compile::compile(&base.gpu, &source)?;
         let agg_rows = compiled.function("agg_rows")?;
+        let agg_list = compiled.function("agg_list")?;
         if shared > 48 * 1024 {
-            agg_rows
-                .set_attribute(
+            for f in [&agg_rows, &agg_list] {
+                f.set_attribute(
                     CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     shared as i32,
                 )
                 .map_err(gpu_err("raising the shared memory limit"))?;
-        }
-        let per_sm_threads = (info.threads_per_sm / p.threads_per_block).max(1);
-        let blocks_per_sm = p.blocks_per_sm.unwrap_or(match choice.strategy {
-            GpuStrategy::ThreadPrivate => 2.min(per_sm_threads),
-            _ if shared > 0 => {
-                ((info.shared_per_sm as u64 / (shared + 1024)) as u32).clamp(1, per_sm_threads)
             }
-            _ => per_sm_threads,
+        }
+        // As many blocks as the compiled kernel keeps resident (its registers and shared
+        // memory decide, as the occupancy calculator says): one full wave, no partial one.
+        let resident = agg_rows
+            .occupancy_max_active_blocks_per_multiprocessor(spec.threads, shared as usize, None)
+            .map_err(gpu_err("reading the kernel's occupancy"))?
+            .max(1);
+        let blocks_per_sm = p.blocks_per_sm.unwrap_or(match choice.strategy {
+            // Private tables live in device memory, one per thread: fewer threads, less memory.
+            GpuStrategy::ThreadPrivate => 2.min(resident),
+            _ => resident,
         });
         let blocks = (info.sms * blocks_per_sm).max(1);
         let report = GpuReport {
@@ -620,7 +630,7 @@ impl Prepared {
             groups: 0,
             grows: 0,
             blocks,
-            threads: p.threads_per_block,
+            threads: spec.threads,
             shared_bytes: shared,
             compile_ms: compiled.compile_ms,
             cache: compiled.source,
@@ -632,6 +642,7 @@ impl Prepared {
         Ok(Prepared {
             merge_entries: compiled.function("merge_entries")?,
             init_table: compiled.function("init_table")?,
+            agg_list,
             agg_rows,
             base,
             spec,
@@ -940,7 +951,11 @@ impl Prepared {
             ((cap as f64 * self.opts.params.fill_factor) as u64).max(1)
         };
         let null = 0u64;
-        let mut b = stream.launch_builder(&self.agg_rows);
+        let mut b = stream.launch_builder(if list.is_some() {
+            &self.agg_list
+        } else {
+            &self.agg_rows
+        });
         b.arg(cols).arg(&n);
         match list {
             Some(l) => b.arg(l),
@@ -957,7 +972,7 @@ impl Prepared {
             Some(p) => b.arg(&mut p.slots),
             None => b.arg(&null),
         };
-        // SAFETY: the arguments match agg_rows's parameters in codegen (ColPtrs by value, u64
+        // SAFETY: the arguments match agg_rows's (and agg_list's) parameters in codegen (ColPtrs by value, u64
         // counts, device pointers); every pointer in `cols` addresses a live column of at least
         // `n` rows (or of the rows `list` names), and the tables hold `cap` slots.
         unsafe { b.launch(self.launch_cfg(self.spec.shared_bytes())) }
@@ -1216,52 +1231,78 @@ fn choose(
 ) -> Result<Choice> {
     let w = layout.words as u64;
     let k = key_words.max(1) as u64;
-    let threads = opts.params.threads_per_block;
     let fill = opts.params.fill_factor;
     let single = key_words <= 1;
     let smem = info.shared_per_block as u64;
-    // Half of an SM's shared memory per block keeps two blocks resident.
-    let budget = (info.shared_per_sm as u64 / 2).min(smem);
-    // Copies of a perfect table per block: as many as fit while the SM still holds a full
-    // complement of blocks (occupancy hides memory latency), else as many as fit in half an SM.
-    let full = info.shared_per_sm as u64 / (info.threads_per_sm / threads).max(1) as u64;
-    let copies_for = |bytes_per_copy: u64| -> u32 {
-        let pow2 = |b: u64| {
-            let fit = (b / bytes_per_copy.max(1)).min(threads as u64);
-            if fit == 0 {
-                0
-            } else {
-                1u32 << (63 - fit.leading_zeros())
-            }
-        };
-        match pow2(full.saturating_sub(1024)) {
-            c if c >= 8 => c,
-            _ => pow2(budget),
-        }
+    // Block sizes to consider: the user's, or 256, 512 and 1024 threads. Larger blocks share
+    // one shared-memory table among more threads, so a large table still leaves the SM full
+    // of threads (occupancy hides the input's memory latency).
+    let block_sizes: Vec<u32> = match opts.params.threads_per_block {
+        Some(t) => vec![t],
+        None => vec![256, 512, 1024],
     };
-    let registers_ok = single && domain <= 8 && domain * w <= 48;
-    let shared_copies = if single {
-        copies_for(domain.saturating_mul(8 * w))
-    } else {
-        0
+    let largest = *block_sizes.last().unwrap_or(&256);
+    // Shared bytes a block of `t` threads may use while the SM stays fully occupied (the
+    // driver reserves 1 KiB per block).
+    let at_full = |t: u32| -> u64 {
+        let blocks = (info.threads_per_sm / t).max(1) as u64;
+        (info.shared_per_sm as u64 / blocks)
+            .saturating_sub(1024)
+            .min(smem)
     };
-    let global_direct_ok = single && domain.saturating_mul(8 * w) <= info.memory_bytes / 4;
-    let block_slots = |g: u64| -> u64 {
-        let most = budget / (8 * (w + k));
-        let most = if most == 0 {
+    let pow2_floor = |x: u64| {
+        if x == 0 {
             0
         } else {
-            1u64 << (63 - most.leading_zeros())
-        };
-        pow2_at_least(((g as f64 / fill) as u64).max(64)).min(most)
+            1u64 << (63 - x.leading_zeros())
+        }
     };
+    // perfect_shared: (threads, copies). The smallest block that holds at least one copy at
+    // full occupancy, with as many interleaved copies as fit (fewer conflicts on hot slots),
+    // up to one per thread; else one copy in a block of the largest size.
+    let shared_plan = |bytes_per_copy: u64| -> (u32, u32) {
+        let bytes_per_copy = bytes_per_copy.max(1);
+        block_sizes
+            .iter()
+            .map(|&t| {
+                (
+                    t,
+                    pow2_floor((at_full(t) / bytes_per_copy).min(t as u64)) as u32,
+                )
+            })
+            .find(|&(_, c)| c > 0)
+            .unwrap_or((largest, (bytes_per_copy <= smem) as u32))
+    };
+    let registers_ok = single && domain <= 8 && domain * w <= 48;
+    let (shared_threads, shared_copies) = if single {
+        shared_plan(domain.saturating_mul(8 * w))
+    } else {
+        (largest, 0)
+    };
+    let global_direct_ok = single && domain.saturating_mul(8 * w) <= info.memory_bytes / 4;
+    // block_local: (threads, slots). The smallest block whose table holds ~groups / fill slots
+    // at full occupancy; else the largest table that keeps the SM full with the largest blocks.
+    let block_plan = |g: u64| -> (u32, u64) {
+        let want = pow2_at_least(((g as f64 / fill) as u64).max(64));
+        let bytes = 8 * (w + k);
+        block_sizes
+            .iter()
+            .find(|&&t| want * bytes <= at_full(t))
+            .map(|&t| (t, want))
+            .unwrap_or((largest, pow2_floor(at_full(largest) / bytes).min(want)))
+    };
+    let block_slots = |g: u64| block_plan(g).1;
     let private_slots = pow2_at_least(((groups as f64 / fill) as u64).clamp(16, 64));
     let pick = |strategy: GpuStrategy, reason: String| -> Result<Choice> {
-        let (copies, local_slots) = match strategy {
-            GpuStrategy::PerfectShared => (shared_copies, 0),
-            GpuStrategy::BlockLocal => (0, block_slots(groups)),
-            GpuStrategy::ThreadPrivate => (0, private_slots),
-            _ => (0, 0),
+        let default_threads = opts.params.threads_per_block.unwrap_or(256);
+        let (threads, copies, local_slots) = match strategy {
+            GpuStrategy::PerfectShared => (shared_threads, shared_copies, 0),
+            GpuStrategy::BlockLocal => {
+                let (t, slots) = block_plan(groups);
+                (t, 0, slots)
+            }
+            GpuStrategy::ThreadPrivate => (default_threads, 0, private_slots),
+            _ => (default_threads, 0, 0),
         };
         let fits = match strategy {
             GpuStrategy::PerfectRegisters => single && domain.saturating_mul(w) <= 64,
@@ -1279,6 +1320,7 @@ fn choose(
         Ok(Choice {
             strategy,
             reason,
+            threads,
             copies,
             local_slots,
         })
@@ -1292,7 +1334,7 @@ fn choose(
             format!("key domain {domain} fits registers"),
         );
     }
-    if shared_copies >= 32.min(threads) || (shared_copies > 0 && domain <= 4096) {
+    if shared_copies >= 32.min(shared_threads) || (shared_copies > 0 && domain <= 4096) {
         return pick(
             GpuStrategy::PerfectShared,
             format!("key domain {domain} fits shared memory ({shared_copies} copies per block)"),
@@ -1316,4 +1358,99 @@ fn choose(
         GpuStrategy::Global,
         format!("~{groups} groups: one hash table in device memory"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    //! The planner's sizing needs no GPU: it reads only the device's properties.
+    use super::*;
+    use crate::agg::AggKind;
+
+    /// An H100's properties, as the driver reports them.
+    fn h100() -> super::super::DeviceInfo {
+        super::super::DeviceInfo {
+            ordinal: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            compute_capability: (9, 0),
+            sms: 132,
+            l2_bytes: 50 << 20,
+            shared_per_block: 227 * 1024,
+            shared_per_sm: 228 * 1024,
+            threads_per_sm: 2048,
+            memory_bytes: 80 << 30,
+            driver_version: 13000,
+        }
+    }
+
+    fn layout(sums: usize) -> Layout {
+        let mut aggs = vec![AggregateSpec::count_star()];
+        aggs.extend((0..sums).map(|_| AggregateSpec::new(AggKind::Sum, DataType::Float64)));
+        Layout::new(&aggs).unwrap()
+    }
+
+    /// Blocks of `threads` threads with `shared` bytes each that one SM holds.
+    fn resident(info: &super::super::DeviceInfo, threads: u32, shared: u64) -> u64 {
+        (info.shared_per_sm as u64 / (shared + 1024)).min((info.threads_per_sm / threads) as u64)
+    }
+
+    #[test]
+    fn shared_tables_leave_the_multiprocessor_full() {
+        let info = h100();
+        let opts = GpuOptions::default();
+        for sums in 0..3 {
+            let layout = layout(sums);
+            let w = layout.words as u64;
+            for log in 0..=12 {
+                let domain = 1u64 << log;
+                let forced = GpuOptions {
+                    strategy: Some(GpuStrategy::PerfectShared),
+                    ..opts.clone()
+                };
+                let c = choose(&forced, &layout, 1, (domain, domain, 1 << 28), &info).unwrap();
+                let shared = 8 * w * domain * c.copies as u64;
+                assert!(c.copies >= 1 && c.copies <= c.threads, "{domain}: {c:?}");
+                if 8 * w * domain + 1024 > info.shared_per_sm as u64 / 2 {
+                    // Not even two blocks of 1024 threads hold a copy each: one large block.
+                    assert_eq!((c.threads, c.copies), (1024, 1), "{domain}");
+                    continue;
+                }
+                assert_eq!(
+                    resident(&info, c.threads, shared) * c.threads as u64,
+                    info.threads_per_sm as u64,
+                    "domain {domain}, {w} words: {c:?} leaves the SM part empty"
+                );
+                // More copies would no longer fit at full occupancy.
+                let more = 2 * shared;
+                assert!(
+                    c.copies == c.threads
+                        || resident(&info, c.threads, more) * (c.threads as u64)
+                            < info.threads_per_sm as u64,
+                    "domain {domain}: room for more copies than {c:?}"
+                );
+            }
+            let auto = choose(&opts, &layout, 1, (4096, 4096, 1 << 28), &info).unwrap();
+            assert_eq!(auto.strategy, GpuStrategy::PerfectShared, "{auto:?}");
+        }
+        // A block size the user fixed is kept: the table then costs occupancy.
+        let fixed = GpuOptions {
+            strategy: Some(GpuStrategy::PerfectShared),
+            params: GpuParams {
+                threads_per_block: Some(256),
+                ..Default::default()
+            },
+            ..opts.clone()
+        };
+        let c = choose(&fixed, &layout(1), 1, (4096, 4096, 1 << 28), &info).unwrap();
+        assert_eq!((c.threads, c.copies), (256, 1));
+        // block_local: 1024 groups at fill 0.5 need 2048 slots of 4 words (key, rows, sum,
+        // seen): 64 KiB, which only blocks of 1024 threads may take at full occupancy.
+        let forced = GpuOptions {
+            strategy: Some(GpuStrategy::BlockLocal),
+            ..opts.clone()
+        };
+        let c = choose(&forced, &layout(1), 1, (u64::MAX, 1024, 1 << 28), &info).unwrap();
+        assert_eq!((c.threads, c.local_slots), (1024, 2048));
+        let c = choose(&forced, &layout(1), 1, (u64::MAX, 64, 1 << 28), &info).unwrap();
+        assert_eq!((c.threads, c.local_slots), (256, 128));
+    }
 }

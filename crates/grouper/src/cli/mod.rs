@@ -69,9 +69,9 @@ pub struct EngineArgs {
     /// GPU: blocks per multiprocessor (default: from occupancy).
     #[arg(long)]
     pub blocks_per_sm: Option<u32>,
-    /// GPU: threads per block.
-    #[arg(long, default_value_t = 256)]
-    pub threads_per_block: u32,
+    /// GPU: threads per block (default: 256, larger for large shared-memory tables).
+    #[arg(long)]
+    pub threads_per_block: Option<u32>,
     /// GPU: rows per thread per loop step.
     #[arg(long, default_value_t = 4)]
     pub items_per_thread: u32,
