@@ -101,6 +101,12 @@ __device__ __forceinline__ i64 ford32(float v) { int b = __float_as_int(v); retu
 __device__ __forceinline__ bool bit(const unsigned char* p, u64 i) { return (p[i >> 3] >> (i & 7)) & 1; }
 
 template <bool A> __device__ __forceinline__ void op_add(u64* p, u64 v) { if (A) atomicAdd(p, v); else *p += v; }
+// Counting (+1) into a word. In a shared-memory table (S) a 64-bit atomic is a CAS loop, a
+// 32-bit one is native: count on the word's low half. Exact because a shared table lives for
+// one launch, and a launch covers fewer than 2^32 rows (chunks are at most 2^30 rows).
+template <bool A, bool S> __device__ __forceinline__ void op_cnt(u64* p) {
+  if (A && S) atomicAdd((unsigned*)p, 1u); else op_add<A>(p, 1ULL);
+}
 template <bool A> __device__ __forceinline__ void op_addf(u64* p, u64 bits) {
   double v = __longlong_as_double(bits);
   if (A) atomicAdd((double*)p, v); else *(double*)p += v;
@@ -273,7 +279,7 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
             }
         }
     };
-    let _ = writeln!(up, "  op_add<A>(w + {ROWS_WORD} * st + s, 1ULL);");
+    let _ = writeln!(up, "  op_cnt<A, S>(w + {ROWS_WORD} * st + s);");
     let _ = writeln!(
         me,
         "  if (src[ss] == 0) return;\n  op_add<A>(dst + ds, src[ss]);"
@@ -314,6 +320,14 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
                         gather.join(", ")
                     );
                 }
+                Op::AddU64 if f.input == Input::One => {
+                    let _ = writeln!(up, "    op_cnt<A, S>({at});");
+                    let _ = writeln!(
+                        me,
+                        "  {}",
+                        call(Op::AddU64, &dat, &format!("src[{} * src_st + ss]", f.word))
+                    );
+                }
                 op => {
                     let val = match f.input {
                         Input::One => "1ULL".to_string(),
@@ -337,7 +351,7 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
     }
     format!(
         "#define NIN {}\n\
-         template <bool A> __device__ __forceinline__ void update_slot(u64* w, u64 st, u64 s, const u64* in, u64 mask) {{\n{up}}}\n\
+         template <bool A, bool S = false> __device__ __forceinline__ void update_slot(u64* w, u64 st, u64 s, const u64* in, u64 mask) {{\n{up}}}\n\
          template <bool A> __device__ __forceinline__ void merge_slot(u64* dst, u64 dst_st, u64 ds, const u64* src, u64 src_st, u64 ss) {{\n{me}}}\n",
         input.max(1)
     )
@@ -573,7 +587,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
             s.push_str(ROW_LOOP_HEAD);
             let _ = writeln!(
                 s,
-                "      update_slot<{atomic}>(mine, SST, key[0] * R, in, mask);"
+                "      update_slot<{atomic}, true>(mine, SST, key[0] * R, in, mask);"
             );
             s.push_str(ROW_LOOP_TAIL);
             s.push_str(
@@ -615,7 +629,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
             let _ = writeln!(
                 s,
                 "      const i64 l = find_or_insert(lkeys, 1, SC, SC, {limit}ULL, key, &scount);\n\
-                 if (l >= 0) {{ update_slot<true>(lwords, SC, (u64)l, in, mask); continue; }}"
+                 if (l >= 0) {{ update_slot<true, true>(lwords, SC, (u64)l, in, mask); continue; }}"
             );
             s.push_str(GLOBAL_UPDATE);
             s.push_str(ROW_LOOP_TAIL);
@@ -706,6 +720,7 @@ mod tests {
 struct Dim { unsigned x, y, z; };
 static Dim threadIdx, blockIdx, blockDim, gridDim;
 unsigned long long atomicAdd(unsigned long long*, unsigned long long);
+unsigned atomicAdd(unsigned*, unsigned);
 double atomicAdd(double*, double);
 unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long);
 long long atomicMin(long long*, long long);
