@@ -154,6 +154,14 @@ fn values(
         Arc::new(Date32Array::from_iter(
             z().map(|(x, ok)| ok.then_some(x as i32 % 20000)),
         )),
+        // Beyond 64 bits either way: MIN/MAX compare both words, SUM carries between them.
+        Arc::new(
+            Decimal128Array::from_iter(
+                z().map(|(x, ok)| ok.then_some((x as i128 - 500_000) * 10i128.pow(22) + x as i128)),
+            )
+            .with_precision_and_scale(38, 4)
+            .unwrap(),
+        ),
     ];
     use AggKind::*;
     let a = |k, t: DataType, c| (AggregateSpec::new(k, t), Some(c));
