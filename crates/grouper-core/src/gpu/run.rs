@@ -972,9 +972,9 @@ impl Prepared {
             Some(p) => b.arg(&mut p.slots),
             None => b.arg(&null),
         };
-        // SAFETY: the arguments match agg_rows's (and agg_list's) parameters in codegen (ColPtrs by value, u64
-        // counts, device pointers); every pointer in `cols` addresses a live column of at least
-        // `n` rows (or of the rows `list` names), and the tables hold `cap` slots.
+        // SAFETY: the arguments match the parameters of agg_rows and agg_list in codegen (ColPtrs
+        // by value, u64 counts, device pointers); every pointer in `cols` addresses a live column
+        // of at least `n` rows (or of the rows `list` names), and the tables hold `cap` slots.
         unsafe { b.launch(self.launch_cfg(self.spec.shared_bytes())) }
             .map_err(gpu_err("launching agg_rows"))?;
         Ok(())
