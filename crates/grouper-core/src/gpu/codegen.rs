@@ -20,6 +20,7 @@ use std::fmt::Write;
 use arrow::datatypes::DataType;
 
 use super::layout::{Input, Layout, Op, ROWS_WORD};
+use super::table::fill_limit;
 use super::GpuStrategy;
 use crate::expr::cuda::{c_type, Emitter};
 use crate::expr::Expr;
@@ -615,7 +616,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
         }
         GpuStrategy::BlockLocal => {
             let sc = spec.local_slots;
-            let limit = ((sc as f64 * spec.fill_factor) as u64).max(1);
+            let limit = fill_limit(sc, spec.fill_factor);
             let _ = writeln!(
                 s,
                 "  extern __shared__ u64 sm[];\n  __shared__ u64 scount;\n  const u64 SC = {sc}ULL;\n\
@@ -639,7 +640,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
         }
         GpuStrategy::ThreadPrivate => {
             let pc = spec.local_slots;
-            let limit = ((pc as f64 * spec.fill_factor) as u64).max(1);
+            let limit = fill_limit(pc, spec.fill_factor);
             let _ = writeln!(
                 s,
                 "  const u64 T = (u64)gridDim.x * blockDim.x, tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;\n\

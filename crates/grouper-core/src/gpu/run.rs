@@ -21,7 +21,7 @@ use super::codegen::{self, KernelSpec, MAX_COLUMNS};
 use super::compile::{self, CacheHit, Compiled};
 use super::device::Gpu;
 use super::layout::{to_accumulator, Layout, ROWS_WORD};
-use super::table::{gpu_err, ColPtrs, DeviceColumn, DeviceTable, HostColumn};
+use super::table::{fill_limit, gpu_err, ColPtrs, DeviceColumn, DeviceTable, HostColumn};
 use super::wide_keys::Split;
 use super::{GpuParams, GpuStrategy};
 use crate::agg::AggregateSpec;
@@ -948,7 +948,7 @@ impl Prepared {
         let limit = if self.spec.strategy.is_perfect() {
             cap
         } else {
-            ((cap as f64 * self.opts.params.fill_factor) as u64).max(1)
+            fill_limit(cap, self.opts.params.fill_factor)
         };
         let null = 0u64;
         let mut b = stream.launch_builder(if list.is_some() {
@@ -993,7 +993,7 @@ impl Prepared {
         overflow_cap: u64,
     ) -> Result<()> {
         let dcap = dst.cap;
-        let limit = ((dcap as f64 * self.opts.params.fill_factor) as u64).max(1);
+        let limit = fill_limit(dcap, self.opts.params.fill_factor);
         let null = 0u64;
         let mut b = stream.launch_builder(&self.merge_entries);
         b.arg(&src.slots).arg(&n);

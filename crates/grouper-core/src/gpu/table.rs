@@ -9,6 +9,12 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError};
 
 use crate::error::{GrouperError, Result};
 
+/// Entries a hash table of `slots` slots may hold at fill factor `fill` (at least one): past it,
+/// rows are listed for after the table grows (global) or go on to the global table (local).
+pub(crate) fn fill_limit(slots: u64, fill: f64) -> u64 {
+    ((slots as f64 * fill) as u64).max(1)
+}
+
 /// Maps a driver error to ours, naming what failed.
 pub(crate) fn gpu_err(what: &'static str) -> impl Fn(DriverError) -> GrouperError {
     move |e| {
