@@ -55,6 +55,8 @@ pub struct Aggregation {
     overrides: Overrides,
     /// Largest domain `auto` keeps dense (memory bound of per-worker arrays).
     perfect_limit: u64,
+    /// Bytes of aggregate state per group (all aggregates), for memory accounting.
+    state_bytes: usize,
     plan: RwLock<Option<Plan>>,
 }
 
@@ -64,6 +66,8 @@ pub struct Worker {
     seen: Option<(Arc<KeyCodec>, u64)>,
     partial: Option<Partial>,
     kept: Vec<InputBatch>,
+    /// Bytes of the kept batches' slices.
+    kept_bytes: usize,
     gids: Vec<u32>,
     rows: u64,
 }
@@ -84,6 +88,7 @@ impl Aggregation {
             spec,
             overrides,
             perfect_limit,
+            state_bytes,
             plan: RwLock::new(None),
         }))
     }
@@ -95,6 +100,7 @@ impl Aggregation {
             seen: None,
             partial: None,
             kept: Vec::new(),
+            kept_bytes: 0,
             gids: Vec::new(),
             rows: 0,
         }
@@ -267,6 +273,16 @@ impl Aggregation {
 }
 
 impl Worker {
+    /// Bytes this worker holds: its groups, or the batches it keeps for `shared` and `sort`.
+    /// The DataFusion glue reserves this much from the session's memory pool.
+    pub fn memory_bytes(&self) -> usize {
+        let groups = self
+            .partial
+            .as_ref()
+            .map_or(0, |p| p.memory_bytes(self.agg.state_bytes));
+        self.kept_bytes + groups + self.gids.capacity() * 4
+    }
+
     /// Folds a batch in (or keeps it, for the strategies that need all input).
     pub fn push(&mut self, batch: &InputBatch) -> Result<()> {
         if batch.num_rows() == 0 {
@@ -284,6 +300,12 @@ impl Worker {
         self.rows += morsel.num_rows() as u64;
         let agg = Arc::clone(&self.agg);
         if !agg.plan_from(morsel)?.decision.strategy.is_streaming() {
+            self.kept_bytes += morsel
+                .keys
+                .iter()
+                .chain(morsel.args.iter().flatten())
+                .map(|a| a.to_data().get_slice_memory_size().unwrap_or(0))
+                .sum::<usize>();
             self.kept.push(morsel.clone());
             return Ok(());
         }

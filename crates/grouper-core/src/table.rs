@@ -70,7 +70,12 @@ impl LinearTable {
         self.keys.is_empty()
     }
 
-    /// The key word of each group, by group id.
+    /// Bytes the table holds (slots and keys), for memory accounting.
+    pub fn memory_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Slot>() + self.keys.capacity() * 8
+    }
+
+    /// The key word of each group, in group-id order.
     pub fn keys(&self) -> &[u64] {
         &self.keys
     }

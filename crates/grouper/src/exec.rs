@@ -22,6 +22,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -310,8 +311,14 @@ impl ExecutionPlan for GroupByExec {
         // and says why: measured end to end on host-resident input (Q1 SF 10, H100 + 16
         // cores), preparing and copying the input costs more than the CPU takes, until the
         // overlapped streaming pipeline lands; the planner will weigh this per query.
+        // `auto` with a GPU strategy asked for runs on the GPU when it can and falls back to
+        // the CPU when the GPU fails (absent, out of memory, compilation), saying why.
         let (gpu, cpu_reason) = match self.engine.backend {
             Backend::Gpu => (Some(self.gpu_query().map_err(external)?), None),
+            Backend::Auto if self.engine.gpu.strategy.is_some() => match self.gpu_query() {
+                Ok(q) => (Some(q), None),
+                Err(e) => (None, Some(format!("{e}; ran on the CPU"))),
+            },
             Backend::Auto => match self.gpu_query() {
                 Ok(_) => (
                     None,
@@ -331,30 +338,41 @@ impl ExecutionPlan for GroupByExec {
         let engine = Arc::clone(&self.engine);
         let ran = Arc::clone(&self.ran);
         let input = Arc::clone(&self.input);
+        let fallback = self.engine.backend == Backend::Auto;
         let result = async move {
-            let out = match gpu {
+            let gpu_out = match gpu {
                 Some((query, fused)) => {
                     let source = match (&plan.fused, fused) {
                         (Some(f), true) => Arc::clone(&f.source),
-                        _ => input,
+                        _ => Arc::clone(&input),
                     };
                     let batches =
                         collect(&source, &context, (!fused).then(|| Arc::clone(&plan))).await?;
                     let timer = baseline.elapsed_compute().timer();
                     let opts = engine.gpu.clone();
                     let out = tokio::task::spawn_blocking(move || {
-                        Prepared::new(&query, &batches, &opts).and_then(|mut p| p.run())
+                        Prepared::new(&query, &batches.0, &opts).and_then(|mut p| p.run())
                     })
                     .await
-                    .map_err(external)?
                     .map_err(external)?;
                     timer.done();
+                    match out {
+                        Ok(out) => Ok(out),
+                        Err(e) if fallback => Err(format!("GPU failed ({e}); ran on the CPU")),
+                        Err(e) => return Err(external(e)),
+                    }
+                }
+                None => Err(cpu_reason.unwrap_or_default()),
+            };
+            let out = match gpu_out {
+                Ok(out) => {
                     if let Ok(mut r) = ran.lock() {
                         *r = Some(Ran::Gpu(out.report.clone()));
                     }
                     (out.columns, out.num_rows)
                 }
-                None => {
+                Err(why) => {
+                    let cpu_reason = (!why.is_empty()).then_some(why);
                     let out = run_cpu(input, &plan, &engine, &context, &baseline).await?;
                     if let Ok(mut r) = ran.lock() {
                         *r = Some(Ran::Cpu(out.decision.clone(), cpu_reason));
@@ -372,7 +390,10 @@ impl ExecutionPlan for GroupByExec {
                 RecordBatch::try_new(Arc::clone(&schema), out.0)?
             };
             baseline.record_output(batch.num_rows());
-            let slices: Vec<Result<RecordBatch>> = (0..batch.num_rows().max(1))
+            // No rows, no batch: DataFusion's own aggregation emits none, and operators above
+            // may not expect an empty one (a HAVING after DataFusion's DISTINCT rewrite
+            // compares mismatched decimal types on any batch, found by difftest).
+            let slices: Vec<Result<RecordBatch>> = (0..batch.num_rows())
                 .step_by(batch_size.max(1))
                 .map(|off| Ok(batch.slice(off, batch_size.min(batch.num_rows() - off))))
                 .collect();
@@ -411,18 +432,26 @@ async fn run_cpu(
         let plan = Arc::clone(plan);
         let mut worker = agg.worker();
         let compute = baseline.elapsed_compute().clone();
+        let reservation =
+            MemoryConsumer::new(format!("GroupByExec[{p}]")).register(context.memory_pool());
         tasks.push(tokio::spawn(async move {
             while let Some(batch) = stream.next().await {
                 let batch = evaluate(&batch?, &plan)?;
                 let _timer = compute.timer();
                 worker.push(&batch).map_err(external)?;
+                reservation
+                    .try_resize(worker.memory_bytes())
+                    .map_err(over_budget)?;
             }
-            Ok::<_, DataFusionError>(worker)
+            Ok::<_, DataFusionError>((worker, reservation))
         }));
     }
     let mut workers = Vec::with_capacity(parts);
+    let mut reservations = Vec::with_capacity(parts);
     for t in tasks {
-        workers.push(t.await.map_err(external)??);
+        let (w, r) = t.await.map_err(external)??;
+        workers.push(w);
+        reservations.push(r);
     }
     let timer = baseline.elapsed_compute().timer();
     let pool = Arc::clone(&engine.pool);
@@ -431,38 +460,57 @@ async fn run_cpu(
         .map_err(external)?
         .map_err(external)?;
     timer.done();
+    drop(reservations);
     Ok(out)
 }
 
-/// Every batch of every partition of `source`; with `evaluate_for`, each batch becomes the
-/// plan's evaluated keys and arguments (the GPU's unfused input).
+/// The error for a memory reservation the session's pool refused.
+fn over_budget(e: DataFusionError) -> DataFusionError {
+    DataFusionError::ResourcesExhausted(format!(
+        "memory limit exceeded: grouper's aggregation state outgrew the session's memory budget (raise --memory-limit): {e}"
+    ))
+}
+
+/// Every batch of every partition of `source`, with the memory they hold reserved from the
+/// session's pool; with `evaluate_for`, each batch becomes the plan's evaluated keys and
+/// arguments (the GPU's unfused input).
 async fn collect(
     source: &Arc<dyn ExecutionPlan>,
     context: &Arc<TaskContext>,
     evaluate_for: Option<Arc<GroupByPlan>>,
-) -> Result<Vec<RecordBatch>> {
+) -> Result<(Vec<RecordBatch>, MemoryReservation)> {
     let parts = source.output_partitioning().partition_count();
     let mut tasks = Vec::with_capacity(parts);
     for p in 0..parts {
         let mut stream = source.execute(p, Arc::clone(context))?;
         let plan = evaluate_for.clone();
+        let reservation =
+            MemoryConsumer::new(format!("GroupByExec[{p}] (GPU input)")).register(context.memory_pool());
         tasks.push(tokio::spawn(async move {
             let mut out = Vec::new();
             while let Some(batch) = stream.next().await {
                 let batch = batch?;
-                out.push(match &plan {
+                let batch = match &plan {
                     None => batch,
                     Some(plan) => evaluated_batch(&batch, plan)?,
-                });
+                };
+                reservation
+                    .try_grow(batch.get_array_memory_size())
+                    .map_err(over_budget)?;
+                out.push(batch);
             }
-            Ok::<_, DataFusionError>(out)
+            Ok::<_, DataFusionError>((out, reservation))
         }));
     }
     let mut all = Vec::new();
+    let held = MemoryConsumer::new("GroupByExec (GPU input)").register(context.memory_pool());
     for t in tasks {
-        all.extend(t.await.map_err(external)??);
+        let (batches, r) = t.await.map_err(external)??;
+        all.extend(batches);
+        held.grow(r.size());
+        drop(r);
     }
-    Ok(all)
+    Ok((all, held))
 }
 
 /// Keys, then the arguments of aggregates that have one, as one record batch.

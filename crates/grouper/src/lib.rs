@@ -12,6 +12,7 @@
 //! [`rule::GrouperRule`] replaces DataFusion's aggregation with [`exec::GroupByExec`] wherever
 //! grouper handles every key and aggregate, and leaves the plan alone elsewhere.
 
+pub mod difftest;
 pub mod exec;
 pub mod fuse;
 pub mod rule;

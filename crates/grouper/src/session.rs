@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use grouper_core::gpu::{Gpu, GpuOptions};
@@ -70,6 +71,9 @@ pub struct GrouperConfig {
     pub gpu: GpuOptions,
     /// Worker threads (DataFusion partitions and grouper's pool); all cores when `None`.
     pub threads: Option<usize>,
+    /// Memory budget of the session in bytes: grouper's aggregation state and DataFusion's
+    /// operators (which spill where they can) draw from one pool; `None` is unbounded.
+    pub memory_limit: Option<usize>,
 }
 
 /// A `SessionContext` with grouper's defaults: the one-line adoption for DataFusion users.
@@ -98,6 +102,12 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
     let mut builder = SessionStateBuilder::new()
         .with_config(session)
         .with_default_features();
+    if let Some(limit) = config.memory_limit {
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(limit, 1.0)
+            .build_arc()?;
+        builder = builder.with_runtime_env(runtime);
+    }
     if config.backend != Backend::DataFusion {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)

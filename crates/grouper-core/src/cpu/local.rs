@@ -89,6 +89,15 @@ impl Partial {
         }
     }
 
+    /// Bytes held by the groups: the table or the direct-index arrays, and each group's
+    /// aggregate states (`state_bytes` per group), for memory accounting.
+    pub fn memory_bytes(&self, state_bytes: usize) -> usize {
+        match self {
+            Partial::Hashed { table, .. } => table.memory_bytes() + table.len() * state_bytes,
+            Partial::Dense { present, .. } => present.len() * (state_bytes + 1),
+        }
+    }
+
     /// The key word of each group with rows, in group-id order of [`Partial::rekeyed`].
     pub fn words(&self) -> Vec<u64> {
         match self {

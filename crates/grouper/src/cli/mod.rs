@@ -1,5 +1,6 @@
 //! Command-line arguments (defined once here, with their docs) and the commands.
 
+mod difftest;
 mod output;
 pub mod progress;
 mod query;
@@ -38,6 +39,8 @@ enum Command {
     Bench(crate::bench::BenchCommand),
     /// List the GPUs grouper can use, with their properties, or say why there are none.
     Devices,
+    /// Differential testing: random cases on every backend and strategy against DuckDB.
+    Difftest(difftest::DifftestArgs),
 }
 
 /// Engine options shared by every command that runs queries.
@@ -75,6 +78,37 @@ pub struct EngineArgs {
     /// GPU: rows per thread per loop step.
     #[arg(long, default_value_t = 4)]
     pub items_per_thread: u32,
+    /// Memory budget for the query, e.g. 512M or 4G: aggregation state and DataFusion's
+    /// operators share it; a query that needs more fails with a clear error (DataFusion's
+    /// sorts spill first).
+    #[arg(long, value_parser = parse_bytes)]
+    pub memory_limit: Option<usize>,
+}
+
+/// `123`, `64K`, `512M`, `4G` (powers of 1024) as bytes.
+fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("invalid size '{s}' (use e.g. 512M or 4G)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid size '{s}' (use e.g. 512M or 4G)"))?;
+    let bytes = n * mult as f64;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < usize::MAX as f64) {
+        return Err(format!("invalid size '{s}' (use e.g. 512M or 4G)"));
+    }
+    Ok(bytes as usize)
 }
 
 /// A CPU or a GPU strategy name.
@@ -111,10 +145,9 @@ impl EngineArgs {
         };
         let defaults = GpuParams::default();
         grouper::GrouperConfig {
-            backend: match (self.backend, gpu) {
-                (Backend::Auto, Some(_)) => Backend::Gpu,
-                (b, _) => b,
-            },
+            // A GPU strategy under `auto` runs on the GPU and falls back to the CPU if the GPU
+            // fails; `--backend gpu` makes a GPU failure an error.
+            backend: self.backend,
             overrides: Overrides {
                 strategy: cpu,
                 hash: self.hash,
@@ -135,6 +168,7 @@ impl EngineArgs {
                 batch_rows: self.batch_rows,
             },
             threads: self.threads,
+            memory_limit: self.memory_limit,
         }
     }
 }
@@ -229,8 +263,17 @@ pub fn run() -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // Ctrl-C ends the command at once: nothing is written by then (results are written after
+    // the query completes), and the process exits with 130 as shells expect.
+    rt.spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("error: interrupted");
+            std::process::exit(130);
+        }
+    });
     match cli.command {
         Command::Devices => devices(),
+        Command::Difftest(a) => difftest::run(a),
         Command::Query(a) => rt.block_on(query::query(a)),
         Command::Demo(a) => rt.block_on(query::demo(a)),
         Command::Gen(GenCommand::Tpch { sf, output }) => rt.block_on(query::gen_tpch(sf, &output)),

@@ -40,6 +40,22 @@ async fn register_tables(ctx: &SessionContext, tables: &[String]) -> Result<()> 
     Ok(())
 }
 
+/// DataFusion reports a path in FROM that matches no file as an unknown table; say what it is.
+fn missing_file(e: datafusion::error::DataFusionError) -> anyhow::Error {
+    let text = e.to_string();
+    let name = text
+        .split("table '")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .map(|n| n.trim_start_matches("datafusion.public."));
+    match name {
+        Some(n) if n.contains(['/', '.', '*']) && !Path::new(n).exists() => anyhow::anyhow!(
+            "no file matches '{n}' (a path or glob in FROM must name existing files)"
+        ),
+        _ => e.into(),
+    }
+}
+
 /// Times of the phases of one query.
 struct Timing {
     plan: Duration,
@@ -53,12 +69,16 @@ async fn run_sql(
     sql: &str,
 ) -> Result<(Arc<dyn ExecutionPlan>, Vec<RecordBatch>, Timing)> {
     let t0 = Instant::now();
-    let df = ctx.sql(sql).await?;
+    let df = ctx.sql(sql).await.map_err(missing_file)?;
     let plan = df.create_physical_plan().await?;
     let plan_time = t0.elapsed();
     let spinner = progress::spinner("running query");
     let t1 = Instant::now();
-    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    let mut batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    if batches.is_empty() {
+        // No rows: still a result with columns (a CSV header, a Parquet schema).
+        batches.push(RecordBatch::new_empty(plan.schema()));
+    }
     let execute = t1.elapsed();
     spinner.finish_and_clear();
     let aggregate = aggregate_time(&plan);
