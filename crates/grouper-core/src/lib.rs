@@ -14,6 +14,15 @@
 //! ```
 //!
 //! [`reference`] is a deliberately simple single-threaded executor used as the test oracle.
+//!
+//! No panics on user input: outside tests the crate denies `unwrap`, `expect` and `panic!`
+//! (clippy, in CI). Input is validated where it enters ([`InputBatch::try_new`]: lengths and
+//! types against the [`QuerySpec`]); indexing below that boundary is over group ids and row
+//! positions the engine produced itself for arrays it sized, which is its proof.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod agg;
 pub mod compare;

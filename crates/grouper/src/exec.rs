@@ -14,6 +14,7 @@
 //! On the GPU backend the partitions' batches are collected and handed to the GPU engine; when
 //! the rule could translate the filter and projections below into the IR ([`Fused`]), the
 //! batches come straight from the scan and the kernel evaluates those expressions itself.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -484,8 +485,8 @@ async fn collect(
     for p in 0..parts {
         let mut stream = source.execute(p, Arc::clone(context))?;
         let plan = evaluate_for.clone();
-        let reservation =
-            MemoryConsumer::new(format!("GroupByExec[{p}] (GPU input)")).register(context.memory_pool());
+        let reservation = MemoryConsumer::new(format!("GroupByExec[{p}] (GPU input)"))
+            .register(context.memory_pool());
         tasks.push(tokio::spawn(async move {
             let mut out = Vec::new();
             while let Some(batch) = stream.next().await {

@@ -13,6 +13,7 @@
 //! Anything that does not translate ends the walk: the fused source is then the node above it,
 //! still computed by DataFusion on the CPU. Keys must be plain source columns (their codec is
 //! planned from the column's values).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 use std::sync::Arc;
 
@@ -101,9 +102,9 @@ fn walk(plan: &Arc<dyn ExecutionPlan>) -> Chain {
             columns,
         };
     }
-    if plan.downcast_ref::<RepartitionExec>().is_some() {
+    if let Some(r) = plan.downcast_ref::<RepartitionExec>() {
         // Partitioning does not change rows: the GPU reads every partition.
-        return walk(plan.children()[0]);
+        return walk(r.input());
     }
     identity(plan)
 }

@@ -12,6 +12,13 @@
 //! [`rule::GrouperRule`] replaces DataFusion's aggregation with [`exec::GroupByExec`] wherever
 //! grouper handles every key and aggregate, and leaves the plan alone elsewhere.
 
+// No panics on user input: outside tests, no `unwrap`, `expect` or `panic!` (clippy, in CI);
+// the modules that take user input first (plans, the rule, sessions) deny indexing as well.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 pub mod difftest;
 pub mod exec;
 pub mod fuse;

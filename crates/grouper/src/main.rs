@@ -1,4 +1,14 @@
 //! The `grouper` command-line tool. Errors print as one line on stderr with exit code 2.
+//! No `unwrap`, `expect`, `panic!` or unchecked indexing outside tests (clippy, in CI).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 mod bench;
 mod cli;
@@ -54,7 +64,11 @@ fn panicked() -> anyhow::Error {
 fn one_line(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
-        let text = cause.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = cause
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         if !parts.iter().any(|p| p.contains(&text)) {
             parts.push(text);
         }

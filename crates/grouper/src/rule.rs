@@ -15,6 +15,7 @@
 //! as a partitioned join may rely on it), a `RepartitionExec` with the same partitioning is put
 //! back on top. Anything not handled (grouping sets, DISTINCT, FILTER, ordered aggregates,
 //! unsupported types, an output ordering the parents rely on) leaves DataFusion's plan as it is.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 use std::sync::Arc;
 
@@ -55,10 +56,14 @@ impl GrouperRule {
             AggregateMode::Single | AggregateMode::SinglePartitioned => top,
             AggregateMode::Final | AggregateMode::FinalPartitioned => {
                 let mut child = top.input();
-                while child.downcast_ref::<RepartitionExec>().is_some()
-                    || child.downcast_ref::<CoalescePartitionsExec>().is_some()
-                {
-                    child = child.children()[0];
+                loop {
+                    if let Some(r) = child.downcast_ref::<RepartitionExec>() {
+                        child = r.input();
+                    } else if let Some(c) = child.downcast_ref::<CoalescePartitionsExec>() {
+                        child = c.input();
+                    } else {
+                        break;
+                    }
                 }
                 match child.downcast_ref::<AggregateExec>() {
                     Some(p) if *p.mode() == AggregateMode::Partial => p,
@@ -136,7 +141,9 @@ fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
             "avg" => AggKind::Avg,
             _ => return Ok(None),
         };
-        let arg = Arc::clone(&exprs[0]);
+        let Some(arg) = exprs.first().map(Arc::clone) else {
+            return Ok(None);
+        };
         let is_non_null_literal = arg
             .downcast_ref::<Literal>()
             .is_some_and(|l| !l.value().is_null());
@@ -182,7 +189,9 @@ impl PhysicalOptimizerRule for GrouperRule {
             let Some(g) = p.downcast_ref::<GroupByExec>() else {
                 return Ok(Transformed::no(p));
             };
-            let child = g.children()[0];
+            let Some(child) = g.children().first().copied() else {
+                return Ok(Transformed::no(p));
+            };
             match child.downcast_ref::<RepartitionExec>() {
                 Some(r) if r.input().downcast_ref::<GroupByExec>().is_some() => {
                     let grandchild = Arc::clone(r.input());

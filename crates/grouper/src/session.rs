@@ -1,4 +1,5 @@
 //! Building a DataFusion `SessionContext` with grouper installed.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 use std::fmt;
 use std::str::FromStr;

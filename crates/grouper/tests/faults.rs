@@ -35,16 +35,27 @@ fn query(args: &[&str]) -> Output {
 fn fails_with(out: &Output, want: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {err}");
-    assert!(err.starts_with("error: ") && err.lines().count() == 1, "not one line: {err}");
+    assert!(
+        err.starts_with("error: ") && err.lines().count() == 1,
+        "not one line: {err}"
+    );
     assert!(err.contains(want), "expected '{want}' in: {err}");
     assert!(!err.contains("panicked"), "{err}");
-    assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 /// Asserts success with exactly `csv` on stdout.
 #[track_caller]
 fn answers(out: &Output, csv: &str) {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), csv);
 }
 
@@ -55,11 +66,23 @@ fn sql_errors_are_one_clear_line() {
     let t = format!("t={csv}");
     for (sql, want) in [
         ("SELEC k FROM t", "SQL error"),
-        ("SELECT k FROM nope", "table 'datafusion.public.nope' not found"),
+        (
+            "SELECT k FROM nope",
+            "table 'datafusion.public.nope' not found",
+        ),
         ("SELECT nope FROM t", "No field named nope"),
-        ("SELECT sum(s) FROM t", "Function 'sum' failed to match any signature"),
-        ("SELECT k, v, count(*) FROM t GROUP BY k", "must appear in the GROUP BY clause"),
-        ("SELECT k, sum(v / 0) FROM t GROUP BY k", "Divide by zero error"),
+        (
+            "SELECT sum(s) FROM t",
+            "Function 'sum' failed to match any signature",
+        ),
+        (
+            "SELECT k, v, count(*) FROM t GROUP BY k",
+            "must appear in the GROUP BY clause",
+        ),
+        (
+            "SELECT k, sum(v / 0) FROM t GROUP BY k",
+            "Divide by zero error",
+        ),
     ] {
         let out = query(&[sql, "--table", &t]);
         fails_with(&out, want);
@@ -71,12 +94,24 @@ fn sql_errors_are_one_clear_line() {
     }
     // Float division by zero is IEEE (DataFusion's semantics; DuckDB answers NULL).
     answers(
-        &query(&["SELECT k, sum(v / 0.0) AS s FROM t GROUP BY k ORDER BY k", "--table", &t, "--format", "csv"]),
+        &query(&[
+            "SELECT k, sum(v / 0.0) AS s FROM t GROUP BY k ORDER BY k",
+            "--table",
+            &t,
+            "--format",
+            "csv",
+        ]),
         "k,s\n1,inf\n2,inf\n",
     );
     // NULLIF keeps the divisor from being zero: the portable form.
     answers(
-        &query(&["SELECT k, sum(v / NULLIF(v - v, 0)) AS s FROM t GROUP BY k ORDER BY k", "--table", &t, "--format", "csv"]),
+        &query(&[
+            "SELECT k, sum(v / NULLIF(v - v, 0)) AS s FROM t GROUP BY k ORDER BY k",
+            "--table",
+            &t,
+            "--format",
+            "csv",
+        ]),
         "k,s\n1,\n2,\n",
     );
 }
@@ -85,14 +120,23 @@ fn sql_errors_are_one_clear_line() {
 fn file_errors_name_the_problem() {
     let d = dir();
     let missing = d.join("missing.parquet").display().to_string();
-    fails_with(&query(&[&format!("SELECT count(*) FROM '{missing}'")]), "no file matches");
+    fails_with(
+        &query(&[&format!("SELECT count(*) FROM '{missing}'")]),
+        "no file matches",
+    );
     let glob = format!("{}/nothing-*.parquet", d.display());
-    fails_with(&query(&[&format!("SELECT count(*) FROM '{glob}'")]), "no file matches");
+    fails_with(
+        &query(&[&format!("SELECT count(*) FROM '{glob}'")]),
+        "no file matches",
+    );
     fails_with(
         &query(&["SELECT count(*) FROM t", "--table", &format!("t={missing}")]),
         "cannot register table 't'",
     );
-    fails_with(&query(&["SELECT 1", "--table", "no-equals-sign"]), "--table expects NAME=PATH");
+    fails_with(
+        &query(&["SELECT 1", "--table", "no-equals-sign"]),
+        "--table expects NAME=PATH",
+    );
     // Parquet: a real file, then truncated (no footer) and with its footer overwritten.
     let good = d.join("good.parquet");
     let out = grouper()
@@ -103,16 +147,29 @@ fn file_errors_name_the_problem() {
     assert!(out.status.success());
     let bytes = std::fs::read(&good).unwrap();
     let trunc = write(&d, "trunc.parquet", &bytes[..bytes.len() / 2]);
-    fails_with(&query(&[&format!("SELECT k, sum(v) FROM '{trunc}' GROUP BY k")]), "Parquet error");
+    fails_with(
+        &query(&[&format!("SELECT k, sum(v) FROM '{trunc}' GROUP BY k")]),
+        "Parquet error",
+    );
     let mut corrupt = bytes.clone();
     let n = corrupt.len();
     corrupt[n - 40..n - 8].fill(0xAB);
     let corrupt = write(&d, "corrupt.parquet", &corrupt);
-    fails_with(&query(&[&format!("SELECT k, sum(v) FROM '{corrupt}' GROUP BY k")]), "Parquet error");
+    fails_with(
+        &query(&[&format!("SELECT k, sum(v) FROM '{corrupt}' GROUP BY k")]),
+        "Parquet error",
+    );
     // Found by the battery: the Parquet reader panics on this footer; the CLI turns the panic
     // into one error line.
-    let garbage = write(&d, "garbage.parquet", b"this is not parquet at all, not even close PAR1");
-    fails_with(&query(&[&format!("SELECT count(*) FROM '{garbage}'")]), "internal error");
+    let garbage = write(
+        &d,
+        "garbage.parquet",
+        b"this is not parquet at all, not even close PAR1",
+    );
+    fails_with(
+        &query(&[&format!("SELECT count(*) FROM '{garbage}'")]),
+        "internal error",
+    );
     // CSV: ragged rows and invalid UTF-8.
     let ragged = write(&d, "ragged.csv", b"k,v\n1,2\n3\n4,5\n");
     fails_with(
@@ -120,7 +177,10 @@ fn file_errors_name_the_problem() {
         "unequal lengths",
     );
     let utf8 = write(&d, "utf8.csv", b"k,v\n1,\xff\xfe\n");
-    fails_with(&query(&[&format!("SELECT v, count(*) FROM '{utf8}' GROUP BY v")]), "UTF-8");
+    fails_with(
+        &query(&[&format!("SELECT v, count(*) FROM '{utf8}' GROUP BY v")]),
+        "UTF-8",
+    );
 }
 
 #[test]
@@ -128,21 +188,39 @@ fn empty_inputs_and_all_null_columns_answer_sql_results() {
     let d = dir();
     // An empty file and a header-only CSV are empty tables: COUNT 0, no groups.
     let empty = write(&d, "empty.csv", b"");
-    answers(&query(&[&format!("SELECT count(*) AS n FROM '{empty}'"), "--format", "csv"]), "n\n0\n");
+    answers(
+        &query(&[
+            &format!("SELECT count(*) AS n FROM '{empty}'"),
+            "--format",
+            "csv",
+        ]),
+        "n\n0\n",
+    );
     let header = write(&d, "header.csv", b"k,v\n");
     answers(
-        &query(&[&format!("SELECT k, sum(CAST(v AS BIGINT)) AS s FROM '{header}' GROUP BY k"), "--format", "csv"]),
+        &query(&[
+            &format!("SELECT k, sum(CAST(v AS BIGINT)) AS s FROM '{header}' GROUP BY k"),
+            "--format",
+            "csv",
+        ]),
         "k,s\n",
     );
     answers(
-        &query(&[&format!("SELECT count(*) AS n, sum(CAST(v AS BIGINT)) AS s FROM '{header}'"), "--format", "csv"]),
+        &query(&[
+            &format!("SELECT count(*) AS n, sum(CAST(v AS BIGINT)) AS s FROM '{header}'"),
+            "--format",
+            "csv",
+        ]),
         "n,s\n0,\n",
     );
     // All-NULL value and key columns: COUNT(x) 0, SUM/MIN/MAX/AVG NULL, one NULL group. A CSV
     // column with no value at all has type Null, which SUM rejects by name; typed, it answers.
     let nulls = write(&d, "nulls.csv", b"k,v,w\n,,1\n,,2\n");
     let t = format!("t={nulls}");
-    fails_with(&query(&["SELECT sum(v) FROM t", "--table", &t]), "SUM not supported for Null");
+    fails_with(
+        &query(&["SELECT sum(v) FROM t", "--table", &t]),
+        "SUM not supported for Null",
+    );
     for strategy in ["perfect", "thread_local", "shared", "sort"] {
         answers(
             &query(&[
@@ -161,14 +239,24 @@ fn integer_sum_overflow_is_an_error_never_a_wrap() {
     let t = format!("t={csv}");
     for strategy in ["perfect", "thread_local", "shared", "sort"] {
         fails_with(
-            &query(&["SELECT k, sum(v) FROM t GROUP BY k", "--table", &t, "--strategy", strategy]),
+            &query(&[
+                "SELECT k, sum(v) FROM t GROUP BY k",
+                "--table",
+                &t,
+                "--strategy",
+                strategy,
+            ]),
             "arithmetic overflow in sum: the result does not fit Int64",
         );
     }
     // On the CPU each addition is checked in 64 bits: a running sum that leaves Int64 is an
     // error even where the final sum would fit again (the GPU accumulates in 128 bits and
     // answers). Stricter than needed, never a wrap.
-    let csv = write(&d, "o2.csv", b"k,v\n1,9223372036854775807\n1,9223372036854775807\n1,-9223372036854775807\n");
+    let csv = write(
+        &d,
+        "o2.csv",
+        b"k,v\n1,9223372036854775807\n1,9223372036854775807\n1,-9223372036854775807\n",
+    );
     fails_with(
         &query(&[&format!("SELECT k, sum(v) AS s FROM '{csv}' GROUP BY k")]),
         "arithmetic overflow in sum",
@@ -180,19 +268,39 @@ fn memory_budget_fails_clearly_and_a_large_one_answers() {
     let d = dir();
     let data = d.join("many.parquet");
     let out = grouper()
-        .args(["gen", "synthetic", "--rows", "400000", "--groups", "300000", "--key-type", "i64", "-o"])
+        .args([
+            "gen",
+            "synthetic",
+            "--rows",
+            "400000",
+            "--groups",
+            "300000",
+            "--key-type",
+            "i64",
+            "-o",
+        ])
         .arg(&data)
         .output()
         .unwrap();
     assert!(out.status.success());
-    let sql = format!("SELECT count(*) AS n FROM (SELECT k, sum(v) FROM '{}' GROUP BY k)", data.display());
+    let sql = format!(
+        "SELECT count(*) AS n FROM (SELECT k, sum(v) FROM '{}' GROUP BY k)",
+        data.display()
+    );
     for strategy in ["thread_local", "shared", "sort"] {
         let out = query(&[&sql, "--memory-limit", "2M", "--strategy", strategy]);
         fails_with(&out, "memory limit exceeded");
     }
     let out = query(&[&sql, "--memory-limit", "1G", "--format", "csv"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    fails_with(&query(&["SELECT 1", "--memory-limit", "lots"]), "invalid size 'lots'");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fails_with(
+        &query(&["SELECT 1", "--memory-limit", "lots"]),
+        "invalid size 'lots'",
+    );
 }
 
 #[test]
@@ -205,14 +313,33 @@ fn gpu_faults_without_a_gpu() {
     let csv = write(&d, "g.csv", b"k,v\n1,10\n1,20\n2,5\n");
     let t = format!("t={csv}");
     let sql = "SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k";
-    fails_with(&query(&[sql, "--table", &t, "--backend", "gpu"]), "no GPU available");
     fails_with(
-        &query(&[sql, "--table", &t, "--backend", "gpu", "--strategy", "block_local"]),
+        &query(&[sql, "--table", &t, "--backend", "gpu"]),
+        "no GPU available",
+    );
+    fails_with(
+        &query(&[
+            sql,
+            "--table",
+            &t,
+            "--backend",
+            "gpu",
+            "--strategy",
+            "block_local",
+        ]),
         "no GPU available",
     );
     // auto with a GPU strategy falls back to the CPU, and --explain says why.
     answers(
-        &query(&[sql, "--table", &t, "--strategy", "block_local", "--format", "csv"]),
+        &query(&[
+            sql,
+            "--table",
+            &t,
+            "--strategy",
+            "block_local",
+            "--format",
+            "csv",
+        ]),
         "k,s\n1,30\n2,5\n",
     );
     let out = query(&[sql, "--table", &t, "--strategy", "global", "--explain"]);
@@ -239,11 +366,17 @@ fn ctrl_c_stops_a_long_query_promptly() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(t.elapsed() < Duration::from_secs(5), "still running 5 s after Ctrl-C");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "still running 5 s after Ctrl-C"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(status.code(), Some(130), "{err}");
-    assert!(err.contains("error: interrupted") && !err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("error: interrupted") && !err.contains("panicked"),
+        "{err}"
+    );
 }

@@ -180,7 +180,7 @@ impl KeyCodec {
             let nulls = batches.iter().any(|b| b[c].logical_null_count() > 0);
             cols.push(ColumnPlan::new(t.clone(), codec, nulls));
         }
-        let codec = Self::pack(key_types, cols);
+        let codec = Self::pack(key_types, cols)?;
         if let Layout::Interned { rows, .. } = &codec.layout {
             for b in batches {
                 let r = codec.row_converter()?.convert_columns(b)?;
@@ -191,32 +191,32 @@ impl KeyCodec {
     }
 
     /// Mixed-radix layout of `cols`, or the interned layout if the domain exceeds 2^64.
-    fn pack(key_types: &[DataType], mut cols: Vec<ColumnPlan>) -> Self {
+    fn pack(key_types: &[DataType], mut cols: Vec<ColumnPlan>) -> Result<Self> {
         let mut domain: u128 = 1;
         for col in &mut cols {
             col.mult = domain.min(u64::MAX as u128) as u64;
             domain = domain.saturating_mul(col.range);
         }
         if domain <= 1u128 << 64 {
-            return Self {
+            return Ok(Self {
                 key_types: key_types.to_vec(),
                 layout: Layout::Packed(cols),
                 domain: domain.min(u64::MAX as u128) as u64,
-            };
+            });
         }
         let fields = key_types
             .iter()
             .map(|t| SortField::new(t.clone()))
             .collect();
-        Self {
+        Ok(Self {
             key_types: key_types.to_vec(),
             layout: Layout::Interned {
-                converter: Arc::new(RowConverter::new(fields).expect("supported key types")),
+                converter: Arc::new(RowConverter::new(fields)?),
                 rows: Arc::new(Dictionary::new()),
                 capacity: MIN_CAPACITY,
             },
             domain: MIN_CAPACITY,
-        }
+        })
     }
 
     fn with_interned_capacity(mut self) -> Self {
@@ -319,7 +319,7 @@ impl KeyCodec {
                     let nulls = col.nulls || array.logical_null_count() > 0;
                     grown.push(ColumnPlan::new(col.data_type.clone(), codec, nulls));
                 }
-                Ok(Self::pack(&self.key_types, grown))
+                Self::pack(&self.key_types, grown)
             }
         }
     }

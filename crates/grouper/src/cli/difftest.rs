@@ -53,7 +53,11 @@ pub fn run(a: DifftestArgs) -> Result<()> {
         "difftest: seed {}, DuckDB {}, targets: {}",
         a.seed,
         oracle.version,
-        targets.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+        targets
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let bar = super::progress::spinner("differential cases");
     let s = difftest::run_batch(&opts, &targets, &runner, &mut oracle, |s| {

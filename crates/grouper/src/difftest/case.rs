@@ -49,7 +49,12 @@ impl ColType {
     pub fn is_exact_numeric(self) -> bool {
         matches!(
             self,
-            ColType::I8 | ColType::I16 | ColType::I32 | ColType::I64 | ColType::U64 | ColType::Dec(..)
+            ColType::I8
+                | ColType::I16
+                | ColType::I32
+                | ColType::I64
+                | ColType::U64
+                | ColType::Dec(..)
         )
     }
 }
@@ -116,19 +121,24 @@ fn array(c: &Column) -> Result<ArrayRef, arrow::error::ArrowError> {
     let vals = &c.values;
     Ok(match c.ty {
         ColType::I8 => Arc::new(Int8Array::from_iter(
-            vals.iter().map(|v| int(v).and_then(|i| i8::try_from(i).ok())),
+            vals.iter()
+                .map(|v| int(v).and_then(|i| i8::try_from(i).ok())),
         )),
         ColType::I16 => Arc::new(Int16Array::from_iter(
-            vals.iter().map(|v| int(v).and_then(|i| i16::try_from(i).ok())),
+            vals.iter()
+                .map(|v| int(v).and_then(|i| i16::try_from(i).ok())),
         )),
         ColType::I32 => Arc::new(Int32Array::from_iter(
-            vals.iter().map(|v| int(v).and_then(|i| i32::try_from(i).ok())),
+            vals.iter()
+                .map(|v| int(v).and_then(|i| i32::try_from(i).ok())),
         )),
         ColType::I64 => Arc::new(Int64Array::from_iter(
-            vals.iter().map(|v| int(v).and_then(|i| i64::try_from(i).ok())),
+            vals.iter()
+                .map(|v| int(v).and_then(|i| i64::try_from(i).ok())),
         )),
         ColType::U64 => Arc::new(UInt64Array::from_iter(
-            vals.iter().map(|v| int(v).and_then(|i| u64::try_from(i).ok())),
+            vals.iter()
+                .map(|v| int(v).and_then(|i| u64::try_from(i).ok())),
         )),
         ColType::Dec(p, s) => Arc::new(
             Decimal128Array::from_iter(vals.iter().map(|v| match v {

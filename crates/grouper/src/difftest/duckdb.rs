@@ -119,14 +119,20 @@ fn decode(v: &Json) -> Result<Value> {
     if v.is_null() {
         return Ok(Value::Null);
     }
-    let obj = v.as_object().ok_or_else(|| anyhow!("oracle: bad value {v}"))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| anyhow!("oracle: bad value {v}"))?;
     let (tag, x) = obj
         .iter()
         .next()
         .ok_or_else(|| anyhow!("oracle: empty value"))?;
     let text = || x.as_str().ok_or_else(|| anyhow!("oracle: bad value {v}"));
     Ok(match tag.as_str() {
-        "i" => Value::Int(text()?.parse().map_err(|_| anyhow!("oracle: bad integer {v}"))?),
+        "i" => Value::Int(
+            text()?
+                .parse()
+                .map_err(|_| anyhow!("oracle: bad integer {v}"))?,
+        ),
         "d" => parse_decimal(text()?).map_err(|e| anyhow!(e))?,
         "f" => Value::Float(parse_float(text()?).map_err(|e| anyhow!(e))?),
         "s" => Value::Str(text()?.to_string()),

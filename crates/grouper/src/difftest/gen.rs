@@ -135,7 +135,17 @@ fn value(rng: &mut SmallRng, ty: ColType, extreme: bool) -> Value {
         ColType::F64 => Value::Float(if extreme {
             pick(
                 rng,
-                &[1e300, -1e300, 1e-300, -0.0, 0.0, f64::MAX, f64::MIN, 0.1, 3.5],
+                &[
+                    1e300,
+                    -1e300,
+                    1e-300,
+                    -0.0,
+                    0.0,
+                    f64::MAX,
+                    f64::MIN,
+                    0.1,
+                    3.5,
+                ],
             )
         } else {
             // Quarter-integers: their sums are exact in any order.
@@ -149,7 +159,20 @@ fn string(rng: &mut SmallRng, odd: bool) -> String {
     if odd {
         let s = pick(
             rng,
-            &["", " ", "a ", " a", "é", "日本語", "Ω≈ç", "A", "z", "a'b", "%", "_"],
+            &[
+                "",
+                " ",
+                "a ",
+                " a",
+                "é",
+                "日本語",
+                "Ω≈ç",
+                "A",
+                "z",
+                "a'b",
+                "%",
+                "_",
+            ],
         );
         if rng.random_bool(0.2) {
             return format!("{}{}", "long-".repeat(20), rng.random_range(0..5));
@@ -197,7 +220,11 @@ fn key_column(rng: &mut SmallRng, name: String, ty: ColType, rows: usize) -> Col
             pool[i.min(pool.len() - 1)].clone()
         };
         // Clustered: runs of one value.
-        let run = if dist == 3 { rng.random_range(1..50) } else { 1 };
+        let run = if dist == 3 {
+            rng.random_range(1..50)
+        } else {
+            1
+        };
         for _ in 0..run.min(rows - values.len()) {
             values.push(v.clone());
         }
@@ -352,10 +379,7 @@ fn aggregates(c: &Column, others: &[&Column]) -> Vec<String> {
         for o in others {
             if o.ty.is_exact_numeric() && o.small && o.name != *n {
                 out.push(format!("sum({n} + {})", o.name));
-                out.push(format!(
-                    "max(CAST({n} AS DOUBLE) / NULLIF({}, 0))",
-                    o.name
-                ));
+                out.push(format!("max(CAST({n} AS DOUBLE) / NULLIF({}, 0))", o.name));
             }
         }
     }

@@ -153,8 +153,7 @@ impl Runner {
                     .ok_or("no partitions")?;
                 let ctx = &target.ctx;
                 let _ = ctx.deregister_table("t");
-                let table =
-                    MemTable::try_new(schema, parts.to_vec()).map_err(|e| e.to_string())?;
+                let table = MemTable::try_new(schema, parts.to_vec()).map_err(|e| e.to_string())?;
                 ctx.register_table("t", Arc::new(table))
                     .map_err(|e| e.to_string())?;
                 let df = ctx.sql(sql).await.map_err(|e| e.to_string())?;
@@ -234,8 +233,7 @@ pub fn judge(query: &Query, duck: &Answer, ours: &Ours, unfiltered: Option<&Answ
                             .any(|r| r.iter().zip(types).any(|(v, t)| !v.fits(t)))
                     })
                 };
-                let unfit = unfit_in(want)
-                    || matches!(unfiltered, Some(Ok(all)) if unfit_in(all));
+                let unfit = unfit_in(want) || matches!(unfiltered, Some(Ok(all)) if unfit_in(all));
                 return if unfit {
                     Verdict::StricterOverflow
                 } else {
@@ -248,7 +246,10 @@ pub fn judge(query: &Query, duck: &Answer, ours: &Ours, unfiltered: Option<&Answ
                 let reason: String = e.chars().take(120).collect();
                 return Verdict::Skip(reason);
             }
-            Verdict::Mismatch(format!("grouper raised ({e}); DuckDB answered {} rows", want.len()))
+            Verdict::Mismatch(format!(
+                "grouper raised ({e}); DuckDB answered {} rows",
+                want.len()
+            ))
         }
         (Ok(want), Ok(got)) => compare_rows(want, got, query.ordered()),
     }
@@ -269,7 +270,12 @@ fn compare_rows(want: &[Vec<Value>], got: &[Vec<Value>], ordered: bool) -> Verdi
     }
     for (i, (a, b)) in w.iter().zip(&g).enumerate() {
         if a.len() != b.len() || a.iter().zip(b).any(|(x, y)| !x.agrees(y)) {
-            let show = |r: &[Value]| r.iter().map(Value::to_string).collect::<Vec<_>>().join(", ");
+            let show = |r: &[Value]| {
+                r.iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             return Verdict::Mismatch(format!(
                 "row {i}: DuckDB [{}], grouper [{}]",
                 show(a),
@@ -374,10 +380,16 @@ pub fn run_case<T: std::borrow::Borrow<Target>>(
         }
         if let (Verdict::Mismatch(m), false) = (&v, t.name == BASELINE) {
             if baseline.is_none() {
-                let base = targets.iter().map(|t| t.borrow()).find(|t| t.name == BASELINE);
+                let base = targets
+                    .iter()
+                    .map(|t| t.borrow())
+                    .find(|t| t.name == BASELINE);
                 baseline = base.map(|b| runner.run(b, &parts, &sql));
             }
-            if baseline.as_ref().is_some_and(|b| same_outcome(&case.query, b, &ours)) {
+            if baseline
+                .as_ref()
+                .is_some_and(|b| same_outcome(&case.query, b, &ours))
+            {
                 v = Verdict::Shared(m.clone());
             }
         }

@@ -81,8 +81,8 @@ pub fn load_all(dir: &Path) -> Result<Vec<(PathBuf, Regression)>> {
     paths
         .into_iter()
         .map(|p| {
-            let text =
-                std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+            let text = std::fs::read_to_string(&p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
             let r = serde_json::from_str(&text)
                 .with_context(|| format!("{} is not a regression file", p.display()))?;
             Ok((p, r))

@@ -218,7 +218,8 @@ fn exact_cmp(a: i128, sa: i8, b: i128, sb: i8) -> Ordering {
     match (rescale(a, sa, s), rescale(b, sb, s)) {
         (Some(x), Some(y)) => x.cmp(&y),
         // Out of i128 range at the common scale: compare as floats (never equal then).
-        _ => (a as f64 / 10f64.powi(i32::from(sa))).total_cmp(&(b as f64 / 10f64.powi(i32::from(sb)))),
+        _ => (a as f64 / 10f64.powi(i32::from(sa)))
+            .total_cmp(&(b as f64 / 10f64.powi(i32::from(sb)))),
     }
 }
 
@@ -284,7 +285,9 @@ mod tests {
         assert!(!Value::Null.agrees(&Value::Int(0)));
         assert_eq!(parse_decimal("-0.050"), Ok(Value::Dec(-50, 3)));
         assert_eq!(Value::Dec(-50, 3).to_string(), "-0.050");
-        assert!(Value::Int(i64::MAX as i128 + 1).fits(&DataType::Int64).eq(&false));
+        assert!(Value::Int(i64::MAX as i128 + 1)
+            .fits(&DataType::Int64)
+            .eq(&false));
         assert!(Value::Dec(99_999, 2).fits(&DataType::Decimal128(5, 2)));
         assert!(!Value::Dec(100_000, 2).fits(&DataType::Decimal128(5, 2)));
     }
