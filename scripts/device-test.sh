@@ -2,7 +2,12 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile]   (default: all; profile is not in all)
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults]
+#   (default: all = tests and bench; profile, difftest and faults run when named)
+# difftest: `grouper difftest` against DuckDB on every CPU and GPU target for DIFFTEST_MINUTES
+# (default 6), JSON and shrunk mismatches under $OUT. faults: the GPU fault battery through the
+# CLI (out of GPU memory with the memory taken by torch, injected NVRTC failure): `--backend gpu`
+# must fail with one clear line, `auto` with a GPU strategy must fall back and answer right.
 # profile: Nsight Compute on the aggregation kernel of the points in PROFILE
 # ("log2groups:strategy ...", 2^PROFILE_ROWS_LOG2 rows, dense then scattered keys), and the SASS
 # of each kernel's source (atomics: native or CAS loops) under $OUT/profile/.
@@ -69,6 +74,58 @@ if [ "$what" = profile ]; then
   done
   # A device call brings back at most 8 files: one archive.
   tar -C "$OUT" -czf "$OUT/profile.tgz" profile && rm -rf "$OUT/profile"
+fi
+if [ "$what" = difftest ] || [ "$what" = faults ]; then
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+fi
+if [ "$what" = difftest ]; then
+  /tmp/grouper difftest --python python3 --seed "${DIFFTEST_SEED:-7}" --minutes "${DIFFTEST_MINUTES:-6}" \
+    --save "$OUT/difftest-cases" --json "$OUT/difftest-gpu.json" 2>&1 | tail -60 | tee "$OUT/difftest.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  [ -d "$OUT/difftest-cases" ] && tar -C "$OUT" -czf "$OUT/difftest-cases.tgz" difftest-cases && rm -rf "$OUT/difftest-cases"
+fi
+if [ "$what" = faults ]; then
+  f="$OUT/faults.log"
+  printf 'k,v\n1,10\n1,20\n2,5\n' > /tmp/g.csv
+  sql="SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k"
+  want=$'k,s\n1,30\n2,5'
+  check() { # name, expected exit code, glob pattern the output must contain
+    local name=$1 code=$2 pat=$3 out rc
+    out=$(cat /tmp/fault.out); rc=$(cat /tmp/fault.rc)
+    # shellcheck disable=SC2053
+    if [ "$rc" = "$code" ] && [[ $out == *$pat* ]] && [[ $out != *panicked* ]]; then
+      echo "ok   $name" | tee -a "$f"
+    else
+      echo "FAIL $name (exit $rc): $out" | tee -a "$f"; status=1
+    fi
+  }
+  run() { "$@" > /tmp/fault.out 2>&1; echo $? > /tmp/fault.rc; }
+  run /tmp/grouper query "$sql" --table t=/tmp/g.csv --backend gpu --format csv
+  check "gpu backend answers" 0 "$want"
+  GROUPER_INJECT_NVRTC_FAILURE=1 GROUPER_CACHE_DIR=/tmp/nvrtc-empty run /tmp/grouper query "$sql" --table t=/tmp/g.csv --backend gpu
+  check "NVRTC failure, --backend gpu: clear error" 2 "error: *kernel compilation failed"
+  GROUPER_INJECT_NVRTC_FAILURE=1 GROUPER_CACHE_DIR=/tmp/nvrtc-empty run /tmp/grouper query "$sql" --table t=/tmp/g.csv --strategy global --format csv
+  check "NVRTC failure, auto: CPU answer" 0 "$want"
+  GROUPER_INJECT_NVRTC_FAILURE=1 GROUPER_CACHE_DIR=/tmp/nvrtc-empty run /tmp/grouper query "$sql" --table t=/tmp/g.csv --strategy global --explain
+  check "NVRTC failure, auto: explain says why" 0 "backend=cpu (GPU failed"
+  /tmp/grouper gen synthetic --rows 150000000 --groups 1000 -o /tmp/big.parquet > /dev/null 2>&1
+  # Out of GPU memory for real: torch holds all but 1 GiB (room for a CUDA context) while
+  # grouper runs a query whose key column alone needs 1.2 GB.
+  python3 - <<'PY' &
+import time, torch
+free, _ = torch.cuda.mem_get_info()
+hold = torch.empty(free - (1 << 30), dtype=torch.uint8, device="cuda")
+open("/tmp/held", "w").write(str(hold.numel()))
+time.sleep(120)
+PY
+  holder=$!
+  for _ in $(seq 60); do [ -f /tmp/held ] && break; sleep 1; done
+  big="SELECT k, count(*) AS n FROM '/tmp/big.parquet' GROUP BY k"
+  run /tmp/grouper query "$big" --backend gpu --resident
+  check "GPU out of memory, --backend gpu: clear error" 2 "error: *out of GPU memory"
+  run /tmp/grouper query "SELECT count(*) AS groups, sum(n) AS n FROM ($big)" --strategy perfect_global --resident --format csv
+  check "GPU out of memory, auto: CPU answer" 0 $'groups,n\n1000,150000000'
+  kill $holder 2>/dev/null; wait $holder 2>/dev/null; rm -f /tmp/held
 fi
 echo "device-test: exit $status"
 exit $status
