@@ -26,7 +26,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::execution_plan::{reset_plan_states, Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -341,6 +341,7 @@ impl ExecutionPlan for GroupByExec {
         let input = Arc::clone(&self.input);
         let fallback = self.engine.backend == Backend::Auto;
         let result = async move {
+            let attempted = gpu.is_some();
             let gpu_out = match gpu {
                 Some((query, fused)) => {
                     let source = match (&plan.fused, fused) {
@@ -374,6 +375,13 @@ impl ExecutionPlan for GroupByExec {
                 }
                 Err(why) => {
                     let cpu_reason = (!why.is_empty()).then_some(why);
+                    // A failed GPU attempt consumed the input once (a repartition's channels
+                    // do not replay): run the CPU on a fresh copy of the input plan.
+                    let input = if attempted {
+                        reset_plan_states(input)?
+                    } else {
+                        input
+                    };
                     let out = run_cpu(input, &plan, &engine, &context, &baseline).await?;
                     if let Ok(mut r) = ran.lock() {
                         *r = Some(Ran::Cpu(out.decision.clone(), cpu_reason));

@@ -1,5 +1,7 @@
-//! `SUM(x)`: state = (running sum, seen-a-value flag). Integers and decimals use checked addition
-//! so that an overflow is an error, never a wrapped result; doubles add as IEEE does.
+//! `SUM(x)`: state = (running sum, seen-a-value flag). 64-bit integers accumulate exactly in 128
+//! bits ([`SumWide`]), so the total does not depend on the order of additions (threads, atomics,
+//! the GPU) and only a final total outside the result type is an overflow; decimals add with
+//! checked 128-bit addition; doubles add as IEEE does. An overflow is an error, never a wrap.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -54,9 +56,9 @@ pub struct Sum<T: ArrowPrimitiveType> {
 }
 
 /// SUM of Int64 (the type DataFusion casts every signed integer to).
-pub type SumI64 = Sum<Int64Type>;
+pub type SumI64 = SumWide<Int64Type>;
 /// SUM of UInt64 (the type DataFusion casts every unsigned integer to).
-pub type SumU64 = Sum<UInt64Type>;
+pub type SumU64 = SumWide<UInt64Type>;
 /// SUM of Float64.
 pub type SumF64 = Sum<Float64Type>;
 /// SUM of Decimal128, exact in 128 bits.
@@ -134,6 +136,94 @@ where
     }
 }
 
+/// `SUM` of a 64-bit integer type in a 128-bit state: exact whatever the order of additions
+/// (2^64 additions of 64-bit values cannot leave 128 bits); the total narrows to the result
+/// type at the end, where a total that does not fit is the overflow error.
+#[derive(Debug, Clone)]
+pub struct SumWide<T: ArrowPrimitiveType> {
+    output_type: DataType,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: ArrowPrimitiveType> SumWide<T>
+where
+    T::Native: Into<i128> + TryFrom<i128>,
+{
+    /// A SUM producing `output_type`.
+    pub fn new(output_type: DataType) -> Self {
+        Self {
+            output_type,
+            _t: PhantomData,
+        }
+    }
+
+    /// Scalar update: adds one value.
+    #[inline(always)]
+    pub fn update(&self, state: &mut SumState<i128>, value: T::Native) -> Result<()> {
+        state.sum = state
+            .sum
+            .checked_add(value.into())
+            .ok_or_else(|| self.overflow())?;
+        state.seen = true;
+        Ok(())
+    }
+
+    fn overflow(&self) -> GrouperError {
+        GrouperError::Overflow {
+            aggregate: "sum",
+            data_type: self.output_type.clone(),
+        }
+    }
+}
+
+impl<T: ArrowPrimitiveType> Aggregate for SumWide<T>
+where
+    T::Native: Into<i128> + TryFrom<i128>,
+{
+    type State = SumState<i128>;
+
+    fn init(&self) -> Self::State {
+        SumState::default()
+    }
+
+    fn update_batch(
+        &self,
+        states: &mut [Self::State],
+        gids: &[u32],
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let array = downcast_input::<PrimitiveArray<T>>(input, "sum")?;
+        let values = array.values();
+        for_each_valid(array.nulls(), gids, |g, row| {
+            self.update(&mut states[g], values[row])
+        })
+    }
+
+    fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
+        if other.seen {
+            state.sum = state
+                .sum
+                .checked_add(other.sum)
+                .ok_or_else(|| self.overflow())?;
+            state.seen = true;
+        }
+        Ok(())
+    }
+
+    fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
+        let values = states
+            .into_iter()
+            .map(|s| {
+                s.seen
+                    .then(|| T::Native::try_from(s.sum).map_err(|_| self.overflow()))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let array: PrimitiveArray<T> = values.into_iter().collect();
+        Ok(Arc::new(array.with_data_type(self.output_type.clone())))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,19 +243,27 @@ mod tests {
     }
 
     #[test]
-    fn integer_overflow_is_an_error() {
+    fn integer_overflow_is_an_error_of_the_total_only() {
         let sum = SumI64::new(DataType::Int64);
-        let mut states = vec![sum.init()];
-        let input: ArrayRef = Arc::new(Int64Array::from(vec![i64::MAX, 1]));
-        let err = sum
-            .update_batch(&mut states, &[0, 0], Some(&input))
-            .unwrap_err();
+        let mut states = vec![sum.init(); 2];
+        // Group 0 leaves Int64 on the way and comes back; group 1 ends outside it.
+        let input: ArrayRef = Arc::new(Int64Array::from(vec![
+            i64::MAX,
+            i64::MAX,
+            -i64::MAX,
+            i64::MAX,
+            1,
+        ]));
+        sum.update_batch(&mut states, &[0, 0, 0, 1, 1], Some(&input))
+            .unwrap();
+        let err = sum.finalize(states.clone()).unwrap_err();
         assert!(matches!(err, GrouperError::Overflow { .. }), "{err}");
-        // merge overflows the same way
-        let mut a = SumState {
-            sum: i64::MAX,
-            seen: true,
-        };
-        assert!(sum.merge(&mut a, &SumState { sum: 1, seen: true }).is_err());
+        let out = sum.finalize(vec![states[0]]).unwrap();
+        let out = out.as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(out.value(0), i64::MAX);
+        // merge keeps the exact total too
+        let mut a = states[0];
+        sum.merge(&mut a, &SumState { sum: 1, seen: true }).unwrap();
+        assert!(sum.finalize(vec![a]).is_err());
     }
 }

@@ -338,8 +338,8 @@ pub fn to_accumulator(agg: &AggLayout, cols: &[Vec<u64>]) -> Result<Box<dyn Grou
         (AggKind::Sum, DataType::Int64) => {
             let states = (0..n)
                 .map(|g| {
-                    let v = wide_to_i128(&wide(0, g)).unwrap_or(i128::MAX);
-                    let sum = i64::try_from(v).map_err(|_| overflow(spec))?;
+                    // The exact total; finalize narrows it to Int64 (or reports overflow).
+                    let sum = wide_to_i128(&wide(0, g)).ok_or_else(|| overflow(spec))?;
                     Ok(SumState {
                         sum,
                         seen: seen(1, g),
@@ -356,7 +356,7 @@ pub fn to_accumulator(agg: &AggLayout, cols: &[Vec<u64>]) -> Result<Box<dyn Grou
                         return Err(overflow(spec));
                     }
                     Ok(SumState {
-                        sum: w[0],
+                        sum: i128::from(w[0]),
                         seen: seen(1, g),
                     })
                 })

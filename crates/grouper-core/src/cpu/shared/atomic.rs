@@ -178,13 +178,14 @@ impl AtomicAccumulator for WideSum {
                     .collect();
                 Box::new(Groups::from_states(AvgDecimal::new(*s, &output)?, states))
             }
+            // 64-bit integer sums keep the exact 128-bit total; finalize narrows it.
             (_, Some(DataType::Int64)) => Box::new(Groups::from_states(
                 SumI64::new(output),
                 narrow(&totals, overflow)?,
             )),
             (_, Some(DataType::UInt64)) => Box::new(Groups::from_states(
                 SumU64::new(output),
-                narrow(&totals, overflow)?,
+                narrow::<i128>(&totals, overflow)?,
             )),
             _ => Box::new(Groups::from_states(
                 SumDecimal::new(output),
