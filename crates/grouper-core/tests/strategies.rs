@@ -434,6 +434,40 @@ fn integer_sum_overflow_is_an_error_in_every_strategy() {
     }
 }
 
+/// Found by the operator fuzz target: `shared` (exact 128-bit atomics) answered where the other
+/// strategies raised, because their 64-bit running sum left Int64 on the way. Every strategy now
+/// sums exactly and only a total outside Int64 is an overflow.
+#[test]
+fn a_running_sum_that_leaves_int64_and_returns_is_exact_in_every_strategy() {
+    let spec = QuerySpec {
+        key_types: vec![DataType::Int32],
+        aggregates: vec![AggregateSpec::new(AggKind::Sum, DataType::Int64)],
+    };
+    let keys: ArrayRef = Arc::new(Int32Array::from(vec![1, 1, 1, 2, 2]));
+    let vals: ArrayRef = Arc::new(Int64Array::from(vec![
+        i64::MAX,
+        i64::MAX,
+        -i64::MAX,
+        i64::MIN,
+        i64::MAX,
+    ]));
+    let input = vec![InputBatch::try_new(&spec, vec![keys], vec![Some(vals)], 5).unwrap()];
+    let expected = reference::aggregate(&spec, &input).unwrap();
+    let sums = expected[1].as_any().downcast_ref::<Int64Array>().unwrap();
+    assert_eq!((sums.value(0), sums.value(1)), (i64::MAX, -1));
+    for strategy in Strategy::ALL {
+        for initial_groups in [None, Some(1)] {
+            let opts = Overrides {
+                strategy: Some(strategy),
+                initial_groups,
+                ..Default::default()
+            };
+            let got = aggregate(&spec, &input, &opts).unwrap();
+            same_groups(&expected, &got.columns, 1).unwrap_or_else(|e| panic!("{strategy}: {e}"));
+        }
+    }
+}
+
 #[test]
 fn forced_perfect_on_a_wide_domain_fails_clearly() {
     let (spec, input) = build(100, 100, &[KeyKind::U64Wide], Dist::Uniform, 0, 5, 1);
