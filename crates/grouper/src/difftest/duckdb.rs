@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{anyhow, bail, Context, Result};
 use datafusion::parquet::arrow::ArrowWriter;
@@ -40,7 +41,13 @@ impl Oracle {
             .with_context(|| format!("cannot start {} {}", python.display(), script.display()))?;
         let stdin = child.stdin.take().context("oracle without stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("oracle without stdout")?);
-        let dir = std::env::temp_dir().join(format!("grouper-difftest-{}", std::process::id()));
+        // One directory per oracle: several may run in one process (parallel tests).
+        static ORACLES: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "grouper-difftest-{}-{}",
+            std::process::id(),
+            ORACLES.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&dir)?;
         let mut oracle = Self {
             child,
