@@ -360,11 +360,13 @@ impl ExecutionPlan for GroupByExec {
                     timer.done();
                     match out {
                         Ok(out) => Ok(out),
-                        Err(e) if fallback => Err(format!("GPU failed ({e}); ran on the CPU")),
+                        Err(e) if fallback => {
+                            Err(Some(format!("GPU failed ({e}); ran on the CPU")))
+                        }
                         Err(e) => return Err(external(e)),
                     }
                 }
-                None => Err(cpu_reason.unwrap_or_default()),
+                None => Err(cpu_reason),
             };
             let out = match gpu_out {
                 Ok(out) => {
@@ -373,8 +375,7 @@ impl ExecutionPlan for GroupByExec {
                     }
                     (out.columns, out.num_rows)
                 }
-                Err(why) => {
-                    let cpu_reason = (!why.is_empty()).then_some(why);
+                Err(cpu_reason) => {
                     // A failed GPU attempt consumed the input once (a repartition's channels
                     // do not replay): run the CPU on a fresh copy of the input plan.
                     let input = if attempted {
@@ -487,7 +488,7 @@ async fn collect(
     source: &Arc<dyn ExecutionPlan>,
     context: &Arc<TaskContext>,
     evaluate_for: Option<Arc<GroupByPlan>>,
-) -> Result<(Vec<RecordBatch>, MemoryReservation)> {
+) -> Result<(Vec<RecordBatch>, Vec<MemoryReservation>)> {
     let parts = source.output_partitioning().partition_count();
     let mut tasks = Vec::with_capacity(parts);
     for p in 0..parts {
@@ -512,12 +513,11 @@ async fn collect(
         }));
     }
     let mut all = Vec::new();
-    let held = MemoryConsumer::new("GroupByExec (GPU input)").register(context.memory_pool());
+    let mut held = Vec::with_capacity(parts);
     for t in tasks {
         let (batches, r) = t.await.map_err(external)??;
         all.extend(batches);
-        held.grow(r.size());
-        drop(r);
+        held.push(r);
     }
     Ok((all, held))
 }

@@ -1,5 +1,5 @@
 //! `SUM(x)`: state = (running sum, seen-a-value flag). 64-bit integers accumulate exactly in 128
-//! bits ([`SumWide`]), so the total does not depend on the order of additions (threads, atomics,
+//! bits ([`SumNative::Acc`]), so the total does not depend on the order of additions (threads, atomics,
 //! the GPU) and only a final total outside the result type is an overflow; decimals add with
 //! checked 128-bit addition; doubles add as IEEE does. An overflow is an error, never a wrap.
 
@@ -14,18 +14,36 @@ use arrow::datatypes::{
 use super::{downcast_input, for_each_valid, Aggregate};
 use crate::error::{GrouperError, Result};
 
-/// Addition that reports overflow for the exact types and never fails for floats.
+/// How a native type sums: in which accumulator, with what addition, and back again. 64-bit
+/// integers accumulate in `i128` (exact whatever the order of additions: 2^64 additions of
+/// 64-bit values cannot leave 128 bits), decimals in `i128` with checked addition, floats as
+/// IEEE adds.
 pub trait SumNative: Copy + Default + Send + Sync + 'static {
-    /// `self + other`, or `None` on overflow.
-    fn add_checked(self, other: Self) -> Option<Self>;
+    /// The running sum's type.
+    type Acc: Copy + Default + Send + Sync + std::fmt::Debug + PartialEq + 'static;
+    /// A value as an accumulator.
+    fn widen(self) -> Self::Acc;
+    /// `a + b`, or `None` on overflow.
+    fn add_checked(a: Self::Acc, b: Self::Acc) -> Option<Self::Acc>;
+    /// The total in the native type, or `None` when it does not fit.
+    fn narrow(acc: Self::Acc) -> Option<Self>;
 }
 
 macro_rules! exact_sum_native {
     ($($t:ty),*) => {$(
         impl SumNative for $t {
+            type Acc = i128;
             #[inline(always)]
-            fn add_checked(self, other: Self) -> Option<Self> {
-                self.checked_add(other)
+            fn widen(self) -> i128 {
+                self.into()
+            }
+            #[inline(always)]
+            fn add_checked(a: i128, b: i128) -> Option<i128> {
+                a.checked_add(b)
+            }
+            #[inline(always)]
+            fn narrow(acc: i128) -> Option<Self> {
+                Self::try_from(acc).ok()
             }
         }
     )*};
@@ -33,9 +51,18 @@ macro_rules! exact_sum_native {
 exact_sum_native!(i64, u64, i128);
 
 impl SumNative for f64 {
+    type Acc = f64;
     #[inline(always)]
-    fn add_checked(self, other: Self) -> Option<Self> {
-        Some(self + other)
+    fn widen(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn add_checked(a: f64, b: f64) -> Option<f64> {
+        Some(a + b)
+    }
+    #[inline(always)]
+    fn narrow(acc: f64) -> Option<f64> {
+        Some(acc)
     }
 }
 
@@ -55,10 +82,10 @@ pub struct Sum<T: ArrowPrimitiveType> {
     _t: PhantomData<fn() -> T>,
 }
 
-/// SUM of Int64 (the type DataFusion casts every signed integer to).
-pub type SumI64 = SumWide<Int64Type>;
-/// SUM of UInt64 (the type DataFusion casts every unsigned integer to).
-pub type SumU64 = SumWide<UInt64Type>;
+/// SUM of Int64 (the type DataFusion casts every signed integer to), exact in 128 bits.
+pub type SumI64 = Sum<Int64Type>;
+/// SUM of UInt64 (the type DataFusion casts every unsigned integer to), exact in 128 bits.
+pub type SumU64 = Sum<UInt64Type>;
 /// SUM of Float64.
 pub type SumF64 = Sum<Float64Type>;
 /// SUM of Decimal128, exact in 128 bits.
@@ -78,13 +105,23 @@ impl<T: ArrowPrimitiveType> Sum<T>
 where
     T::Native: SumNative,
 {
-    /// Scalar update: adds one value, failing on overflow.
+    /// Scalar update: adds one value, failing on overflow of the accumulator.
     #[inline(always)]
-    pub fn update(&self, state: &mut SumState<T::Native>, value: T::Native) -> Result<()> {
-        state.sum = state
-            .sum
-            .add_checked(value)
-            .ok_or_else(|| self.overflow())?;
+    pub fn update(
+        &self,
+        state: &mut SumState<<T::Native as SumNative>::Acc>,
+        value: T::Native,
+    ) -> Result<()> {
+        self.add(state, value.widen())
+    }
+
+    #[inline(always)]
+    fn add(
+        &self,
+        state: &mut SumState<<T::Native as SumNative>::Acc>,
+        value: <T::Native as SumNative>::Acc,
+    ) -> Result<()> {
+        state.sum = T::Native::add_checked(state.sum, value).ok_or_else(|| self.overflow())?;
         state.seen = true;
         Ok(())
     }
@@ -101,7 +138,7 @@ impl<T: ArrowPrimitiveType> Aggregate for Sum<T>
 where
     T::Native: SumNative,
 {
-    type State = SumState<T::Native>;
+    type State = SumState<<T::Native as SumNative>::Acc>;
 
     fn init(&self) -> Self::State {
         SumState::default()
@@ -122,100 +159,18 @@ where
 
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
         if other.seen {
-            self.update(state, other.sum)?;
+            self.add(state, other.sum)?;
         }
         Ok(())
     }
 
-    fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
-        let array: PrimitiveArray<T> = states
-            .into_iter()
-            .map(|s| s.seen.then_some(s.sum))
-            .collect();
-        Ok(Arc::new(array.with_data_type(self.output_type.clone())))
-    }
-}
-
-/// `SUM` of a 64-bit integer type in a 128-bit state: exact whatever the order of additions
-/// (2^64 additions of 64-bit values cannot leave 128 bits); the total narrows to the result
-/// type at the end, where a total that does not fit is the overflow error.
-#[derive(Debug, Clone)]
-pub struct SumWide<T: ArrowPrimitiveType> {
-    output_type: DataType,
-    _t: PhantomData<fn() -> T>,
-}
-
-impl<T: ArrowPrimitiveType> SumWide<T>
-where
-    T::Native: Into<i128> + TryFrom<i128>,
-{
-    /// A SUM producing `output_type`.
-    pub fn new(output_type: DataType) -> Self {
-        Self {
-            output_type,
-            _t: PhantomData,
-        }
-    }
-
-    /// Scalar update: adds one value.
-    #[inline(always)]
-    pub fn update(&self, state: &mut SumState<i128>, value: T::Native) -> Result<()> {
-        state.sum = state
-            .sum
-            .checked_add(value.into())
-            .ok_or_else(|| self.overflow())?;
-        state.seen = true;
-        Ok(())
-    }
-
-    fn overflow(&self) -> GrouperError {
-        GrouperError::Overflow {
-            aggregate: "sum",
-            data_type: self.output_type.clone(),
-        }
-    }
-}
-
-impl<T: ArrowPrimitiveType> Aggregate for SumWide<T>
-where
-    T::Native: Into<i128> + TryFrom<i128>,
-{
-    type State = SumState<i128>;
-
-    fn init(&self) -> Self::State {
-        SumState::default()
-    }
-
-    fn update_batch(
-        &self,
-        states: &mut [Self::State],
-        gids: &[u32],
-        input: Option<&ArrayRef>,
-    ) -> Result<()> {
-        let array = downcast_input::<PrimitiveArray<T>>(input, "sum")?;
-        let values = array.values();
-        for_each_valid(array.nulls(), gids, |g, row| {
-            self.update(&mut states[g], values[row])
-        })
-    }
-
-    fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
-        if other.seen {
-            state.sum = state
-                .sum
-                .checked_add(other.sum)
-                .ok_or_else(|| self.overflow())?;
-            state.seen = true;
-        }
-        Ok(())
-    }
-
+    /// Narrows each total to the result type; a total that does not fit is the overflow.
     fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
         let values = states
             .into_iter()
             .map(|s| {
                 s.seen
-                    .then(|| T::Native::try_from(s.sum).map_err(|_| self.overflow()))
+                    .then(|| T::Native::narrow(s.sum).ok_or_else(|| self.overflow()))
                     .transpose()
             })
             .collect::<Result<Vec<_>>>()?;

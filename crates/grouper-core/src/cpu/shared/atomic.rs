@@ -156,20 +156,13 @@ impl AtomicAccumulator for WideSum {
                 ((hi << 64) | lo, self.count[g].load(Relaxed))
             })
             .collect();
-        /// Narrows exact totals to the SUM's native type, failing on overflow.
-        fn narrow<N: TryFrom<i128>>(
-            totals: &[(i128, i64)],
-            overflow: GrouperError,
-        ) -> Result<Vec<SumState<N>>> {
-            let mut out = Vec::with_capacity(totals.len());
-            for &(t, c) in totals {
-                match N::try_from(t) {
-                    Ok(sum) => out.push(SumState { sum, seen: c > 0 }),
-                    Err(_) => return Err(overflow),
-                }
-            }
-            Ok(out)
-        }
+        // SUM states are the exact 128-bit totals; finalize narrows them to the result type.
+        let sums = || {
+            totals
+                .iter()
+                .map(|&(sum, c)| SumState { sum, seen: c > 0 })
+                .collect()
+        };
         Ok(match (&self.spec.kind, &self.spec.input_type) {
             (AggKind::Avg, Some(DataType::Decimal128(_, s))) => {
                 let states = totals
@@ -178,19 +171,13 @@ impl AtomicAccumulator for WideSum {
                     .collect();
                 Box::new(Groups::from_states(AvgDecimal::new(*s, &output)?, states))
             }
-            // 64-bit integer sums keep the exact 128-bit total; finalize narrows it.
-            (_, Some(DataType::Int64)) => Box::new(Groups::from_states(
-                SumI64::new(output),
-                narrow(&totals, overflow)?,
-            )),
-            (_, Some(DataType::UInt64)) => Box::new(Groups::from_states(
-                SumU64::new(output),
-                narrow::<i128>(&totals, overflow)?,
-            )),
-            _ => Box::new(Groups::from_states(
-                SumDecimal::new(output),
-                narrow(&totals, overflow)?,
-            )),
+            (_, Some(DataType::Int64)) => {
+                Box::new(Groups::from_states(SumI64::new(output), sums()))
+            }
+            (_, Some(DataType::UInt64)) => {
+                Box::new(Groups::from_states(SumU64::new(output), sums()))
+            }
+            _ => Box::new(Groups::from_states(SumDecimal::new(output), sums())),
         })
     }
 }
