@@ -55,6 +55,8 @@ pub struct Aggregation {
     overrides: Overrides,
     /// Largest domain `auto` keeps dense (memory bound of per-worker arrays).
     perfect_limit: u64,
+    /// Largest domain a requested `perfect` keeps dense (type bound and a larger memory bound).
+    forced_perfect_limit: u64,
     /// Bytes of aggregate state per group (all aggregates), for memory accounting.
     state_bytes: usize,
     plan: RwLock<Option<Plan>>,
@@ -83,11 +85,18 @@ impl Aggregation {
             .iter()
             .map(|a| a.state_bytes())
             .sum();
-        let perfect_limit = planner::perfect_limit(state_bytes, rayon::current_num_threads());
+        let threads = rayon::current_num_threads();
+        let perfect_limit = planner::perfect_limit(state_bytes, threads);
+        let forced_perfect_limit = dense::MAX_DOMAIN.min(planner::direct_index_limit(
+            state_bytes,
+            threads,
+            planner::FORCED_PERFECT_BUDGET_BYTES,
+        ));
         Ok(Arc::new(Self {
             spec,
             overrides,
             perfect_limit,
+            forced_perfect_limit,
             state_bytes,
             plan: RwLock::new(None),
         }))
@@ -130,6 +139,16 @@ impl Aggregation {
         let decision = planner::choose(estimate, &self.overrides, self.perfect_limit)?;
         if decision.strategy == Strategy::Perfect {
             dense::check_domain(codec.domain())?;
+            if self.overrides.strategy == Some(Strategy::Perfect)
+                && codec.domain() > self.forced_perfect_limit
+            {
+                return Err(GrouperError::InvalidOption(format!(
+                    "strategy perfect needs a key domain whose direct-index arrays fit {} GiB over all threads (at most {} values for this query's aggregates); this query's keys span {}",
+                    planner::FORCED_PERFECT_BUDGET_BYTES >> 30,
+                    self.forced_perfect_limit,
+                    codec.domain()
+                )));
+            }
         }
         let plan = Plan {
             codec: Arc::new(codec),
@@ -157,7 +176,7 @@ impl Aggregation {
     /// when `perfect` was requested.
     fn dense_limit(&self) -> u64 {
         match self.overrides.strategy {
-            Some(Strategy::Perfect) => dense::MAX_DOMAIN,
+            Some(Strategy::Perfect) => self.forced_perfect_limit,
             _ => self.perfect_limit,
         }
     }

@@ -33,11 +33,21 @@ pub const PERFECT_MAX_DOMAIN: u64 = 1 << 23;
 /// Memory all threads' direct-index arrays may take together.
 pub const PERFECT_BUDGET_BYTES: u64 = 1 << 30;
 
+/// Memory all threads' direct-index arrays may take together when `perfect` is requested: far
+/// above `auto`'s budget, but a bound, so that a forced `perfect` over a wide domain with many
+/// aggregates fails clearly instead of exhausting the machine.
+pub const FORCED_PERFECT_BUDGET_BYTES: u64 = 8 << 30;
+
 /// The largest domain `auto` indexes directly, for `state_bytes` of state per group and
 /// `threads` workers.
 pub fn perfect_limit(state_bytes: usize, threads: usize) -> u64 {
+    direct_index_limit(state_bytes, threads, PERFECT_BUDGET_BYTES).min(PERFECT_MAX_DOMAIN)
+}
+
+/// The largest domain whose per-thread direct-index arrays fit `budget` bytes together.
+pub fn direct_index_limit(state_bytes: usize, threads: usize, budget: u64) -> u64 {
     let per_group = (state_bytes as u64 + 1) * threads.max(1) as u64; // +1: the presence flag
-    (PERFECT_BUDGET_BYTES / per_group).min(PERFECT_MAX_DOMAIN)
+    budget / per_group
 }
 
 /// Rows sampled for the group-count estimate.
