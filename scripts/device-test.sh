@@ -2,8 +2,10 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults]
-#   (default: all = tests and bench; profile, difftest and faults run when named)
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1]
+#   (default: all = tests and bench; profile, difftest, faults and q1 run when named)
+# q1: `grouper bench q1` (TPC-H Q1 from host RAM in every transfer mode, hybrid, CPU, DuckDB;
+# Q1_ARGS adds arguments, e.g. --sf 10), JSON at $OUT/q1.json.
 # difftest: `grouper difftest` against DuckDB on every CPU and GPU target for DIFFTEST_MINUTES
 # (default 6), JSON and shrunk mismatches under $OUT. faults: the GPU fault battery through the
 # CLI (out of GPU memory with the memory taken by torch, injected NVRTC failure): `--backend gpu`
@@ -75,6 +77,13 @@ if [ "$what" = profile ]; then
   # A device call brings back at most 8 files: one archive.
   tar -C "$OUT" -czf "$OUT/profile.tgz" profile && rm -rf "$OUT/profile"
 fi
+if [ "$what" = q1 ]; then
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  /tmp/grouper demo --backend hybrid --explain 2>&1 | grep -o "GroupByExec.*" | tee "$OUT/hybrid-explain.txt"
+  # shellcheck disable=SC2086
+  /tmp/grouper bench q1 --python python3 --out "$OUT/q1.json" ${Q1_ARGS:-} 2>&1 | tee "$OUT/q1.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
 if [ "$what" = difftest ] || [ "$what" = faults ]; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
 fi
@@ -121,9 +130,10 @@ PY
   holder=$!
   for _ in $(seq 60); do [ -f /tmp/held ] && break; sleep 1; done
   big="SELECT k, count(*) AS n FROM '/tmp/big.parquet' GROUP BY k"
-  run /tmp/grouper query "$big" --backend gpu --resident
+  # Raw: compressed, the key column would fit (10 bits a row).
+  run /tmp/grouper query "$big" --backend gpu --resident --transfer raw
   check "GPU out of memory, --backend gpu: clear error" 2 "error: *out of GPU memory"
-  run /tmp/grouper query "SELECT count(*) AS groups, sum(n) AS n FROM ($big)" --strategy perfect_global --resident --format csv
+  run /tmp/grouper query "SELECT count(*) AS groups, sum(n) AS n FROM ($big)" --strategy perfect_global --resident --transfer raw --format csv
   check "GPU out of memory, auto: CPU answer" 0 $'groups,n\n1000,150000000'
   kill $holder 2>/dev/null; wait $holder 2>/dev/null; rm -f /tmp/held
 fi

@@ -24,6 +24,7 @@ use crate::cpu::{self, dense, finalize_chunk_aggs, new_accumulators, Chunk, Stra
 use crate::error::{GrouperError, Result};
 use crate::input::{morsels, InputBatch, QuerySpec};
 use crate::keys::KeyCodec;
+use crate::partial::PartialGroups;
 use crate::planner::{self, Decision, Overrides};
 use crate::table::check_fill_factor;
 
@@ -48,6 +49,9 @@ struct Plan {
     version: u64,
     decision: Decision,
 }
+
+/// The workers' groups merged: result chunks, their key codec, the planner's decision.
+type Merged = (Vec<Chunk>, Arc<KeyCodec>, Decision);
 
 /// One running query.
 pub struct Aggregation {
@@ -183,8 +187,42 @@ impl Aggregation {
 
     /// Merges the workers' groups and produces the result.
     pub fn finish(&self, workers: Vec<Worker>) -> Result<AggregateOutput> {
+        match self.merged(workers)? {
+            Some((chunks, codec, decision)) => self.assemble(chunks, &codec, decision),
+            None => self.empty(None),
+        }
+    }
+
+    /// Merges the workers' groups without finalizing them (to be merged with other partial
+    /// results, e.g. the GPU's in co-processing), and the planner's decision.
+    pub fn finish_partial(
+        &self,
+        workers: Vec<Worker>,
+    ) -> Result<(PartialGroups, Option<Decision>)> {
+        match self.merged(workers)? {
+            Some((chunks, codec, decision)) => Ok((
+                PartialGroups::from_chunks(
+                    chunks,
+                    &codec,
+                    &self.spec.key_types,
+                    new_accumulators(&self.spec)?,
+                )?,
+                Some(decision),
+            )),
+            None => {
+                let mut accs = new_accumulators(&self.spec)?;
+                let len = usize::from(self.spec.key_types.is_empty());
+                accs.iter_mut().for_each(|a| a.resize(len));
+                let keys = self.spec.key_types.iter().map(new_empty_array).collect();
+                Ok((PartialGroups { keys, accs, len }, None))
+            }
+        }
+    }
+
+    /// The workers' groups merged: result chunks, their codec, the decision (`None`: no input).
+    fn merged(&self, workers: Vec<Worker>) -> Result<Option<Merged>> {
         let Some(plan) = self.current() else {
-            return self.empty(None);
+            return Ok(None);
         };
         let rows: u64 = workers.iter().map(|w| w.rows).sum();
         let mut decision = plan.decision.clone();
@@ -233,7 +271,7 @@ impl Aggregation {
                 cpu::run_buffered(decision.strategy, &self.spec, &morsels, &words, &params)?;
             (chunks, Arc::new(codec))
         };
-        self.assemble(chunks, &codec, decision)
+        Ok(Some((chunks, codec, decision)))
     }
 
     /// Decodes and finalizes chunks into the result columns.

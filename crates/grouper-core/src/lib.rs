@@ -34,6 +34,7 @@ pub mod gpu;
 pub mod hash;
 pub mod input;
 pub mod keys;
+pub mod partial;
 pub mod planner;
 pub mod reference;
 mod strings;

@@ -281,16 +281,35 @@ fn run_gpu(
     }
 }
 
-/// Every strategy (and auto), resident and batched alternately, against `expected`.
+/// The ways chunks reach the kernel: (resident, compress, zero_copy).
+const TRANSFERS: [(bool, bool, bool); 6] = [
+    (true, true, false),
+    (false, true, false),
+    (false, false, false),
+    (false, true, true),
+    (false, false, true),
+    (true, false, false),
+];
+
+fn transfer(i: usize) -> GpuOptions {
+    let (resident, compress, zero_copy) = TRANSFERS[i % TRANSFERS.len()];
+    GpuOptions {
+        resident,
+        compress,
+        zero_copy,
+        ..Default::default()
+    }
+}
+
+/// Every strategy (and auto), each with another transfer mode, against `expected`.
 fn check_all(c: &Case, expected: &[ArrayRef], params: GpuParams, batch_rows: usize) {
     let strategies = std::iter::once(None).chain(GpuStrategy::ALL.into_iter().map(Some));
     let mut ran = 0;
     for (i, s) in strategies.enumerate() {
         let opts = GpuOptions {
             params,
-            resident: i % 2 == 0,
             batch_rows,
-            ..Default::default()
+            ..transfer(i)
         };
         let Some(actual) = run_gpu(&c.query, &c.batches, s, opts) else {
             continue;
@@ -410,6 +429,63 @@ fn tiny_tables_trap_grow_and_resume() {
             let again = p.run().unwrap();
             same_groups(&expected, &again.columns, 2)
                 .unwrap_or_else(|e| panic!("{s} (rerun): {e}"));
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn streams_inputs_many_times_the_memory_limit() {
+    if !have_gpu() {
+        return;
+    }
+    // 4M rows of 64-bit keys and six value columns (about 190 MB as they are) through a 24 MiB
+    // device budget: dozens of chunks, the table kept on the GPU across them.
+    let rows = 1 << 22;
+    let limit = 24u64 << 20;
+    for (groups, strategy) in [(4u64, None), (3000, Some(GpuStrategy::Global))] {
+        let keys = keyed(&[KeyKind::I64], rows, groups, 1, false, true, groups);
+        let (vals, aggs) = values(rows, 1, 11);
+        let c = case(keys, vals, &aggs, 7);
+        let cpu = grouper_core::aggregate(&c.spec, &c.reference, &Default::default()).unwrap();
+        for i in 1..5 {
+            let opts = GpuOptions {
+                strategy,
+                memory_limit: Some(limit),
+                ..transfer(i)
+            };
+            let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+            let out = p
+                .run()
+                .unwrap_or_else(|e| panic!("{}: {e}", opts.transfer()));
+            let r = &out.report;
+            assert!(
+                r.chunks >= 8
+                    && (r.chunks as f64) * (r.batch_rows as f64) * r.sent_bytes_per_row
+                        > 4.0 * limit as f64,
+                "{}: {} chunks of {} rows, {} B/row",
+                r.transfer,
+                r.chunks,
+                r.batch_rows,
+                r.sent_bytes_per_row
+            );
+            same_groups(&cpu.columns, &out.columns, 1)
+                .unwrap_or_else(|e| panic!("{} {strategy:?}: {e}", r.transfer));
+            if opts.compress {
+                assert!(r.sent_bytes_per_row < r.raw_bytes_per_row, "{r:?}");
+            }
+        }
+        // Resident, the whole input must fit: a clear error.
+        let opts = GpuOptions {
+            resident: true,
+            compress: false,
+            memory_limit: Some(limit),
+            ..Default::default()
+        };
+        match Prepared::new(&c.query, &c.batches, &opts) {
+            Err(GrouperError::Gpu(m)) => assert!(m.contains("memory limit"), "{m}"),
+            Err(e) => panic!("resident over the limit: {e}"),
+            Ok(_) => panic!("resident over the limit was accepted"),
         }
     }
 }

@@ -31,6 +31,9 @@ pub enum BenchCommand {
     CpuSweep(SweepArgs),
     /// GPU strategies on resident data vs the copy rate and PyTorch; Q1 on the GPU vs DuckDB.
     GpuSweep(crate::gpu_bench::GpuSweepArgs),
+    /// TPC-H Q1 from host RAM (SF 10, 100): every GPU transfer mode, hybrid, CPU and DuckDB;
+    /// the streaming rate against the pinned host-to-device bandwidth.
+    Q1(crate::q1_bench::Q1Args),
 }
 
 #[derive(Args, Debug)]
@@ -65,6 +68,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::CpuSweep(a) => cpu_sweep(a).await,
         BenchCommand::GpuSweep(a) => crate::gpu_bench::gpu_sweep(a).await,
+        BenchCommand::Q1(a) => crate::q1_bench::q1(a).await,
     }
 }
 
@@ -147,47 +151,105 @@ pub(crate) fn duckdb(
     reps: usize,
     sqls: &[&str],
 ) -> Result<Option<(String, Vec<f64>)>> {
+    Ok(
+        duckdb_parts(python, &[batches.to_vec()], table, threads, reps, sqls)?
+            .map(|d| (d.version, d.ms)),
+    )
+}
+
+/// What DuckDB did: its version, each query's median ms and result rows (as strings).
+pub(crate) struct DuckRun {
+    pub version: String,
+    pub ms: Vec<f64>,
+    pub rows: Vec<Vec<Vec<String>>>,
+}
+
+/// Runs DuckDB on `parts` (one Parquet file each, written in parallel, loaded into memory).
+pub(crate) fn duckdb_parts(
+    python: &PathBuf,
+    parts: &[Vec<arrow::array::RecordBatch>],
+    table: &str,
+    threads: usize,
+    reps: usize,
+    sqls: &[&str],
+) -> Result<Option<DuckRun>> {
+    use rayon::prelude::*;
     // A bare name ("python3") is looked up on PATH by Command; a path must exist.
     if python.components().count() > 1 && !python.exists() {
         return Ok(None);
     }
-    let path = std::env::temp_dir().join(format!("grouper-bench-{}.parquet", std::process::id()));
-    {
-        let file = std::fs::File::create(&path)?;
-        let Some(first) = batches.first() else {
+    let dir = std::env::temp_dir().join(format!("grouper-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let written = parts
+        .par_iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(i, p)| -> Result<()> {
+            let file = std::fs::File::create(dir.join(format!("part-{i}.parquet")))?;
+            let Some(first) = p.first() else {
+                return Ok(());
+            };
+            let mut w = ArrowWriter::try_new(file, first.schema(), None)?;
+            for b in p {
+                w.write(b)?;
+            }
+            w.close()?;
+            Ok(())
+        })
+        .collect::<Result<Vec<()>>>();
+    let run = written.and_then(|files| {
+        if files.is_empty() {
             return Ok(None);
-        };
-        let mut w = ArrowWriter::try_new(file, first.schema(), None)?;
-        for b in batches {
-            w.write(b)?;
         }
-        w.close()?;
-    }
-    let out = Command::new(python)
-        .arg("bench/duckdb_runner.py")
-        .arg(&path)
-        .arg(table)
-        .arg(threads.to_string())
-        .arg(reps.to_string())
-        .args(sqls)
-        .output()
-        .context("cannot run the DuckDB runner")?;
-    let _ = std::fs::remove_file(&path);
-    if !out.status.success() {
-        bail!(
-            "DuckDB runner failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let v: Value = serde_json::from_slice(&out.stdout)?;
-    let times = v["results"]
-        .as_array()
-        .map(|r| r.iter().filter_map(|x| x["median_ms"].as_f64()).collect())
-        .unwrap_or_default();
-    Ok(Some((
-        v["version"].as_str().unwrap_or("?").to_string(),
-        times,
-    )))
+        let out = Command::new(python)
+            .arg("bench/duckdb_runner.py")
+            .arg(dir.join("*.parquet"))
+            .arg(table)
+            .arg(threads.to_string())
+            .arg(reps.to_string())
+            .args(sqls)
+            .output()
+            .context("cannot run the DuckDB runner")?;
+        if !out.status.success() {
+            bail!(
+                "DuckDB runner failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let v: Value = serde_json::from_slice(&out.stdout)?;
+        let results = v["results"].as_array().cloned().unwrap_or_default();
+        let rows = results
+            .iter()
+            .map(|r| {
+                r["rows"]
+                    .as_array()
+                    .map(|rows| {
+                        rows.iter()
+                            .map(|row| {
+                                row.as_array()
+                                    .map(|c| {
+                                        c.iter()
+                                            .map(|x| x.as_str().unwrap_or("").to_string())
+                                            .collect()
+                                    })
+                                    .unwrap_or_default()
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
+        Ok(Some(DuckRun {
+            version: v["version"].as_str().unwrap_or("?").to_string(),
+            ms: results
+                .iter()
+                .filter_map(|x| x["median_ms"].as_f64())
+                .collect(),
+            rows,
+        }))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    run
 }
 
 /// TPC-H lineitem at `sf` in `threads` partitions, only the columns Q1 reads, and its schema.

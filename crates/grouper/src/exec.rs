@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
@@ -39,7 +39,10 @@ use grouper_core::gpu::{Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
 use grouper_core::planner::{Decision, Overrides};
 use grouper_core::{InputBatch, QuerySpec};
 
+use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
+
 use crate::fuse::Fused;
+use crate::hybrid::{ChunkQueue, QueueSourceExec};
 use crate::session::Backend;
 
 /// The expressions of one aggregate's argument: `None` for `COUNT(*)`.
@@ -80,6 +83,8 @@ pub struct Engine {
 enum Ran {
     Cpu(Option<Decision>, Option<String>),
     Gpu(GpuReport),
+    /// Co-processing: the GPU's report, the CPU's (rows, chunks) and decision, all chunks.
+    Hybrid(GpuReport, (u64, usize), Option<Decision>, usize),
 }
 
 /// grouper's `GROUP BY` operator inside a DataFusion plan.
@@ -128,7 +133,7 @@ impl GroupByExec {
     /// The CPU planner's decision from the last execution, if it ran on the CPU.
     pub fn last_decision(&self) -> Option<Decision> {
         match self.ran.lock().ok()?.clone()? {
-            Ran::Cpu(d, _) => d,
+            Ran::Cpu(d, _) | Ran::Hybrid(_, _, d, _) => d,
             Ran::Gpu(_) => None,
         }
     }
@@ -136,7 +141,7 @@ impl GroupByExec {
     /// The GPU report of the last execution, if it ran on the GPU.
     pub fn last_gpu_report(&self) -> Option<GpuReport> {
         match self.ran.lock().ok()?.clone()? {
-            Ran::Gpu(r) => Some(r),
+            Ran::Gpu(r) | Ran::Hybrid(r, ..) => Some(r),
             Ran::Cpu(..) => None,
         }
     }
@@ -236,10 +241,23 @@ impl DisplayAs for GroupByExec {
         match self.ran.lock().ok().and_then(|r| r.clone()) {
             Some(Ran::Gpu(r)) => write!(
                 f,
-                ", backend=gpu ({}), strategy={} ({}), fused={}, key_words={}, est_groups={}, groups={}, grows={}, grid={}x{}, shared={}B, compile={:.1}ms ({:?}), upload={:.1}ms, kernels={:.2}ms, gpu_total={:.1}ms",
-                r.device, r.strategy, r.reason, self.plan.fused.is_some() && r.rows > 0, r.key_words, r.est_groups, r.groups,
-                r.grows, r.blocks, r.threads, r.shared_bytes, r.compile_ms, r.cache, r.upload_ms, r.kernel_ms, r.total_ms
+                ", backend=gpu, {}",
+                gpu_summary(&r, self.plan.fused.is_some())
             ),
+            Some(Ran::Hybrid(r, (cpu_rows, cpu_chunks), d, chunks)) => {
+                let total = (r.rows_run + cpu_rows).max(1) as f64;
+                write!(
+                    f,
+                    ", backend=hybrid (split: GPU {} rows in {} chunks = {:.1}%, CPU {} rows in {} chunks = {:.1}%), gpu: {}",
+                    r.rows_run, chunks - cpu_chunks, 100.0 * r.rows_run as f64 / total,
+                    cpu_rows, cpu_chunks, 100.0 * cpu_rows as f64 / total,
+                    gpu_summary(&r, true)
+                )?;
+                match d {
+                    Some(d) => write!(f, ", cpu: {d}"),
+                    None => Ok(()),
+                }
+            }
             Some(Ran::Cpu(d, why)) => {
                 write!(f, ", backend=cpu")?;
                 if let Some(w) = why {
@@ -253,6 +271,28 @@ impl DisplayAs for GroupByExec {
             None => write!(f, ", backend={}", self.engine.backend),
         }
     }
+}
+
+/// Rows from which `auto` co-processes an in-memory table (see `execute`).
+pub const HYBRID_MIN_ROWS: usize = 1 << 24;
+
+/// Rows of `source` when it is an in-memory table.
+fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
+    let ds = source.downcast_ref::<DataSourceExec>()?;
+    let mem =
+        (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<MemorySourceConfig>()?;
+    Some(mem.partitions().iter().flatten().map(|b| b.num_rows()).sum())
+}
+
+/// What the GPU did, for `--explain`.
+fn gpu_summary(r: &GpuReport, fused: bool) -> String {
+    format!(
+        "device={}, strategy={} ({}), fused={}, key_words={}, est_groups={}, groups={}, grows={}, grid={}x{}, shared={}B, compile={:.1}ms ({:?}), transfer={} ({} chunks of {} rows, {:.2} B/row before, {:.2} B/row sent: [{}]), prepare={:.1}ms{}, upload={:.1}ms, kernels={:.2}ms, gpu_total={:.1}ms",
+        r.device, r.strategy, r.reason, fused && r.rows > 0, r.key_words, r.est_groups, r.groups,
+        r.grows, r.blocks, r.threads, r.shared_bytes, r.compile_ms, r.cache, r.transfer, r.chunks, r.batch_rows,
+        r.raw_bytes_per_row, r.sent_bytes_per_row, r.encodings.join(", "), r.prepare_ms,
+        if r.cached { " (cached)" } else { "" }, r.upload_ms, r.kernel_ms, r.total_ms
+    )
 }
 
 impl ExecutionPlan for GroupByExec {
@@ -308,26 +348,40 @@ impl ExecutionPlan for GroupByExec {
                 "GroupByExec has one partition, asked for {partition}"
             )));
         }
-        // Backend: the GPU when asked for (its absence is an error). `auto` stays on the CPU
-        // and says why: measured end to end on host-resident input (Q1 SF 10, H100 + 16
-        // cores), preparing and copying the input costs more than the CPU takes, until the
-        // overlapped streaming pipeline lands; the planner will weigh this per query.
-        // `auto` with a GPU strategy asked for runs on the GPU when it can and falls back to
-        // the CPU when the GPU fails (absent, out of memory, compilation), saying why.
+        // Backend: the GPU when asked for (its absence is an error); hybrid likewise. `auto`
+        // co-processes (hybrid) a query the GPU fuses over an in-memory table of at least
+        // HYBRID_MIN_ROWS rows, where the GPU's share outruns its set-up (compile, encode; the
+        // encoded input is cached for the next query), and otherwise stays on the CPU, saying
+        // why. A GPU failure under `auto` falls back to the CPU. `auto` with a GPU strategy
+        // asked for runs on the GPU when it can, with the same fallback.
+        let mut hybrid = self.engine.backend == Backend::Hybrid;
         let (gpu, cpu_reason) = match self.engine.backend {
-            Backend::Gpu => (Some(self.gpu_query().map_err(external)?), None),
+            Backend::Gpu | Backend::Hybrid => (Some(self.gpu_query().map_err(external)?), None),
             Backend::Auto if self.engine.gpu.strategy.is_some() => match self.gpu_query() {
                 Ok(q) => (Some(q), None),
                 Err(e) => (None, Some(format!("{e}; ran on the CPU"))),
             },
             Backend::Auto => match self.gpu_query() {
-                Ok(_) => (
-                    None,
-                    Some(format!(
-                        "GPU {} available; host-resident input is faster on the CPU for now: use --backend gpu",
-                        Gpu::get().map(|g| g.info.name.clone()).unwrap_or_default()
-                    )),
-                ),
+                Ok(q) => {
+                    let rows = match (&self.plan.fused, q.1) {
+                        (Some(f), true) => in_memory_rows(&f.source),
+                        _ => None,
+                    };
+                    match rows {
+                        Some(r) if r >= HYBRID_MIN_ROWS => {
+                            hybrid = true;
+                            (Some(q), None)
+                        }
+                        _ => (
+                            None,
+                            Some(format!(
+                                "GPU {} available; co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows (input: {})",
+                                Gpu::get().map(|g| g.info.name.clone()).unwrap_or_default(),
+                                rows.map_or("not an in-memory table".to_string(), |r| format!("{r} rows"))
+                            )),
+                        ),
+                    }
+                }
                 Err(e) => (None, Some(e.to_string())),
             },
             _ => (None, None),
@@ -343,6 +397,15 @@ impl ExecutionPlan for GroupByExec {
         let result = async move {
             let attempted = gpu.is_some();
             let gpu_out = match gpu {
+                Some((query, true)) if hybrid => {
+                    match run_hybrid(query, &input, &plan, &engine, &context, &baseline).await {
+                        Ok(out) => Ok(out),
+                        Err(e) if fallback => {
+                            Err(Some(format!("co-processing failed ({e}); ran on the CPU")))
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some((query, fused)) => {
                     let source = match (&plan.fused, fused) {
                         (Some(f), true) => Arc::clone(&f.source),
@@ -351,7 +414,11 @@ impl ExecutionPlan for GroupByExec {
                     let batches =
                         collect(&source, &context, (!fused).then(|| Arc::clone(&plan))).await?;
                     let timer = baseline.elapsed_compute().timer();
-                    let opts = engine.gpu.clone();
+                    let mut opts = engine.gpu.clone();
+                    if !fused {
+                        // Evaluated batches are new arrays every time: nothing to reuse.
+                        opts.cache_bytes = 0;
+                    }
                     let out = tokio::task::spawn_blocking(move || {
                         Prepared::new(&query, &batches.0, &opts).and_then(|mut p| p.run())
                     })
@@ -359,7 +426,7 @@ impl ExecutionPlan for GroupByExec {
                     .map_err(external)?;
                     timer.done();
                     match out {
-                        Ok(out) => Ok(out),
+                        Ok(out) => Ok((out.columns, out.num_rows, Ran::Gpu(out.report))),
                         Err(e) if fallback => {
                             Err(Some(format!("GPU failed ({e}); ran on the CPU")))
                         }
@@ -369,11 +436,11 @@ impl ExecutionPlan for GroupByExec {
                 None => Err(cpu_reason),
             };
             let out = match gpu_out {
-                Ok(out) => {
+                Ok((columns, rows, what)) => {
                     if let Ok(mut r) = ran.lock() {
-                        *r = Some(Ran::Gpu(out.report.clone()));
+                        *r = Some(what);
                     }
-                    (out.columns, out.num_rows)
+                    (columns, rows)
                 }
                 Err(cpu_reason) => {
                     // A failed GPU attempt consumed the input once (a repartition's channels
@@ -425,6 +492,72 @@ fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionErro
     DataFusionError::External(Box::new(e))
 }
 
+/// Co-processing: the fused source's batches chunked once; the GPU and CPU workers (running
+/// DataFusion's filter and projections over a [`QueueSourceExec`] in place of the source) take
+/// chunks from one [`ChunkQueue`]; their partial groups merge. Returns the result columns, its
+/// rows and what ran.
+async fn run_hybrid(
+    query: GpuQuery,
+    input: &Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+) -> Result<(Vec<arrow::array::ArrayRef>, usize, Ran)> {
+    let source = plan
+        .fused
+        .as_ref()
+        .map(|f| Arc::clone(&f.source))
+        .ok_or_else(|| DataFusionError::Internal("hybrid without a fused source".into()))?;
+    let (batches, _held) = collect(&source, context, None).await?;
+    let batches = Arc::new(batches);
+    let opts = engine.gpu.clone();
+    let shared = Arc::clone(&batches);
+    let mut prepared = tokio::task::spawn_blocking(move || Prepared::new(&query, &shared, &opts))
+        .await
+        .map_err(external)?
+        .map_err(external)?;
+    let queue = Arc::new(ChunkQueue::new(prepared.chunk_rows()));
+    let pieces: Vec<Vec<(usize, usize, usize)>> = (0..queue.chunks())
+        .map(|i| prepared.chunk_pieces(i).to_vec())
+        .collect();
+    let leaf: Arc<dyn ExecutionPlan> = Arc::new(QueueSourceExec::new(
+        source.schema(),
+        Arc::clone(&batches),
+        Arc::new(pieces),
+        Arc::clone(&queue),
+        engine.pool.current_num_threads(),
+    ));
+    let cpu_input = Arc::clone(input)
+        .transform_down(|node| {
+            Ok(if Arc::ptr_eq(&node, &source) {
+                Transformed::new(Arc::clone(&leaf), true, TreeNodeRecursion::Jump)
+            } else {
+                Transformed::no(node)
+            })
+        })?
+        .data;
+    let gpu_queue = Arc::clone(&queue);
+    let gpu = tokio::task::spawn_blocking(move || {
+        let claim = || gpu_queue.gpu_claim();
+        prepared.run_partial(&claim)
+    });
+    let (cpu_part, decision) = run_cpu_with(cpu_input, plan, engine, context, baseline, |a, w| {
+        a.finish_partial(w)
+    })
+    .await?;
+    let (gpu_part, report) = gpu.await.map_err(external)?.map_err(external)?;
+    let (columns, rows) = cpu_part
+        .merge(gpu_part, &plan.spec.key_types)
+        .and_then(|m| m.finalize())
+        .map_err(external)?;
+    Ok((
+        columns,
+        rows,
+        Ran::Hybrid(report, queue.cpu_share(), decision, queue.chunks()),
+    ))
+}
+
 /// Streams every partition of `input` through CPU workers and merges them.
 async fn run_cpu(
     input: Arc<dyn ExecutionPlan>,
@@ -433,6 +566,23 @@ async fn run_cpu(
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
 ) -> Result<grouper_core::AggregateOutput> {
+    run_cpu_with(input, plan, engine, context, baseline, |agg, workers| {
+        agg.finish(workers)
+    })
+    .await
+}
+
+/// Streams every partition of `input` through CPU workers; `finish` merges them.
+pub(crate) async fn run_cpu_with<T: Send + 'static>(
+    input: Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+    finish: impl FnOnce(&grouper_core::Aggregation, Vec<grouper_core::Worker>) -> grouper_core::Result<T>
+        + Send
+        + 'static,
+) -> Result<T> {
     let agg =
         grouper_core::Aggregation::new(plan.spec.clone(), engine.overrides).map_err(external)?;
     let parts = input.output_partitioning().partition_count();
@@ -465,7 +615,7 @@ async fn run_cpu(
     }
     let timer = baseline.elapsed_compute().timer();
     let pool = Arc::clone(&engine.pool);
-    let out = tokio::task::spawn_blocking(move || pool.install(|| agg.finish(workers)))
+    let out = tokio::task::spawn_blocking(move || pool.install(|| finish(&agg, workers)))
         .await
         .map_err(external)?
         .map_err(external)?;

@@ -22,6 +22,7 @@
 pub mod difftest;
 pub mod exec;
 pub mod fuse;
+pub mod hybrid;
 pub mod rule;
 pub mod session;
 pub mod synthetic;

@@ -13,6 +13,7 @@
 mod bench;
 mod cli;
 mod gpu_bench;
+mod q1_bench;
 
 use std::process::ExitCode;
 use std::sync::Mutex;

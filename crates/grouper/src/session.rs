@@ -25,7 +25,8 @@ pub enum Backend {
     Cpu,
     /// grouper on an NVIDIA GPU; an error when there is none.
     Gpu,
-    /// CPU and GPU together (not built yet).
+    /// CPU workers and the GPU take chunks from one queue (co-processing); an error when there
+    /// is no GPU.
     Hybrid,
     /// DataFusion's own aggregation: the built-in baseline.
     DataFusion,
@@ -85,13 +86,9 @@ pub fn grouper_context() -> SessionContext {
 /// A `SessionContext` configured by `config`; fails for backends this build cannot run.
 pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
     match config.backend {
-        Backend::Hybrid => {
-            return Err(DataFusionError::Plan(
-                "backend 'hybrid' (CPU+GPU co-processing) is not implemented yet; use --backend gpu, cpu or auto".into(),
-            ))
-        }
-        Backend::Gpu => {
-            Gpu::get().map_err(|e| DataFusionError::Plan(format!("--backend gpu: {e}")))?;
+        Backend::Gpu | Backend::Hybrid => {
+            Gpu::get()
+                .map_err(|e| DataFusionError::Plan(format!("--backend {}: {e}", config.backend)))?;
         }
         _ => {}
     }

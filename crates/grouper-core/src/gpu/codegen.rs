@@ -19,6 +19,7 @@ use std::fmt::Write;
 
 use arrow::datatypes::DataType;
 
+use super::encode::{Encoding, CUDA_UNPACK};
 use super::layout::{Input, Layout, Op, ROWS_WORD};
 use super::table::fill_limit;
 use super::GpuStrategy;
@@ -38,6 +39,8 @@ pub const ERR_SPILL: u64 = 2;
 pub struct KernelSpec {
     /// Storage type of each device column (`UInt32` codes for dictionary keys), `None` if unread.
     pub columns: Vec<Option<DataType>>,
+    /// Per column, how its values travel (`None`, or a missing entry: plain).
+    pub encodings: Vec<Option<Encoding>>,
     /// Per column, whether any row of the input is NULL. Columns without NULLs are read with no
     /// validity-bitmap load or test (a load and several integer operations less per row).
     pub nullable: Vec<bool>,
@@ -185,6 +188,12 @@ pub fn generate(spec: &KernelSpec) -> String {
         ident.join(", ")
     );
     s.push_str(crate::expr::cuda::HELPERS);
+    s.push_str(CUDA_UNPACK);
+    for (c, e) in spec.encodings.iter().enumerate() {
+        if let Some(e) = e {
+            s.push_str(&e.cuda_globals(c));
+        }
+    }
     s.push_str(&spec.hash.cuda_source());
     s.push_str(HASH_TABLE);
     s.push_str(&update_merge(&spec.layout, &spec.non_null_args));
@@ -450,7 +459,12 @@ fn eval_row(spec: &KernelSpec) -> String {
             );
         } else {
             let ct = c_type(&t);
-            let _ = writeln!(s, "  const {ct} c{c} = ((const {ct}*)C.p[{}])[row];", 2 * c);
+            let ptr = format!("C.p[{}]", 2 * c);
+            let load = match spec.encodings.get(c).and_then(Option::as_ref) {
+                Some(e) => e.cuda_decode(c, &t, ct, &ptr),
+                None => format!("((const {ct}*){ptr})[row]"),
+            };
+            let _ = writeln!(s, "  const {ct} c{c} = {load};");
         }
     }
     let mut em = Emitter::default();
@@ -710,6 +724,7 @@ mod tests {
     use super::*;
     use crate::agg::{AggKind, AggregateSpec};
     use crate::expr::{BinOp, Scalar};
+    use crate::gpu::encode::Scheme;
 
     const SHIM: &str = r#"
 #define __device__
@@ -738,6 +753,7 @@ int __float_as_int(float);
 float __int_as_float(int);
 int __clzll(long long);
 unsigned long long __brevll(unsigned long long);
+unsigned long long __ldg(const unsigned long long*);
 "#;
 
     fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
@@ -850,8 +866,34 @@ unsigned long long __brevll(unsigned long long);
             Some(DataType::Int16),
         ];
         columns[7] = Some(DataType::Int16);
+        // Every transfer encoding's decode: dictionary codes bit-packed, a decimal dictionary, a
+        // frame of reference, a float dictionary, a wide base, a constant.
+        let packed = |scheme, bits, base: i128, dictionary: Vec<u64>| {
+            Some(Encoding {
+                scheme,
+                bits,
+                base,
+                dictionary,
+            })
+        };
+        let encodings = vec![
+            packed(Scheme::NullSuppression, 3, 0, vec![]),
+            packed(
+                Scheme::Dictionary,
+                6,
+                0,
+                (1..=50).map(|v| v * 100).collect(),
+            ),
+            packed(Scheme::FrameOfReference, 12, -8036, vec![]),
+            packed(Scheme::Dictionary, 1, 0, vec![0.5f32.to_bits() as u64, 0]),
+            None,
+            packed(Scheme::FrameOfReference, 40, 1i128 << 70, vec![]),
+            packed(Scheme::FrameOfReference, 0, 8036, vec![]),
+            Some(Encoding::plain(&DataType::Int16)),
+        ];
         KernelSpec {
             columns,
+            encodings,
             // Both forms of column read: with and without a validity bitmap.
             nullable: (0..8).map(|c| c % 2 == 0).collect(),
             filter: Some(filter),

@@ -16,10 +16,14 @@
 //!  table read back ─▶ words become the CPU's aggregate states ─▶ the CPU's finalize
 //! ```
 
+pub mod cache;
 pub mod codegen;
 pub mod compile;
 pub mod device;
+pub mod encode;
+pub mod image;
 pub mod layout;
+pub mod pipeline;
 pub mod run;
 mod table;
 mod wide_keys;

@@ -14,20 +14,27 @@ use arrow::compute::concat;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 use rayon::prelude::*;
 
+use super::cache::{self, InputKey};
 use super::codegen::{self, KernelSpec, MAX_COLUMNS};
 use super::compile::{self, CacheHit, Compiled};
 use super::device::Gpu;
+use super::encode::{native_bits, Encoding};
+use super::image::ImageLayout;
 use super::layout::{to_accumulator, Layout, ROWS_WORD};
-use super::table::{fill_limit, gpu_err, ColPtrs, DeviceColumn, DeviceTable, HostColumn};
+use super::pipeline::{alloc_pinned, drive, Budget, Claim, Feed, SLOTS};
+use super::table::{fill_limit, gpu_err, ColPtrs, DeviceTable};
 use super::wide_keys::Split;
 use super::{GpuParams, GpuStrategy};
 use crate::agg::AggregateSpec;
 use crate::error::{GrouperError, Result};
 use crate::expr::Expr;
 use crate::keys::{KeyCodec, PackedKind};
+use crate::partial::PartialGroups;
 use crate::planner;
 use crate::table::check_fill_factor;
 
@@ -123,8 +130,17 @@ pub struct GpuOptions {
     pub params: GpuParams,
     /// Upload the columns once ([`Prepared::new`]) and time the query on device memory.
     pub resident: bool,
-    /// Rows per copied batch (and per launch).
+    /// Rows per copied batch (and per launch); lowered to fit `memory_limit`.
     pub batch_rows: usize,
+    /// Send columns in their transfer encoding ([`super::encode`]) rather than as they are.
+    pub compress: bool,
+    /// Let the kernel read chunks from mapped pinned host memory instead of copying them.
+    pub zero_copy: bool,
+    /// Most device memory one query may take, bytes (`None`: what the device has).
+    pub memory_limit: Option<u64>,
+    /// Host bytes the prepared-input cache may own (encoded images, dictionary codes); 0
+    /// turns it off. Only inputs whose arrays outlive a query (an in-memory table) gain.
+    pub cache_bytes: u64,
 }
 
 impl Default for GpuOptions {
@@ -134,6 +150,24 @@ impl Default for GpuOptions {
             params: GpuParams::default(),
             resident: false,
             batch_rows: 1 << 22,
+            compress: true,
+            zero_copy: false,
+            memory_limit: None,
+            cache_bytes: 16 << 30,
+        }
+    }
+}
+
+impl GpuOptions {
+    /// How chunks reach the kernel, as reports name it.
+    pub fn transfer(&self) -> &'static str {
+        match (self.resident, self.zero_copy, self.compress) {
+            (true, _, true) => "resident compressed",
+            (true, _, false) => "resident",
+            (false, true, true) => "zero-copy compressed",
+            (false, true, false) => "zero-copy",
+            (false, false, true) => "streaming compressed",
+            (false, false, false) => "streaming",
         }
     }
 }
@@ -169,12 +203,30 @@ pub struct GpuReport {
     pub cache: CacheHit,
     /// Host-to-device copies, ms (in `prepare` for resident runs).
     pub upload_ms: f64,
+    /// How chunks reached the kernel (see [`GpuOptions::transfer`]).
+    pub transfer: &'static str,
+    /// Bytes per row the kernel's columns take as they are (dictionary keys as 32-bit codes).
+    pub raw_bytes_per_row: f64,
+    /// Bytes per row sent (after transfer compression; validity bits included).
+    pub sent_bytes_per_row: f64,
+    /// Per column read, its transfer encoding.
+    pub encodings: Vec<String>,
+    /// Chunks and rows per chunk.
+    pub chunks: usize,
+    /// Rows per chunk (after the memory budget).
+    pub batch_rows: usize,
+    /// Host preparation (keys, codes, encoding), ms; 0 when served by the cache.
+    pub prepare_ms: f64,
+    /// Whether the prepared input came from the cache.
+    pub cached: bool,
     /// Kernels of the last run, ms (CUDA events).
     pub kernel_ms: f64,
     /// Wall clock of the last run, ms.
     pub total_ms: f64,
-    /// Rows read.
+    /// Rows of the input.
     pub rows: u64,
+    /// Rows the GPU aggregated in the last run (all, unless co-processing split them).
+    pub rows_run: u64,
 }
 
 /// Result columns (keys, then aggregates) and the report.
@@ -351,10 +403,12 @@ pub struct Prepared {
     blocks: u32,
     opts: GpuOptions,
     report: GpuReport,
+    /// When the current run started.
+    started: Option<Instant>,
 }
 
-/// What does not depend on the strategy: the planned keys and the input's bytes.
-struct Base {
+/// What does not depend on the strategy: the planned keys and the input's chunk images.
+pub(crate) struct Base {
     gpu: Arc<Gpu>,
     query: GpuQuery,
     layout: Layout,
@@ -363,15 +417,27 @@ struct Base {
     key_out: Vec<KeyOut>,
     /// The kernel spec without the strategy's choices.
     template: KernelSpec,
-    /// Host bytes of every chunk's device columns (`None`: column unread).
-    host: Vec<Vec<Option<HostColumn>>>,
-    /// Rows of every chunk.
-    chunk_rows: Vec<usize>,
-    /// Device columns per chunk when resident.
-    resident: Option<Vec<Vec<Option<DeviceColumn>>>>,
+    /// Per chunk, per column (`None`: unread), the chunk's slices (dictionary keys as codes).
+    chunks: Vec<Vec<Option<Vec<ArrayRef>>>>,
+    /// Per column, its transfer encoding (`None`: unread).
+    encodings: Vec<Option<Encoding>>,
+    /// Per chunk, its image's layout.
+    layouts: Vec<ImageLayout>,
+    /// Per chunk, its slices of the input batches: (batch, offset, rows).
+    pieces: Vec<Vec<(usize, usize, usize)>>,
+    /// Compressed streaming: each chunk's encoded image, pinned once.
+    images: Option<Vec<PinnedHostSlice<u8>>>,
+    /// Resident: each chunk's image on the device.
+    resident: Option<Vec<CudaSlice<u8>>>,
     est_groups: u64,
     rows: u64,
+    batch_rows: usize,
+    raw_bytes_per_row: f64,
+    sent_bytes_per_row: f64,
+    prepare_ms: f64,
     upload_ms: f64,
+    /// Host bytes this input owns (images, codes): what the cache counts.
+    owned_bytes: u64,
 }
 
 fn pow2_at_least(n: u64) -> u64 {
@@ -379,21 +445,37 @@ fn pow2_at_least(n: u64) -> u64 {
 }
 
 impl Prepared {
-    /// Plans, compiles and (resident) uploads `query` over `batches`.
+    /// Plans, compiles and (resident) uploads `query` over `batches`. A streaming input seen
+    /// before (the same arrays, query and transfer options) comes from the cache.
     pub fn new(query: &GpuQuery, batches: &[RecordBatch], opts: &GpuOptions) -> Result<Self> {
         let gpu = Gpu::get()?;
         let layout = query.check(opts)?;
+        let cacheable = opts.cache_bytes > 0 && !opts.resident;
+        let key = cacheable.then(|| InputKey::new(query, batches, opts));
+        if let Some(base) = key.as_ref().and_then(cache::lookup) {
+            return Self::for_options(base, opts, true);
+        }
+        let base = Arc::new(Base::build(gpu, query, layout, batches, opts)?);
+        if let Some(key) = key {
+            cache::insert(key, Arc::clone(&base), base.owned_bytes, opts.cache_bytes);
+        }
+        Self::for_options(base, opts, false)
+    }
+}
+
+impl Base {
+    fn build(
+        gpu: Arc<Gpu>,
+        query: &GpuQuery,
+        layout: Layout,
+        batches: &[RecordBatch],
+        opts: &GpuOptions,
+    ) -> Result<Self> {
+        let start = Instant::now();
         let p = &opts.params;
         let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-        let limit = if opts.resident {
-            1 << 27
-        } else {
-            opts.batch_rows.clamp(1, 1 << 30)
-        };
         // The input's columns as they are (no copy); device chunks are runs of batch slices.
         let mut inputs: Vec<Vec<ArrayRef>> = batches.iter().map(|b| b.columns().to_vec()).collect();
-        let pieces = chunk_pieces(batches.iter().map(RecordBatch::num_rows), limit);
-        let chunk_rows: Vec<usize> = pieces.iter().map(|c| c.iter().map(|p| p.2).sum()).collect();
         let mut columns_ext = query.columns.clone();
         let (ext_keys, key_out, joint) = split_wide_keys(query, &mut inputs, &mut columns_ext)?;
         let key_types: Vec<DataType> = ext_keys.iter().map(|&k| columns_ext[k].clone()).collect();
@@ -409,7 +491,7 @@ impl Prepared {
             None => plan_keys(&key_types, &key_inputs)?,
         };
 
-        // Device columns: dictionary codes for string keys, raw buffers otherwise.
+        // Device columns: dictionary codes for string keys, the values otherwise.
         let mut used = vec![false; columns_ext.len()];
         let mut reads = Vec::new();
         for e in query
@@ -435,44 +517,26 @@ impl Prepared {
             }
             terms.push(word);
         }
-        // Chunks are assembled in parallel: string keys become codes per slice (only the codes
-        // are copied), other columns are concatenated.
-        let host: Vec<Vec<Option<HostColumn>>> = pieces
-            .par_iter()
-            .map(|chunk| {
-                (0..columns_ext.len())
-                    .map(|c| {
-                        if !used[c] {
-                            return Ok(None);
-                        }
-                        let parts = chunk
-                            .iter()
-                            .map(|&(b, off, len)| {
-                                let a = inputs[b][c].slice(off, len);
-                                let Some((wi, i)) = dictionary_of[c] else {
-                                    return Ok(a);
-                                };
-                                let codes = key_words[wi]
-                                    .codec
-                                    .dictionary_codes(i, &a)?
-                                    .ok_or_else(|| {
-                                        GrouperError::InvalidInput(
-                                            "dictionary overflow while encoding keys".into(),
-                                        )
-                                    })?;
-                                Ok(Arc::new(UInt32Array::new(codes.into(), a.logical_nulls()))
-                                    as ArrayRef)
-                            })
-                            .collect::<Result<Vec<ArrayRef>>>()?;
-                        let whole = match parts.as_slice() {
-                            [one] => Arc::clone(one),
-                            _ => concat(&parts.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?,
-                        };
-                        HostColumn::from_array(&whole).map(Some)
-                    })
-                    .collect::<Result<Vec<_>>>()
+        // String keys become their codes, batch by batch in parallel.
+        let mut owned_bytes = 0u64;
+        let inputs: Vec<Vec<ArrayRef>> = inputs
+            .into_par_iter()
+            .map(|mut b| {
+                for (c, a) in b.iter_mut().enumerate() {
+                    let Some((wi, i)) = dictionary_of[c] else {
+                        continue;
+                    };
+                    let codes = key_words[wi].codec.dictionary_codes(i, a)?.ok_or_else(|| {
+                        GrouperError::InvalidInput("dictionary overflow while encoding keys".into())
+                    })?;
+                    *a = Arc::new(UInt32Array::new(codes.into(), a.logical_nulls()));
+                }
+                Ok(b)
             })
             .collect::<Result<_>>()?;
+        if dictionary_of.iter().any(Option::is_some) {
+            owned_bytes += 4 * rows * dictionary_of.iter().flatten().count() as u64;
+        }
         let columns: Vec<Option<DataType>> = (0..columns_ext.len())
             .map(|c| {
                 used[c].then(|| match dictionary_of[c] {
@@ -481,16 +545,77 @@ impl Prepared {
                 })
             })
             .collect();
+        let column_of =
+            |c: usize| -> Vec<ArrayRef> { inputs.iter().map(|b| Arc::clone(&b[c])).collect() };
+        // Columns with a NULL anywhere in the input.
+        let nullable: Vec<bool> = (0..columns_ext.len())
+            .map(|c| used[c] && inputs.iter().any(|b| b[c].logical_null_count() > 0))
+            .collect();
+        let encodings: Vec<Option<Encoding>> = columns
+            .iter()
+            .enumerate()
+            .map(|(c, t)| {
+                t.as_ref()
+                    .map(|t| {
+                        if opts.compress {
+                            Encoding::choose(t, &column_of(c))
+                        } else {
+                            Ok(Encoding::plain(t))
+                        }
+                    })
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        let bits = |raw: bool| -> u64 {
+            columns
+                .iter()
+                .zip(&encodings)
+                .zip(&nullable)
+                .filter_map(|((t, e), &n)| {
+                    let b = if raw {
+                        native_bits(t.as_ref()?)
+                    } else {
+                        e.as_ref()?.bits
+                    };
+                    Some(b as u64 + n as u64)
+                })
+                .sum()
+        };
+        let (raw_bits, sent_bits) = (bits(true), bits(false));
+        // Chunk rows: at most 2^30 (a launch counts rows in 32 bits); streaming buffers take at
+        // most half of the memory budget, the aggregation table the rest.
+        let mut batch_rows = if opts.resident {
+            1 << 27
+        } else {
+            opts.batch_rows.clamp(1, 1 << 30)
+        };
+        if let (Some(limit), false) = (opts.memory_limit, opts.resident) {
+            let fit = (limit / 2).saturating_mul(8) / (SLOTS as u64 * sent_bits.max(1) + 64 * 8);
+            batch_rows = batch_rows.min((fit as usize).max(1024));
+        }
+        let pieces = chunk_pieces(batches.iter().map(RecordBatch::num_rows), batch_rows);
+        let chunks: Vec<Vec<Option<Vec<ArrayRef>>>> = pieces
+            .iter()
+            .map(|chunk| {
+                (0..columns_ext.len())
+                    .map(|c| {
+                        used[c].then(|| {
+                            chunk
+                                .iter()
+                                .map(|&(b, off, len)| inputs[b][c].slice(off, len))
+                                .collect()
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let layouts: Vec<ImageLayout> = pieces
+            .iter()
+            .map(|c| ImageLayout::new(c.iter().map(|p| p.2).sum(), &encodings, &nullable))
+            .collect();
 
         let domain = key_words.first().map_or(1, |k| k.codec.domain());
         let est_groups = estimate_groups(&key_words, &key_inputs, domain, rows)?;
-        // Columns with a NULL anywhere in the input (validity kept on the host side).
-        let nullable: Vec<bool> = (0..columns_ext.len())
-            .map(|c| {
-                host.iter()
-                    .any(|ch| ch[c].as_ref().is_some_and(|h| h.validity.is_some()))
-            })
-            .collect();
         let non_null_args = query
             .aggregates
             .iter()
@@ -498,6 +623,7 @@ impl Prepared {
             .collect();
         let template = KernelSpec {
             columns,
+            encodings: encodings.clone(),
             nullable,
             filter: query.filter.clone(),
             key_words: terms,
@@ -514,57 +640,96 @@ impl Prepared {
             fill_factor: p.fill_factor,
         };
         let mut upload_ms = 0.0;
-        let resident = if opts.resident {
-            let start = Instant::now();
+        let mut images = None;
+        let mut resident = None;
+        if opts.resident {
+            let total: u64 = layouts.iter().map(|l| l.bytes as u64).sum();
+            Budget::new(opts.memory_limit).take(total, "the resident input")?;
+            let t = Instant::now();
             let stream = Arc::clone(&gpu.stream);
-            let mut all = Vec::with_capacity(host.len());
-            for cols in &host {
-                // Each chunk in buffers of its own size.
-                let mut dev = Vec::new();
-                upload(&stream, &mut dev, cols, |c| {
-                    cols[c].as_ref().map_or((0, 0), |h| {
-                        (h.values.len(), h.validity.as_ref().map_or(0, |v| v.len()))
-                    })
-                })?;
-                all.push(dev);
+            let mut all = Vec::with_capacity(layouts.len());
+            for (l, ch) in layouts.iter().zip(&chunks) {
+                let mut host = vec![0u8; l.bytes];
+                l.fill(ch, &encodings, &mut host)?;
+                all.push(
+                    stream
+                        .clone_htod(&host)
+                        .map_err(gpu_err("uploading columns"))?,
+                );
             }
             stream.synchronize().map_err(gpu_err("uploading columns"))?;
-            upload_ms = start.elapsed().as_secs_f64() * 1e3;
-            Some(all)
-        } else {
-            None
-        };
-        let base = Arc::new(Base {
+            upload_ms = t.elapsed().as_secs_f64() * 1e3;
+            resident = Some(all);
+        } else if opts.compress {
+            // Encoded once, chunks in parallel, straight into pinned memory.
+            let pinned = layouts
+                .par_iter()
+                .zip(&chunks)
+                .map(|(l, ch)| {
+                    let mut img = alloc_pinned(&gpu, l.bytes)?;
+                    let buf = img
+                        .as_mut_slice()
+                        .map_err(gpu_err("writing pinned memory"))?;
+                    l.fill(ch, &encodings, buf)?;
+                    Ok(img)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            owned_bytes += layouts.iter().map(|l| l.bytes as u64).sum::<u64>();
+            images = Some(pinned);
+        }
+        Ok(Self {
             gpu,
             query: query.clone(),
             layout,
             key_words,
             key_out,
             template,
-            host,
-            chunk_rows,
+            chunks,
+            encodings,
+            layouts,
+            pieces,
+            images,
             resident,
             est_groups,
             rows,
+            batch_rows,
+            raw_bytes_per_row: raw_bits as f64 / 8.0,
+            sent_bytes_per_row: sent_bits as f64 / 8.0,
+            prepare_ms: start.elapsed().as_secs_f64() * 1e3 - upload_ms,
             upload_ms,
-        });
-        Self::for_options(base, opts)
+            owned_bytes,
+        })
     }
 
+    /// Fills the raw image of chunk `i` (raw streaming's producer).
+    fn fill(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        match (self.layouts.get(i), self.chunks.get(i)) {
+            (Some(l), Some(ch)) => l.fill(ch, &self.encodings, out),
+            _ => Err(GrouperError::Gpu(format!("no chunk {i}"))),
+        }
+    }
+}
+
+impl Prepared {
     /// The same prepared input (planned keys, uploaded columns) run with other options:
     /// another strategy or kernel parameters, without planning or uploading again.
     pub fn retarget(&self, opts: &GpuOptions) -> Result<Self> {
-        if opts.resident != self.opts.resident || opts.batch_rows != self.opts.batch_rows {
+        if opts.resident != self.opts.resident
+            || opts.batch_rows != self.opts.batch_rows
+            || opts.compress != self.opts.compress
+            || opts.memory_limit != self.opts.memory_limit
+        {
             return Err(GrouperError::InvalidOption(
-                "retargeting cannot change residency or batch size".into(),
+                "retargeting cannot change residency, batch size, compression or memory limit"
+                    .into(),
             ));
         }
         self.base.query.check(opts)?;
-        Self::for_options(Arc::clone(&self.base), opts)
+        Self::for_options(Arc::clone(&self.base), opts, self.report.cached)
     }
 
     /// Chooses the strategy, generates and compiles its kernels.
-    fn for_options(base: Arc<Base>, opts: &GpuOptions) -> Result<Self> {
+    fn for_options(base: Arc<Base>, opts: &GpuOptions, cached: bool) -> Result<Self> {
         let info = &base.gpu.info;
         let p = &opts.params;
         let domain = base.template.domain;
@@ -635,9 +800,23 @@ impl Prepared {
             compile_ms: compiled.compile_ms,
             cache: compiled.source,
             upload_ms: base.upload_ms,
+            transfer: opts.transfer(),
+            raw_bytes_per_row: base.raw_bytes_per_row,
+            sent_bytes_per_row: base.sent_bytes_per_row,
+            encodings: base
+                .encodings
+                .iter()
+                .enumerate()
+                .filter_map(|(c, e)| e.as_ref().map(|e| format!("#{c} {e}")))
+                .collect(),
+            chunks: base.layouts.len(),
+            batch_rows: base.batch_rows,
+            prepare_ms: if cached { 0.0 } else { base.prepare_ms },
+            cached,
             kernel_ms: 0.0,
             total_ms: 0.0,
             rows: base.rows,
+            rows_run: 0,
         };
         Ok(Prepared {
             merge_entries: compiled.function("merge_entries")?,
@@ -649,6 +828,7 @@ impl Prepared {
             blocks,
             opts: opts.clone(),
             report,
+            started: None,
         })
     }
 
@@ -675,7 +855,13 @@ impl Prepared {
         k + self.base.layout.words
     }
 
-    fn new_table(&self, stream: &Arc<CudaStream>, cap: u64) -> Result<DeviceTable> {
+    fn new_table(
+        &self,
+        stream: &Arc<CudaStream>,
+        cap: u64,
+        budget: &Budget,
+    ) -> Result<DeviceTable> {
+        budget.take(8 * self.width() as u64 * cap, "the aggregation table")?;
         let mut t = DeviceTable::alloc(stream, self.width(), cap)?;
         let mut b = stream.launch_builder(&self.init_table);
         b.arg(&mut t.slots).arg(&cap);
@@ -686,7 +872,10 @@ impl Prepared {
 
     /// Runs the query once.
     pub fn run(&mut self) -> Result<GpuOutput> {
-        let (columns, num_rows) = self.execute(true)?.unwrap_or_default();
+        let table = self.execute(&self.all_chunks())?;
+        let (columns, num_rows) = self.read_partial(&table)?.finalize()?;
+        self.report.groups = num_rows as u64;
+        self.report.total_ms = self.started_ms();
         Ok(GpuOutput {
             columns,
             num_rows,
@@ -694,34 +883,77 @@ impl Prepared {
         })
     }
 
+    /// Runs the query over the chunks `claim` hands out (co-processing: a queue shared with
+    /// CPU workers), returning its groups unfinalized for merging with theirs.
+    pub fn run_partial(&mut self, claim: Claim<'_>) -> Result<(PartialGroups, GpuReport)> {
+        let table = self.execute(claim)?;
+        let partial = self.read_partial(&table)?;
+        self.report.groups = partial.len as u64;
+        self.report.total_ms = self.started_ms();
+        Ok((partial, self.report.clone()))
+    }
+
+    /// Rows of each chunk, for the co-processing queue (a chunk is a run of input rows).
+    pub fn chunk_rows(&self) -> Vec<usize> {
+        self.base.layouts.iter().map(|l| l.rows).collect()
+    }
+
+    /// Which slices of the input batches chunk `i` is made of: (batch, offset, rows).
+    pub fn chunk_pieces(&self, i: usize) -> &[(usize, usize, usize)] {
+        self.base.pieces.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every chunk, in order.
+    fn all_chunks(&self) -> impl Fn() -> Option<usize> + Sync {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let n = self.base.layouts.len();
+        move || {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (i < n).then_some(i)
+        }
+    }
+
+    fn started_ms(&self) -> f64 {
+        self.started
+            .map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3)
+    }
+
     /// Runs the query's kernels once and reports, without reading the table back or
     /// finalizing (for benchmarks: with millions of groups, finalizing on the host takes longer
     /// than the kernels; `report().groups` is then the hash table's count, 0 for direct tables).
     pub fn run_kernels(&mut self) -> Result<&GpuReport> {
-        self.execute(false)?;
+        self.execute(&self.all_chunks())?;
+        self.report.total_ms = self.started_ms();
         Ok(&self.report)
     }
 
-    /// Runs the query; with `output`, reads the table back and finalizes: (columns, groups).
-    fn execute(&mut self, output: bool) -> Result<Option<(Vec<ArrayRef>, usize)>> {
-        let start = Instant::now();
-        let stream = Arc::clone(&self.base.gpu.stream);
-        let ctx = Arc::clone(&self.base.gpu.ctx);
+    /// Runs the kernels over the chunks `claim` hands out; the table they filled.
+    fn execute(&mut self, claim: Claim<'_>) -> Result<DeviceTable> {
+        self.started = Some(Instant::now());
+        let base = Arc::clone(&self.base);
+        let stream = Arc::clone(&base.gpu.stream);
+        let ctx = Arc::clone(&base.gpu.ctx);
         let err = gpu_err;
         let strategy = self.spec.strategy;
         let fill = self.opts.params.fill_factor;
-        let max_rows = self
-            .base
-            .chunk_rows
+        let budget = Budget::new(self.opts.memory_limit);
+        if let Some(res) = &base.resident {
+            budget.take(
+                res.iter().map(|r| r.len() as u64).sum(),
+                "the resident input",
+            )?;
+        }
+        let max_rows = base
+            .layouts
             .iter()
-            .copied()
+            .map(|l| l.rows)
             .max()
             .unwrap_or(0)
             .max(1);
 
         // The global table.
         let mut table = if strategy.is_perfect() {
-            self.new_table(&stream, self.spec.domain)?
+            self.new_table(&stream, self.spec.domain, &budget)?
         } else {
             let want = self
                 .opts
@@ -729,26 +961,32 @@ impl Prepared {
                 .initial_groups
                 .unwrap_or(self.report.est_groups * 2);
             let cap = pow2_at_least(((want as f64 / fill) as u64).max(16));
-            self.new_table(&stream, cap)?
+            self.new_table(&stream, cap, &budget)?
         };
         let mut ctrl: CudaSlice<u64> = stream.alloc_zeros(4).map_err(err("allocating"))?;
-        // SAFETY: the kernels write list entries before anything reads them (a list is read
-        // only up to the count the kernel that wrote it reports).
-        let mut lists: [CudaSlice<u32>; 2] = unsafe {
-            [
-                stream
-                    .alloc(max_rows)
-                    .map_err(err("allocating the overflow lists"))?,
-                stream
-                    .alloc(max_rows)
-                    .map_err(err("allocating the overflow lists"))?,
-            ]
-        };
         let threads_total = self.blocks as u64 * self.spec.threads as u64;
         let spill_cap = match strategy {
             GpuStrategy::BlockLocal => self.blocks as u64 * self.spec.local_slots,
             GpuStrategy::ThreadPrivate => threads_total * self.spec.local_slots,
             _ => 1,
+        };
+        // Overflow lists exist only where a table can fill up (hash strategies).
+        let list_rows = if strategy.is_perfect() { 1 } else { max_rows };
+        budget.take(
+            8 * list_rows as u64 + 8 * spill_cap * (self.width() as u64 + 1),
+            "the overflow lists",
+        )?;
+        // SAFETY: the kernels write list entries before anything reads them (a list is read
+        // only up to the count the kernel that wrote it reports).
+        let mut lists: [CudaSlice<u32>; 2] = unsafe {
+            [
+                stream
+                    .alloc(list_rows)
+                    .map_err(err("allocating the overflow lists"))?,
+                stream
+                    .alloc(list_rows)
+                    .map_err(err("allocating the overflow lists"))?,
+            ]
         };
         let mut spill = DeviceTable::alloc(&stream, self.width(), spill_cap)?;
         let mut spill_list: [CudaSlice<u32>; 2] = [
@@ -760,53 +998,47 @@ impl Prepared {
                 .map_err(err("allocating"))?,
         ];
         let mut private: Option<DeviceTable> = if strategy == GpuStrategy::ThreadPrivate {
-            Some(self.new_table(&stream, threads_total * self.spec.local_slots)?)
+            Some(self.new_table(&stream, threads_total * self.spec.local_slots, &budget)?)
         } else {
             None
         };
 
-        let copy_stream = if self.base.resident.is_none() {
-            Some(ctx.new_stream().map_err(err("creating a copy stream"))?)
-        } else {
-            None
-        };
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let t0 = ctx.new_event(timing).map_err(err("creating events"))?;
         let t1 = ctx.new_event(timing).map_err(err("creating events"))?;
         t0.record(&stream).map_err(err("recording an event"))?;
-
-        // Double buffers for batched runs.
-        let mut buffers: [Vec<Option<DeviceColumn>>; 2] = [Vec::new(), Vec::new()];
-        let copied: [CudaEvent; 2] = [
-            ctx.new_event(None).map_err(err("creating events"))?,
-            ctx.new_event(None).map_err(err("creating events"))?,
-        ];
-        let chunks = self.base.host.len();
-        if let Some(cs) = &copy_stream {
-            if chunks > 0 {
-                self.upload_chunk(cs, &mut buffers[0], 0)?;
-                copied[0].record(cs).map_err(err("recording an event"))?;
-            }
-        }
         let mut grows = 0u32;
         let mut groups = 0u64;
-        for ci in 0..chunks {
-            let rows = self.base.chunk_rows[ci] as u64;
-            let cols = match (&self.base.resident, &copy_stream) {
-                (Some(res), _) => pointers(&stream, &res[ci]),
-                (None, _) => {
-                    stream
-                        .wait(&copied[ci % 2])
-                        .map_err(err("waiting for a copy"))?;
-                    pointers(&stream, &buffers[ci % 2])
-                }
-            };
+        let feed = match (&base.resident, &base.images) {
+            (Some(r), _) => Feed::Resident(r),
+            (None, Some(images)) => Feed::Pinned(images),
+            (None, None) => Feed::Gather(&|i, out| base.fill(i, out)),
+        };
+        let mut rows_run = 0u64;
+        let mut on_chunk = |ci: usize, cols: &ColPtrs| -> Result<()> {
+            let rows = base.layouts.get(ci).map_or(0, |l| l.rows) as u64;
+            rows_run += rows;
+            if strategy.is_perfect() {
+                // Direct tables never fill up: no per-chunk counters, nothing to wait for.
+                return self.launch_rows(
+                    &stream,
+                    cols,
+                    rows,
+                    None,
+                    &mut table,
+                    &mut ctrl,
+                    &mut lists[0],
+                    &mut spill,
+                    spill_cap,
+                    private.as_mut(),
+                );
+            }
             stream
                 .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
                 .map_err(err("resetting counters"))?;
             self.launch_rows(
                 &stream,
-                &cols,
+                cols,
                 rows,
                 None,
                 &mut table,
@@ -816,14 +1048,6 @@ impl Prepared {
                 spill_cap,
                 private.as_mut(),
             )?;
-            // Copy the next chunk while this one's kernel runs.
-            if let Some(cs) = &copy_stream {
-                if ci + 1 < chunks {
-                    let next = (ci + 1) % 2;
-                    self.upload_chunk(cs, &mut buffers[next], ci + 1)?;
-                    copied[next].record(cs).map_err(err("recording an event"))?;
-                }
-            }
             // Trap: list rows and spilled slots that found the table full; grow and redo them.
             let mut current_list = 0usize;
             loop {
@@ -834,10 +1058,17 @@ impl Prepared {
                 groups = c[0];
                 let (overflow, spilled) = (c[1], c[2]);
                 if overflow == 0 && spilled == 0 {
-                    break;
+                    return Ok(());
                 }
                 let need = c[0] + overflow.max(spilled);
-                table = self.grow(&stream, table, need, &mut ctrl, &mut spill_list[0])?;
+                self.grow(
+                    &stream,
+                    &mut table,
+                    need,
+                    &mut ctrl,
+                    &mut spill_list[0],
+                    &budget,
+                )?;
                 grows += 1;
                 if spilled > 0 {
                     let mut pending = spilled;
@@ -860,12 +1091,13 @@ impl Prepared {
                         pending = c[1];
                         which = Some(out);
                         if pending > 0 {
-                            table = self.grow(
+                            self.grow(
                                 &stream,
-                                table,
+                                &mut table,
                                 c[0] + pending,
                                 &mut ctrl,
                                 &mut spill_list[1 - out],
+                                &budget,
                             )?;
                             grows += 1;
                         }
@@ -876,7 +1108,7 @@ impl Prepared {
                     let (src, dst) = read_write(&mut lists, current_list);
                     self.launch_rows(
                         &stream,
-                        &cols,
+                        cols,
                         overflow,
                         Some(src),
                         &mut table,
@@ -889,45 +1121,30 @@ impl Prepared {
                     current_list = 1 - current_list;
                 }
             }
-        }
+        };
+        drive(
+            &base.gpu,
+            &stream,
+            feed,
+            &base.layouts,
+            self.opts.zero_copy,
+            &budget,
+            claim,
+            &mut on_chunk,
+        )?;
         t1.record(&stream).map_err(err("recording an event"))?;
         stream
             .synchronize()
             .map_err(err("running the aggregation"))?;
+        let c = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?;
+        if c[3] != 0 {
+            return Err(kernel_error(c[3]));
+        }
         self.report.kernel_ms = t0.elapsed_ms(&t1).map_err(err("reading events"))? as f64;
         self.report.grows = grows;
         self.report.groups = groups;
-        let out = if output {
-            let out = self.read_back(&stream, &table)?;
-            self.report.groups = out.1 as u64;
-            Some(out)
-        } else {
-            None
-        };
-        self.report.total_ms = start.elapsed().as_secs_f64() * 1e3;
-        Ok(out)
-    }
-
-    /// Copies chunk `ci` into `buffers` on `cs`, reusing buffers sized for the largest chunk.
-    fn upload_chunk(
-        &self,
-        cs: &Arc<CudaStream>,
-        buffers: &mut Vec<Option<DeviceColumn>>,
-        ci: usize,
-    ) -> Result<()> {
-        upload(cs, buffers, &self.base.host[ci], |c| {
-            // The largest value and validity sizes of column `c` over all chunks.
-            self.base
-                .host
-                .iter()
-                .filter_map(|ch| ch[c].as_ref())
-                .fold((0, 0), |(v, n), x| {
-                    (
-                        v.max(x.values.len()),
-                        n.max(x.validity.as_ref().map_or(0, |b| b.len())),
-                    )
-                })
-        })
+        self.report.rows_run = rows_run;
+        Ok(table)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1014,24 +1231,26 @@ impl Prepared {
         Ok(())
     }
 
-    /// A table large enough for `need` groups holding the old one's entries (Karnagel's grow).
+    /// Replaces `table` by one large enough for `need` groups holding its entries (Karnagel's
+    /// grow).
     fn grow(
         &self,
         stream: &Arc<CudaStream>,
-        old: DeviceTable,
+        table: &mut DeviceTable,
         need: u64,
         ctrl: &mut CudaSlice<u64>,
         scratch: &mut CudaSlice<u32>,
-    ) -> Result<DeviceTable> {
+        budget: &Budget,
+    ) -> Result<()> {
         let fill = self.opts.params.fill_factor;
-        let cap = pow2_at_least(((need as f64 / fill) as u64 + 1).max(old.cap * 2));
-        let mut table = self.new_table(stream, cap)?;
+        let cap = pow2_at_least(((need as f64 / fill) as u64 + 1).max(table.cap * 2));
+        let mut grown = self.new_table(stream, cap, budget)?;
         stream
             .memcpy_htod(&[0u64, 0, 0, 0], ctrl)
             .map_err(gpu_err("resetting counters"))?;
         let cap_list = scratch.len() as u64;
         self.merge(
-            stream, &old, old.cap, None, &mut table, ctrl, scratch, cap_list,
+            stream, table, table.cap, None, &mut grown, ctrl, scratch, cap_list,
         )?;
         let c = stream
             .clone_dtoh(ctrl)
@@ -1039,15 +1258,14 @@ impl Prepared {
         if c[1] != 0 {
             return Err(GrouperError::Gpu("growing the table lost entries".into()));
         }
-        Ok(table)
+        budget.give(8 * self.width() as u64 * table.cap);
+        *table = grown;
+        Ok(())
     }
 
-    /// Reads the table back and finalizes on the CPU: (columns, groups).
-    fn read_back(
-        &self,
-        stream: &Arc<CudaStream>,
-        table: &DeviceTable,
-    ) -> Result<(Vec<ArrayRef>, usize)> {
+    /// Reads the table back: its groups' keys and states, in the CPU's accumulators.
+    fn read_partial(&self, table: &DeviceTable) -> Result<PartialGroups> {
+        let stream = &self.base.gpu.stream;
         let err = gpu_err("reading the table back");
         let cap = table.cap as usize;
         let slots = stream.clone_dtoh(&table.slots).map_err(&err)?;
@@ -1082,8 +1300,7 @@ impl Prepared {
             }
         }
         let ext: Vec<ArrayRef> = key_arrays.into_iter().flatten().collect();
-        let mut out: Vec<ArrayRef> =
-            Vec::with_capacity(self.base.key_out.len() + self.base.layout.aggs.len());
+        let mut out: Vec<ArrayRef> = Vec::with_capacity(self.base.key_out.len());
         for k in &self.base.key_out {
             out.push(match k {
                 KeyOut::Direct(i) => Arc::clone(&ext[*i]),
@@ -1094,36 +1311,19 @@ impl Prepared {
                 }
             });
         }
-        for agg in &self.base.layout.aggs {
-            out.push(to_accumulator(agg, &cols)?.finalize(None)?);
-        }
-        Ok((out, selected.len()))
+        let accs = self
+            .base
+            .layout
+            .aggs
+            .iter()
+            .map(|agg| to_accumulator(agg, &cols))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PartialGroups {
+            keys: out,
+            accs,
+            len: selected.len(),
+        })
     }
-}
-
-/// Copies the columns of `host` into `buffers` (asynchronously on `stream`), allocating a
-/// buffer of `capacity(column)` (value, validity) bytes where none fits.
-fn upload(
-    stream: &Arc<CudaStream>,
-    buffers: &mut Vec<Option<DeviceColumn>>,
-    host: &[Option<HostColumn>],
-    capacity: impl Fn(usize) -> (usize, usize),
-) -> Result<()> {
-    if buffers.len() != host.len() {
-        buffers.clear();
-        buffers.resize_with(host.len(), || None);
-    }
-    for (c, (h, d)) in host.iter().zip(buffers.iter_mut()).enumerate() {
-        let Some(h) = h else { continue };
-        if !d.as_ref().is_some_and(|d| d.fits(h)) {
-            let (v, n) = capacity(c);
-            *d = Some(DeviceColumn::alloc(stream, v, n)?);
-        }
-        if let Some(d) = d.as_mut() {
-            d.upload(stream, h)?;
-        }
-    }
-    Ok(())
 }
 
 /// Reads the group count and zeroes the other counters, before a launch that fills them.
@@ -1145,18 +1345,6 @@ fn read_write<T>(pair: &mut [CudaSlice<T>; 2], from: usize) -> (&CudaSlice<T>, &
     } else {
         (&b[0], &mut a[0])
     }
-}
-
-fn pointers(stream: &Arc<CudaStream>, cols: &[Option<DeviceColumn>]) -> ColPtrs {
-    let mut p = ColPtrs([0; 64]);
-    for (c, d) in cols.iter().enumerate() {
-        if let Some(d) = d {
-            let (v, n) = d.pointers(stream);
-            p.0[2 * c] = v;
-            p.0[2 * c + 1] = n;
-        }
-    }
-    p
 }
 
 fn kernel_error(bits: u64) -> GrouperError {

@@ -1,11 +1,8 @@
-//! Device memory: the columns a kernel reads and the tables it writes.
+//! Device memory: the column pointers a kernel reads and the tables it writes.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray};
-use arrow::buffer::{BooleanBuffer, Buffer};
-use arrow::datatypes::DataType;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError};
 
 use crate::error::{GrouperError, Result};
 
@@ -34,109 +31,6 @@ pub struct ColPtrs(pub [u64; 64]);
 
 // SAFETY: a plain array of 64-bit device addresses, the layout of `struct ColPtrs` in codegen.
 unsafe impl DeviceRepr for ColPtrs {}
-
-/// Host bytes of one device column: values and (when some value is NULL) validity bits, both
-/// starting at bit 0 of row 0.
-pub struct HostColumn {
-    /// Values: packed bits for booleans, else native values.
-    pub values: Buffer,
-    /// Validity bits, `None` when no value is NULL.
-    pub validity: Option<Buffer>,
-}
-
-/// `BooleanBuffer` bits re-based to offset 0 (a no-op copy-free when already aligned).
-fn rebased(bits: &BooleanBuffer) -> Buffer {
-    if bits.offset() == 0 {
-        bits.inner().clone()
-    } else {
-        bits.iter().collect::<BooleanBuffer>().into_inner()
-    }
-}
-
-impl HostColumn {
-    /// The bytes of `array` as the kernel reads them.
-    pub fn from_array(array: &ArrayRef) -> Result<Self> {
-        let validity = array
-            .logical_nulls()
-            .filter(|n| n.null_count() > 0)
-            .map(|n| rebased(n.inner()));
-        let values = match array.data_type() {
-            DataType::Boolean => rebased(array.as_boolean().values()),
-            t if t.is_primitive() => {
-                let data = array.to_data();
-                let width = t.primitive_width().unwrap_or(1);
-                data.buffers()[0].slice_with_length(data.offset() * width, data.len() * width)
-            }
-            other => {
-                return Err(GrouperError::UnsupportedType {
-                    what: "GPU column",
-                    data_type: other.clone(),
-                })
-            }
-        };
-        Ok(Self { values, validity })
-    }
-}
-
-/// One device column: values and optional validity.
-pub struct DeviceColumn {
-    values: CudaSlice<u8>,
-    validity: Option<CudaSlice<u8>>,
-    /// Whether `validity` holds bits for the current batch.
-    has_validity: bool,
-}
-
-impl DeviceColumn {
-    /// A device column with room for `host`.
-    pub fn alloc(stream: &Arc<CudaStream>, values: usize, validity: usize) -> Result<Self> {
-        // SAFETY: the buffers are written by `upload` before any kernel reads them.
-        let v =
-            unsafe { stream.alloc::<u8>(values.max(1)) }.map_err(gpu_err("allocating a column"))?;
-        // SAFETY: as above.
-        let n = unsafe { stream.alloc::<u8>(validity.max(1)) }
-            .map_err(gpu_err("allocating a column"))?;
-        Ok(Self {
-            values: v,
-            validity: Some(n),
-            has_validity: false,
-        })
-    }
-
-    /// Whether `host` fits this buffer.
-    pub fn fits(&self, host: &HostColumn) -> bool {
-        self.values.len() >= host.values.len()
-            && host
-                .validity
-                .as_ref()
-                .is_none_or(|b| self.validity.as_ref().is_some_and(|d| d.len() >= b.len()))
-    }
-
-    /// Copies `host` in (asynchronously on `stream`).
-    pub fn upload(&mut self, stream: &Arc<CudaStream>, host: &HostColumn) -> Result<()> {
-        let err = gpu_err("copying a column to the GPU");
-        let mut dst = self.values.slice_mut(0..host.values.len());
-        stream
-            .memcpy_htod(host.values.as_slice(), &mut dst)
-            .map_err(&err)?;
-        self.has_validity = false;
-        if let (Some(b), Some(d)) = (&host.validity, self.validity.as_mut()) {
-            let mut dst = d.slice_mut(0..b.len());
-            stream.memcpy_htod(b.as_slice(), &mut dst).map_err(&err)?;
-            self.has_validity = true;
-        }
-        Ok(())
-    }
-
-    /// (values, validity or 0) device addresses.
-    pub fn pointers(&self, stream: &Arc<CudaStream>) -> (u64, u64) {
-        let (v, _g) = self.values.device_ptr(stream);
-        let n = match (&self.validity, self.has_validity) {
-            (Some(n), true) => n.device_ptr(stream).0,
-            _ => 0,
-        };
-        (v, n)
-    }
-}
 
 /// A hash or direct table on the device, array of structs: slot `s` holds its key words then
 /// its state words at `slots[s * width ..]` (none of the former for direct tables), so one

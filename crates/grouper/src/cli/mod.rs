@@ -66,9 +66,25 @@ pub struct EngineArgs {
     /// GPU: upload the input once and time the query on device memory.
     #[arg(long)]
     pub resident: bool,
-    /// GPU: rows per copied batch.
+    /// GPU: rows per copied batch (lowered to fit --gpu-memory-limit).
     #[arg(long, default_value_t = 1 << 22)]
     pub batch_rows: usize,
+    /// GPU: how columns cross PCIe: `compressed` (bit-packed, frame-of-reference or
+    /// dictionary per column, decoded in the kernel) or `raw` (as they are).
+    #[arg(long, default_value = "compressed")]
+    pub transfer: TransferArg,
+    /// GPU: the kernel reads chunks from mapped pinned host memory (no copy) instead of
+    /// copying them to the device first.
+    #[arg(long)]
+    pub zero_copy: bool,
+    /// GPU: most device memory a query may take, e.g. 2G; inputs larger than it stream
+    /// through in smaller chunks.
+    #[arg(long, value_parser = parse_bytes)]
+    pub gpu_memory_limit: Option<usize>,
+    /// GPU: host memory for prepared inputs (encoded chunk images kept pinned between
+    /// queries over the same in-memory table), e.g. 8G; 0 turns the cache off.
+    #[arg(long, value_parser = parse_bytes_or_zero, default_value = "16G")]
+    pub gpu_cache: usize,
     /// GPU: blocks per multiprocessor (default: from occupancy).
     #[arg(long)]
     pub blocks_per_sm: Option<u32>,
@@ -83,6 +99,23 @@ pub struct EngineArgs {
     /// sorts spill first).
     #[arg(long, value_parser = parse_bytes)]
     pub memory_limit: Option<usize>,
+}
+
+/// How GPU input crosses PCIe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransferArg {
+    /// Transfer compression (Tomé Table 1).
+    Compressed,
+    /// The columns as they are.
+    Raw,
+}
+
+/// Like [`parse_bytes`], also accepting 0.
+fn parse_bytes_or_zero(s: &str) -> std::result::Result<usize, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    parse_bytes(s)
 }
 
 /// `123`, `64K`, `512M`, `4G` (powers of 1024) as bytes.
@@ -166,6 +199,10 @@ impl EngineArgs {
                 },
                 resident: self.resident,
                 batch_rows: self.batch_rows,
+                compress: self.transfer == TransferArg::Compressed,
+                zero_copy: self.zero_copy,
+                memory_limit: self.gpu_memory_limit.map(|b| b as u64),
+                cache_bytes: self.gpu_cache as u64,
             },
             threads: self.threads,
             memory_limit: self.memory_limit,

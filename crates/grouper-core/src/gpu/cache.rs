@@ -1,0 +1,121 @@
+//! The prepared-input cache: a query repeated over the same in-memory table reuses its planned
+//! keys, dictionary codes and encoded, pinned chunk images (Tomé times Q1 from compressed
+//! columns already in memory; this is how grouper gets there from an Arrow table).
+//!
+//! An input is known by the identity of its arrays (the `Arc` of each column of each batch,
+//! with offset and length: Arrow arrays are immutable), the query and the options that shape
+//! the images. Entries hold a clone of those arrays, so an address cannot be reused by other
+//! data while its entry lives. Least recently used entries go first when the owned bytes
+//! (images, codes) pass the caller's limit.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{Array, ArrayRef, RecordBatch};
+
+use super::run::{Base, GpuOptions, GpuQuery};
+
+/// What identifies a prepared input.
+pub(crate) struct InputKey {
+    query: GpuQuery,
+    arrays: Vec<ArrayRef>,
+    batch_rows: usize,
+    compress: bool,
+    memory_limit: Option<u64>,
+}
+
+impl InputKey {
+    pub(crate) fn new(query: &GpuQuery, batches: &[RecordBatch], opts: &GpuOptions) -> Self {
+        Self {
+            query: query.clone(),
+            arrays: batches
+                .iter()
+                .flat_map(|b| b.columns().iter().cloned())
+                .collect(),
+            batch_rows: opts.batch_rows,
+            compress: opts.compress,
+            memory_limit: opts.memory_limit,
+        }
+    }
+
+    fn matches(&self, other: &Self) -> bool {
+        self.batch_rows == other.batch_rows
+            && self.compress == other.compress
+            && self.memory_limit == other.memory_limit
+            && self.arrays.len() == other.arrays.len()
+            && self
+                .arrays
+                .iter()
+                .zip(&other.arrays)
+                .all(|(a, b)| Arc::ptr_eq(a, b) && a.offset() == b.offset() && a.len() == b.len())
+            && self.query == other.query
+    }
+}
+
+/// Most inputs kept (each holds its arrays alive).
+const MAX_ENTRIES: usize = 16;
+
+struct Entry {
+    key: InputKey,
+    base: Arc<Base>,
+    bytes: u64,
+    used: u64,
+}
+
+struct Cache {
+    entries: Vec<Entry>,
+    clock: u64,
+}
+
+static CACHE: Mutex<Cache> = Mutex::new(Cache {
+    entries: Vec::new(),
+    clock: 0,
+});
+
+/// The prepared input of `key`, if cached.
+pub(crate) fn lookup(key: &InputKey) -> Option<Arc<Base>> {
+    let mut c = CACHE.lock().ok()?;
+    c.clock += 1;
+    let now = c.clock;
+    let e = c.entries.iter_mut().find(|e| e.key.matches(key))?;
+    e.used = now;
+    Some(Arc::clone(&e.base))
+}
+
+/// Keeps `base` for `key`, evicting the least recently used entries beyond `limit` owned bytes
+/// (an input larger than the limit is not kept).
+pub(crate) fn insert(key: InputKey, base: Arc<Base>, bytes: u64, limit: u64) {
+    let Ok(mut c) = CACHE.lock() else {
+        return;
+    };
+    c.clock += 1;
+    let now = c.clock;
+    c.entries.retain(|e| !e.key.matches(&key));
+    if bytes > limit {
+        return;
+    }
+    c.entries.push(Entry {
+        key,
+        base,
+        bytes,
+        used: now,
+    });
+    while c.entries.iter().map(|e| e.bytes).sum::<u64>() > limit || c.entries.len() > MAX_ENTRIES {
+        let Some(oldest) = c
+            .entries
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, e)| e.used)
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        c.entries.swap_remove(oldest);
+    }
+}
+
+/// Drops every cached input (their pinned memory is freed).
+pub fn clear() {
+    if let Ok(mut c) = CACHE.lock() {
+        c.entries.clear();
+    }
+}

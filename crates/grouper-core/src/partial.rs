@@ -1,0 +1,150 @@
+//! [`PartialGroups`]: groups not yet finalized — key columns and one accumulator per aggregate
+//! — so that the results of different engines over disjoint parts of one input (the GPU's
+//! chunks and the CPU's, in co-processing) merge with the aggregate algebra's `merge` and are
+//! finalized once (Tomé §3.6, data-parallel co-processing; Luan's intra-operator split).
+
+use arrow::array::{new_empty_array, ArrayRef, UInt32Array};
+use arrow::compute::{concat, take};
+use arrow::datatypes::DataType;
+use hashbrown::HashMap;
+
+use crate::cpu::{finalize_chunk_aggs, Accumulators, Chunk};
+use crate::error::{GrouperError, Result};
+use crate::keys::KeyCodec;
+
+/// Groups with their keys and un-finalized states, `len` of each.
+pub struct PartialGroups {
+    /// One array per key column (none for a global aggregate).
+    pub keys: Vec<ArrayRef>,
+    /// One accumulator per aggregate, each holding `len` groups.
+    pub accs: Accumulators,
+    /// Groups.
+    pub len: usize,
+}
+
+impl PartialGroups {
+    /// The groups of `chunks` (result rows of a CPU strategy), keys decoded with `codec`, into
+    /// fresh accumulators `accs` (one per aggregate, empty).
+    pub(crate) fn from_chunks(
+        chunks: Vec<Chunk>,
+        codec: &KeyCodec,
+        key_types: &[DataType],
+        mut accs: Accumulators,
+    ) -> Result<Self> {
+        let len: usize = chunks.iter().map(|c| c.words.len()).sum();
+        accs.iter_mut().for_each(|a| a.resize(len));
+        let mut parts: Vec<Vec<ArrayRef>> = Vec::new();
+        let mut at = 0u32;
+        for chunk in chunks {
+            let n = chunk.words.len();
+            if n == 0 {
+                continue;
+            }
+            parts.push(codec.decode(&chunk.words)?);
+            let src: Vec<u32> = chunk.select.unwrap_or_else(|| (0..n as u32).collect());
+            let dst: Vec<u32> = (at..at + n as u32).collect();
+            for (a, c) in accs.iter_mut().zip(&chunk.accs) {
+                a.merge(c.as_ref(), &src, &dst)?;
+            }
+            at += n as u32;
+        }
+        let keys = if parts.is_empty() {
+            key_types.iter().map(new_empty_array).collect()
+        } else {
+            concat_parts(&parts)?
+        };
+        Ok(Self { keys, accs, len })
+    }
+
+    /// Merges `other` (the same query over other rows) into these groups.
+    pub fn merge(mut self, other: Self, key_types: &[DataType]) -> Result<Self> {
+        if key_types.is_empty() {
+            // A global aggregate: one group on each side (the identity where no row came).
+            for a in self.accs.iter_mut() {
+                a.resize(1);
+            }
+            for (a, b) in self.accs.iter_mut().zip(&other.accs) {
+                if !b.is_empty() {
+                    a.merge(b.as_ref(), &[0], &[0])?;
+                }
+            }
+            self.len = 1;
+            return Ok(self);
+        }
+        if other.len == 0 {
+            return Ok(self);
+        }
+        if self.len == 0 {
+            return Ok(other);
+        }
+        // One codec over both sides' keys (interned when they span more than 64 bits).
+        let codec = KeyCodec::plan(key_types, &[&self.keys, &other.keys])?;
+        let missing = || GrouperError::InvalidInput("a merged key is outside its codec".into());
+        let ours = codec.encode(&self.keys, self.len)?.ok_or_else(missing)?;
+        let theirs = codec.encode(&other.keys, other.len)?.ok_or_else(missing)?;
+        let mut index: HashMap<u64, u32> = ours
+            .iter()
+            .enumerate()
+            .map(|(g, w)| (*w, g as u32))
+            .collect();
+        let mut groups = self.len as u32;
+        let mut fresh: Vec<u32> = Vec::new();
+        let mut dst = Vec::with_capacity(other.len);
+        for (row, w) in theirs.iter().enumerate() {
+            let g = *index.entry(*w).or_insert_with(|| {
+                fresh.push(row as u32);
+                groups += 1;
+                groups - 1
+            });
+            dst.push(g);
+        }
+        let src: Vec<u32> = (0..other.len as u32).collect();
+        for a in self.accs.iter_mut() {
+            a.resize(groups as usize);
+        }
+        for (a, b) in self.accs.iter_mut().zip(&other.accs) {
+            a.merge(b.as_ref(), &src, &dst)?;
+        }
+        let picks = UInt32Array::from(fresh);
+        let keys = self
+            .keys
+            .iter()
+            .zip(&other.keys)
+            .map(|(a, b)| {
+                Ok(concat(&[
+                    a.as_ref(),
+                    take(b.as_ref(), &picks, None)?.as_ref(),
+                ])?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            keys,
+            accs: self.accs,
+            len: groups as usize,
+        })
+    }
+
+    /// Keys then finalized aggregates, and the number of groups.
+    pub fn finalize(self) -> Result<(Vec<ArrayRef>, usize)> {
+        let mut columns = self.keys;
+        columns.extend(finalize_chunk_aggs(self.accs, None)?);
+        Ok((columns, self.len))
+    }
+}
+
+/// Column-wise concatenation of parts with the same columns.
+fn concat_parts(parts: &[Vec<ArrayRef>]) -> Result<Vec<ArrayRef>> {
+    let Some(first) = parts.first() else {
+        return Ok(Vec::new());
+    };
+    (0..first.len())
+        .map(|c| {
+            let arrays: Vec<&dyn arrow::array::Array> = parts
+                .iter()
+                .filter_map(|p| p.get(c))
+                .map(|a| a.as_ref())
+                .collect();
+            Ok(concat(&arrays)?)
+        })
+        .collect()
+}
