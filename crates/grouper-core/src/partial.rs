@@ -148,3 +148,79 @@ fn concat_parts(parts: &[Vec<ArrayRef>]) -> Result<Vec<ArrayRef>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Float64Array, Int64Array, StringArray};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::agg::{AggKind, AggregateSpec};
+    use crate::compare::same_groups;
+    use crate::{reference, Aggregation, InputBatch, QuerySpec};
+
+    fn spec(keys: usize) -> QuerySpec {
+        QuerySpec {
+            key_types: [DataType::Int64, DataType::Utf8][..keys].to_vec(),
+            aggregates: vec![
+                AggregateSpec::count_star(),
+                AggregateSpec::new(AggKind::Sum, DataType::Int64),
+                AggregateSpec::new(AggKind::Avg, DataType::Float64),
+                AggregateSpec::new(AggKind::Min, DataType::Int64),
+            ],
+        }
+    }
+
+    fn batch(spec: &QuerySpec, rows: &[(i64, Option<i64>)]) -> InputBatch {
+        let k: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)));
+        let s: ArrayRef = Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| format!("s{}", r.0 % 3)),
+        ));
+        let v: ArrayRef = Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.1)));
+        let f: ArrayRef = Arc::new(Float64Array::from_iter(
+            rows.iter().map(|r| r.1.map(|x| x as f64 * 0.5)),
+        ));
+        let keys = [k, s][..spec.key_types.len()].to_vec();
+        InputBatch::try_new(
+            spec,
+            keys,
+            vec![None, Some(Arc::clone(&v)), Some(f), Some(v)],
+            rows.len(),
+        )
+        .unwrap()
+    }
+
+    fn partial(spec: &QuerySpec, batches: &[InputBatch]) -> PartialGroups {
+        let agg = Aggregation::new(spec.clone(), Default::default()).unwrap();
+        let mut w = agg.worker();
+        for b in batches {
+            w.push(b).unwrap();
+        }
+        agg.finish_partial(vec![w]).unwrap().0
+    }
+
+    proptest! {
+        /// Any split of the input, each side aggregated apart and merged, equals the reference
+        /// over all of it (including a side with no rows, and global aggregates).
+        #[test]
+        fn merged_partials_equal_the_whole(
+            keys in 0usize..=2,
+            rows in prop::collection::vec((0i64..40, prop::option::of(-1000i64..1000)), 0..300),
+            cut in 0usize..300,
+        ) {
+            let spec = spec(keys);
+            let cut = cut.min(rows.len());
+            let (a, b) = rows.split_at(cut);
+            let (a, b) = (vec![batch(&spec, a)], vec![batch(&spec, b)]);
+            let whole = reference::aggregate(&spec, &[a[0].clone(), b[0].clone()]).unwrap();
+            let (merged, _) = partial(&spec, &a)
+                .merge(partial(&spec, &b), &spec.key_types)
+                .unwrap()
+                .finalize()
+                .unwrap();
+            prop_assert_eq!(same_groups(&whole, &merged, keys), Ok(()));
+        }
+    }
+}

@@ -281,7 +281,13 @@ fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
     let ds = source.downcast_ref::<DataSourceExec>()?;
     let mem =
         (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<MemorySourceConfig>()?;
-    Some(mem.partitions().iter().flatten().map(|b| b.num_rows()).sum())
+    Some(
+        mem.partitions()
+            .iter()
+            .flatten()
+            .map(|b| b.num_rows())
+            .sum(),
+    )
 }
 
 /// What the GPU did, for `--explain`.
@@ -528,15 +534,21 @@ async fn run_hybrid(
         Arc::clone(&queue),
         engine.pool.current_num_threads(),
     ));
-    let cpu_input = Arc::clone(input)
-        .transform_down(|node| {
-            Ok(if Arc::ptr_eq(&node, &source) {
-                Transformed::new(Arc::clone(&leaf), true, TreeNodeRecursion::Jump)
-            } else {
-                Transformed::no(node)
-            })
-        })?
-        .data;
+    let replaced = Arc::clone(input).transform_down(|node| {
+        Ok(if Arc::ptr_eq(&node, &source) {
+            Transformed::new(Arc::clone(&leaf), true, TreeNodeRecursion::Jump)
+        } else {
+            Transformed::no(node)
+        })
+    })?;
+    if !replaced.transformed {
+        // The CPU side would read the whole source again: count rows twice. Never expected
+        // (the fused form is dropped whenever the input is rebuilt).
+        return Err(DataFusionError::Internal(
+            "co-processing: the fused source is not in the input plan".into(),
+        ));
+    }
+    let cpu_input = replaced.data;
     let gpu_queue = Arc::clone(&queue);
     let gpu = tokio::task::spawn_blocking(move || {
         let claim = || gpu_queue.gpu_claim();
