@@ -460,14 +460,12 @@ fn streams_inputs_many_times_the_memory_limit() {
                 .unwrap_or_else(|e| panic!("{}: {e}", opts.transfer()));
             let r = &out.report;
             assert!(
-                r.chunks >= 8
-                    && (r.chunks as f64) * (r.batch_rows as f64) * r.sent_bytes_per_row
-                        > 4.0 * limit as f64,
+                r.chunks >= 8 && rows as f64 * r.raw_bytes_per_row > 4.0 * limit as f64,
                 "{}: {} chunks of {} rows, {} B/row",
                 r.transfer,
                 r.chunks,
                 r.batch_rows,
-                r.sent_bytes_per_row
+                r.raw_bytes_per_row
             );
             same_groups(&cpu.columns, &out.columns, 1)
                 .unwrap_or_else(|e| panic!("{} {strategy:?}: {e}", r.transfer));
