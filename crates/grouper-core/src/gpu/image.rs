@@ -3,7 +3,7 @@
 //! kernel finds each column at a fixed offset from the buffer's device address.
 //!
 //! ```text
-//!  [col a values | col a validity | col b values | ...]   regions 8-byte aligned
+//!  [col a values | col a validity | col b values | ...]   regions 256-byte aligned
 //!   values:   plain native bytes, or packed words (encode.rs)
 //!   validity: one bit per row (only for columns with a NULL somewhere in the input)
 //! ```
@@ -33,12 +33,20 @@ pub struct ImageLayout {
     pub rows: usize,
     /// Per input column, its region (`None`: the kernel does not read it).
     pub columns: Vec<Option<ColumnRegion>>,
-    /// Total bytes (a multiple of 8).
+    /// Total bytes (a multiple of 8; regions start at multiples of 256).
     pub bytes: usize,
 }
 
 fn words_for_bits(bits: usize) -> usize {
     bits.div_ceil(64)
+}
+
+/// Region alignment: 16 bytes for `__int128` loads, and a warp's first load starts a 256-byte
+/// line (coalescing).
+const ALIGN: usize = 256;
+
+fn aligned(at: usize) -> usize {
+    at.div_ceil(ALIGN) * ALIGN
 }
 
 impl ImageLayout {
@@ -51,11 +59,11 @@ impl ImageLayout {
             .enumerate()
             .map(|(c, e)| {
                 let e = e.as_ref()?;
-                let values = at;
-                at += 8 * e.words(rows);
+                let values = aligned(at);
+                at = values + 8 * e.words(rows);
                 let validity = nullable.get(c).copied().unwrap_or(false).then(|| {
-                    let v = at;
-                    at += 8 * words_for_bits(rows).max(1);
+                    let v = aligned(at);
+                    at = v + 8 * words_for_bits(rows).max(1);
                     v
                 });
                 Some(ColumnRegion { values, validity })
@@ -255,6 +263,10 @@ mod tests {
         assert!(layout.columns[1].is_none());
         let bools = out[layout.columns[2].unwrap().values];
         assert_eq!(bools, 0b11101);
+        for r in layout.columns.iter().flatten() {
+            assert_eq!(r.values % 256, 0, "{r:?}");
+            assert!(r.validity.is_none_or(|v| v % 256 == 0), "{r:?}");
+        }
         let ptrs = layout.pointers(1 << 40);
         assert_eq!(ptrs.0[0], (1 << 40) + r.values as u64);
         assert_eq!((ptrs.0[2], ptrs.0[3]), (0, 0));
