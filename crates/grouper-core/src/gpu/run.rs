@@ -1467,7 +1467,10 @@ fn choose(
     } else {
         (largest, 0)
     };
-    let global_direct_ok = single && domain.saturating_mul(8 * w) <= info.memory_bytes / 4;
+    // A direct table in device memory: within a quarter of the device, and half of the
+    // memory limit (the rest streams the input).
+    let direct_room = (info.memory_bytes / 4).min(opts.memory_limit.map_or(u64::MAX, |l| l / 2));
+    let global_direct_ok = single && domain.saturating_mul(8 * w) <= direct_room;
     // block_local: (threads, slots). The smallest block whose table holds ~groups / fill slots
     // at full occupancy; else the largest table that keeps the SM full with the largest blocks.
     let block_plan = |g: u64| -> (u32, u64) {
