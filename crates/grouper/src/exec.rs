@@ -517,7 +517,12 @@ async fn run_hybrid(
         .ok_or_else(|| DataFusionError::Internal("hybrid without a fused source".into()))?;
     let (batches, _held) = collect(&source, context, None).await?;
     let batches = Arc::new(batches);
-    let opts = engine.gpu.clone();
+    // Smaller chunks than the GPU alone uses (2^22 rows): a CPU worker's chunk then takes tens
+    // of milliseconds, so the last one does not hold the query up.
+    let opts = GpuOptions {
+        batch_rows: (engine.gpu.batch_rows / 8).max(1 << 16),
+        ..engine.gpu.clone()
+    };
     let shared = Arc::clone(&batches);
     let mut prepared = tokio::task::spawn_blocking(move || Prepared::new(&query, &shared, &opts))
         .await
@@ -552,7 +557,9 @@ async fn run_hybrid(
     let gpu_queue = Arc::clone(&queue);
     let gpu = tokio::task::spawn_blocking(move || {
         let claim = || gpu_queue.gpu_claim();
-        prepared.run_partial(&claim)
+        let out = prepared.run_partial(&claim);
+        gpu_queue.gpu_finished();
+        out
     });
     let (cpu_part, decision) = run_cpu_with(cpu_input, plan, engine, context, baseline, |a, w| {
         a.finish_partial(w)

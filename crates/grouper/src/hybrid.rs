@@ -12,11 +12,13 @@
 //! ```
 //!
 //! A CPU worker takes a chunk only while the GPU, at its measured pace, would not finish the
-//! remaining chunks before the worker finishes this one: otherwise the GPU takes it, and the
-//! query does not wait on a slow last CPU chunk.
+//! remaining chunks before the worker finishes this one (its own last chunk's time, or before
+//! its first an optimistic [`CPU_PRIOR_NS_PER_ROW`]): otherwise the GPU takes it, and the query
+//! does not wait on a slow last CPU chunk. Until the GPU's pace is known (a few chunks past its
+//! initial burst of copies) CPU workers wait; once the GPU is done they take what is left.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -32,6 +34,23 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
+use grouper_core::gpu::pipeline as gpu;
+
+/// What a CPU worker gets from the queue.
+#[derive(Debug, PartialEq, Eq)]
+enum Claim {
+    /// Chunk `i` is this worker's.
+    Take(usize),
+    /// Ask again shortly (the GPU's pace is not known yet).
+    Wait,
+    /// Nothing more for the CPU.
+    Done,
+}
+
+/// Before a CPU worker has timed a chunk: an optimistic single-core cost per row (a simple
+/// aggregation runs at about 50–100 M rows/s per core), so a worker declines a first chunk
+/// the GPU would finish sooner even at that speed.
+pub const CPU_PRIOR_NS_PER_ROW: f64 = 10.0;
 
 /// The chunks of one input, handed out once each, and the GPU's measured pace.
 #[derive(Debug)]
@@ -43,6 +62,10 @@ pub struct ChunkQueue {
     /// Nanoseconds per chunk the GPU takes (0 until measured).
     gpu_ns: AtomicU64,
     gpu_last: Mutex<Option<Instant>>,
+    /// Chunks the GPU claimed.
+    gpu_claims: AtomicUsize,
+    /// Whether the GPU has stopped (done or failed).
+    gpu_done: AtomicBool,
     /// Rows and chunks the CPU took.
     cpu_rows: AtomicU64,
     cpu_chunks: AtomicUsize,
@@ -57,6 +80,8 @@ impl ChunkQueue {
             rows,
             gpu_ns: AtomicU64::new(0),
             gpu_last: Mutex::new(None),
+            gpu_claims: AtomicUsize::new(0),
+            gpu_done: AtomicBool::new(false),
             cpu_rows: AtomicU64::new(0),
             cpu_chunks: AtomicUsize::new(0),
         }
@@ -83,6 +108,7 @@ impl ChunkQueue {
     /// claims a few chunks ahead of its kernel, so in steady state this is its throughput).
     pub fn gpu_claim(&self) -> Option<usize> {
         let i = self.claim_if(|_| true)?;
+        self.gpu_claims.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut last) = self.gpu_last.lock() {
             let now = Instant::now();
             if let Some(prev) = last.replace(now) {
@@ -95,19 +121,39 @@ impl ChunkQueue {
         Some(i)
     }
 
+    /// Marks the GPU stopped: CPU workers take every chunk left.
+    pub fn gpu_finished(&self) {
+        self.gpu_done.store(true, Ordering::Release);
+    }
+
     /// A CPU worker's claim, given how long its last chunk took (`None`: none yet).
-    fn cpu_claim(&self, cpu_ns: Option<u64>) -> Option<usize> {
+    fn cpu_claim(&self, cpu_ns: Option<u64>) -> Claim {
+        let gpu_done = self.gpu_done.load(Ordering::Acquire);
+        // The first claims come in a burst (the pipeline's copies ahead): no pace yet.
+        let known = self.gpu_claims.load(Ordering::Relaxed) > gpu::SLOTS + 2;
+        if !gpu_done && !known {
+            return if self.next.load(Ordering::Acquire) >= self.chunks {
+                Claim::Done
+            } else {
+                Claim::Wait
+            };
+        }
         let gpu = self.gpu_ns.load(Ordering::Relaxed);
-        let i = self.claim_if(|i| match cpu_ns {
-            Some(cpu) if gpu > 0 => ((self.chunks - i - 1) as u64).saturating_mul(gpu) >= cpu,
-            _ => true,
-        })?;
+        let taken = self.claim_if(|i| {
+            let cpu = cpu_ns.unwrap_or_else(|| {
+                (self.rows.get(i).copied().unwrap_or(0) as f64 * CPU_PRIOR_NS_PER_ROW) as u64
+            });
+            gpu_done || ((self.chunks - i - 1) as u64).saturating_mul(gpu) >= cpu
+        });
+        let Some(i) = taken else {
+            return Claim::Done;
+        };
         self.cpu_chunks.fetch_add(1, Ordering::Relaxed);
         self.cpu_rows.fetch_add(
             self.rows.get(i).copied().unwrap_or(0) as u64,
             Ordering::Relaxed,
         );
-        Some(i)
+        Claim::Take(i)
     }
 
     /// (rows, chunks) the CPU took.
@@ -235,7 +281,14 @@ impl ExecutionPlan for QueueSourceExec {
                         return Some((Ok(b), c));
                     }
                     let spent = c.took.map(|t| t.elapsed().as_nanos() as u64);
-                    let i = queue.cpu_claim(spent)?;
+                    let i = match queue.cpu_claim(spent) {
+                        Claim::Take(i) => i,
+                        Claim::Wait => {
+                            tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+                            continue;
+                        }
+                        Claim::Done => return None,
+                    };
                     c.took = Some(Instant::now());
                     let slices: Vec<RecordBatch> = pieces
                         .get(i)
@@ -271,13 +324,18 @@ mod tests {
                 let (q, seen) = (Arc::clone(&q), Arc::clone(&seen));
                 s.spawn(move || loop {
                     let c = if t == 0 {
-                        q.gpu_claim()
+                        q.gpu_claim().map_or(Claim::Done, Claim::Take)
                     } else {
                         q.cpu_claim(None)
                     };
                     match c {
-                        Some(i) => seen.lock().unwrap().push(i),
-                        None => break,
+                        Claim::Take(i) => seen.lock().unwrap().push(i),
+                        Claim::Wait => std::thread::yield_now(),
+                        Claim::Done if t == 0 => {
+                            q.gpu_finished();
+                            break;
+                        }
+                        Claim::Done => break,
                     }
                 });
             }
@@ -291,14 +349,22 @@ mod tests {
 
     #[test]
     fn a_slow_cpu_leaves_the_last_chunks_to_the_gpu() {
-        let q = ChunkQueue::new(vec![1; 10]);
+        let q = ChunkQueue::new(vec![100; 20]);
+        // No GPU pace yet: the CPU waits.
+        assert_eq!(q.cpu_claim(Some(5_000)), Claim::Wait);
+        for i in 0..=gpu::SLOTS + 2 {
+            assert_eq!(q.gpu_claim(), Some(i));
+        }
+        let next = gpu::SLOTS + 3;
         q.gpu_ns.store(1_000, Ordering::Relaxed);
         // A CPU chunk takes as long as 5 GPU chunks: with 5 or more left after it, take it.
-        assert_eq!(q.cpu_claim(Some(5_000)), Some(0));
-        q.next.store(5, Ordering::Relaxed);
-        assert_eq!(q.cpu_claim(Some(5_000)), None);
-        assert_eq!(q.gpu_claim(), Some(5));
-        // Before any measurement it takes what there is.
-        assert_eq!(q.cpu_claim(None), Some(6));
+        assert_eq!(q.cpu_claim(Some(5_000)), Claim::Take(next));
+        q.next.store(15, Ordering::Relaxed);
+        assert_eq!(q.cpu_claim(Some(5_000)), Claim::Done);
+        // Before its first chunk, a worker assumes the optimistic prior (100 rows: 1 us).
+        assert_eq!(q.cpu_claim(None), Claim::Take(15));
+        // Once the GPU stops, the CPU takes the rest.
+        q.gpu_finished();
+        assert_eq!(q.cpu_claim(Some(1 << 40)), Claim::Take(16));
     }
 }

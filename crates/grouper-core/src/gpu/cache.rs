@@ -2,22 +2,23 @@
 //! keys, dictionary codes and encoded, pinned chunk images (Tomé times Q1 from compressed
 //! columns already in memory; this is how grouper gets there from an Arrow table).
 //!
-//! An input is known by the identity of its arrays (the `Arc` of each column of each batch,
-//! with offset and length: Arrow arrays are immutable), the query and the options that shape
-//! the images. Entries hold a clone of those arrays, so an address cannot be reused by other
-//! data while its entry lives. Least recently used entries go first when the owned bytes
+//! An input is known by the identity of its arrays (the addresses of each column's buffers,
+//! with offset, length and type: Arrow buffers are immutable; DataFusion re-slices a table's
+//! batches on every scan, so the arrays are new but their buffers are not), the query and the
+//! options that shape the images. Entries hold those buffers, so an address cannot be reused by
+//! other data while its entry lives. Least recently used entries go first when the owned bytes
 //! (images, codes) pass the caller's limit.
 
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::array::{ArrayData, RecordBatch};
 
 use super::run::{Base, GpuOptions, GpuQuery};
 
 /// What identifies a prepared input.
 pub(crate) struct InputKey {
     query: GpuQuery,
-    arrays: Vec<ArrayRef>,
+    arrays: Vec<ArrayData>,
     batch_rows: usize,
     compress: bool,
     memory_limit: Option<u64>,
@@ -29,7 +30,7 @@ impl InputKey {
             query: query.clone(),
             arrays: batches
                 .iter()
-                .flat_map(|b| b.columns().iter().cloned())
+                .flat_map(|b| b.columns().iter().map(|a| a.to_data()))
                 .collect(),
             batch_rows: opts.batch_rows,
             compress: opts.compress,
@@ -46,7 +47,7 @@ impl InputKey {
                 .arrays
                 .iter()
                 .zip(&other.arrays)
-                .all(|(a, b)| Arc::ptr_eq(a, b) && a.offset() == b.offset() && a.len() == b.len())
+                .all(|(a, b)| a.ptr_eq(b))
             && self.query == other.query
     }
 }
