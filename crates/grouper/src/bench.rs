@@ -260,7 +260,7 @@ pub(crate) fn q1_lineitem(
     Vec<Vec<arrow::array::RecordBatch>>,
     arrow::datatypes::SchemaRef,
 )> {
-    let parts = q1_columns(grouper::tpch::lineitem(sf, threads, &|_| {})?)?;
+    let parts = grouper::tpch::lineitem_columns(sf, threads, Some(&Q1_COLUMNS), &|_| {})?;
     let schema = parts
         .iter()
         .flatten()
@@ -270,34 +270,16 @@ pub(crate) fn q1_lineitem(
     Ok((parts, schema))
 }
 
-/// Keeps the columns TPC-H Q1 reads.
-fn q1_columns(
-    parts: Vec<Vec<arrow::array::RecordBatch>>,
-) -> Result<Vec<Vec<arrow::array::RecordBatch>>> {
-    const COLS: [&str; 7] = [
-        "l_quantity",
-        "l_extendedprice",
-        "l_discount",
-        "l_tax",
-        "l_returnflag",
-        "l_linestatus",
-        "l_shipdate",
-    ];
-    parts
-        .into_iter()
-        .map(|p| {
-            p.into_iter()
-                .map(|b| {
-                    let idx = COLS
-                        .iter()
-                        .map(|c| b.schema().index_of(c))
-                        .collect::<std::result::Result<Vec<_>, _>>()?;
-                    Ok(b.project(&idx)?)
-                })
-                .collect()
-        })
-        .collect()
-}
+/// The columns TPC-H Q1 reads.
+const Q1_COLUMNS: [&str; 7] = [
+    "l_quantity",
+    "l_extendedprice",
+    "l_discount",
+    "l_tax",
+    "l_returnflag",
+    "l_linestatus",
+    "l_shipdate",
+];
 
 pub(crate) fn git_commit() -> String {
     if let Ok(c) = std::env::var("GROUPER_COMMIT") {

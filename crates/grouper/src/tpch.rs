@@ -32,11 +32,30 @@ pub fn lineitem(
     parts: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Vec<RecordBatch>>> {
+    lineitem_columns(sf, parts, None, progress)
+}
+
+/// [`lineitem`] with only `columns` kept (each batch projected as it is generated, so a large
+/// scale factor never holds the columns it does not need).
+pub fn lineitem_columns(
+    sf: f64,
+    parts: usize,
+    columns: Option<&[&str]>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<Vec<RecordBatch>>> {
     if !(sf > 0.0 && sf.is_finite()) {
         return Err(DataFusionError::Plan(format!(
             "scale factor must be positive, got {sf}"
         )));
     }
+    let schema = LineItemArrow::schema_ref();
+    let projection = columns
+        .map(|cols| {
+            cols.iter()
+                .map(|c| schema.index_of(c))
+                .collect::<std::result::Result<Vec<_>, _>>()
+        })
+        .transpose()?;
     let parts = parts.max(1);
     (1..=parts)
         .into_par_iter()
@@ -46,6 +65,10 @@ pub fn lineitem(
                 .with_batch_size(1 << 16)
                 .map(|b| {
                     let b = b?;
+                    let b = match &projection {
+                        Some(idx) => b.project(idx)?,
+                        None => b,
+                    };
                     progress(b.num_rows() as u64);
                     Ok(b)
                 })

@@ -120,3 +120,35 @@ pub fn clear() {
         c.entries.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    fn key(batches: &[RecordBatch]) -> InputKey {
+        let query = GpuQuery {
+            columns: vec![DataType::Int64],
+            filter: None,
+            keys: vec![0],
+            aggregates: vec![],
+        };
+        InputKey::new(&query, batches, &GpuOptions::default())
+    }
+
+    #[test]
+    fn inputs_are_known_by_their_buffers() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let a: ArrayRef = Arc::new(Int64Array::from((0..100).collect::<Vec<i64>>()));
+        let batch = |arr: ArrayRef| RecordBatch::try_new(Arc::clone(&schema), vec![arr]).unwrap();
+        // A scan re-slices the same buffers into new arrays: the same input.
+        let first = key(&[batch(a.slice(0, 50)), batch(a.slice(50, 50))]);
+        let again = key(&[batch(a.slice(0, 50)), batch(a.slice(50, 50))]);
+        assert!(first.matches(&again));
+        // Other slices, or equal values in other buffers, are other inputs.
+        assert!(!first.matches(&key(&[batch(a.slice(0, 40)), batch(a.slice(40, 60))])));
+        let copy: ArrayRef = Arc::new(Int64Array::from((0..100).collect::<Vec<i64>>()));
+        assert!(!first.matches(&key(&[batch(copy.slice(0, 50)), batch(copy.slice(50, 50))])));
+    }
+}
