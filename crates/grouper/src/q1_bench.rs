@@ -332,6 +332,11 @@ pub async fn q1(a: Q1Args) -> Result<()> {
             // Release this mode's cached, pinned input before the next one prepares its own.
             grouper_core::gpu::cache::clear();
         }
+        // Saved before DuckDB runs (its load of a large scale factor is the slow part).
+        results.push(
+            json!({ "sf": sf, "rows": rows, "threads": threads, "modes": ms, "duckdb": null }),
+        );
+        write(&a, &gpu, h2d, &stream, &results)?;
         let mut duck = json!(null);
         if sf <= a.duckdb_max_sf {
             match duckdb_parts(
@@ -368,9 +373,9 @@ pub async fn q1(a: Q1Args) -> Result<()> {
                 Err(e) => eprintln!("DuckDB skipped: {e}"),
             }
         }
-        results.push(
-            json!({ "sf": sf, "rows": rows, "threads": threads, "modes": ms, "duckdb": duck }),
-        );
+        if let Some(last) = results.last_mut() {
+            last["duckdb"] = duck;
+        }
         write(&a, &gpu, h2d, &stream, &results)?;
         drop(parts);
     }
