@@ -730,6 +730,12 @@ impl Prepared {
 
     /// Chooses the strategy, generates and compiles its kernels.
     fn for_options(base: Arc<Base>, opts: &GpuOptions, cached: bool) -> Result<Self> {
+        // This may be a thread that has not used the device yet (a cached input and a cached
+        // kernel make no call that binds it), and occupancy queries need a current context.
+        base.gpu
+            .ctx
+            .bind_to_thread()
+            .map_err(gpu_err("binding the CUDA context"))?;
         let info = &base.gpu.info;
         let p = &opts.params;
         let domain = base.template.domain;
@@ -931,6 +937,11 @@ impl Prepared {
     fn execute(&mut self, claim: Claim<'_>) -> Result<DeviceTable> {
         self.started = Some(Instant::now());
         let base = Arc::clone(&self.base);
+        // A run may be on another thread than its preparation (co-processing).
+        base.gpu
+            .ctx
+            .bind_to_thread()
+            .map_err(gpu_err("binding the CUDA context"))?;
         let stream = Arc::clone(&base.gpu.stream);
         let ctx = Arc::clone(&base.gpu.ctx);
         let err = gpu_err;
