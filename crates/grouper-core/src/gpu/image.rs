@@ -154,6 +154,9 @@ fn copy_plain(pieces: &[ArrayRef], out: &mut [u8]) -> Result<()> {
         return Ok(());
     };
     if *first.data_type() == DataType::Boolean {
+        // `set_bits` ORs bits in at unaligned offsets: start from a clean region (staging
+        // buffers are reused, fresh pinned memory is uninitialised).
+        out.fill(0);
         let mut at = 0usize;
         for p in pieces {
             let b = p.as_boolean().values();
@@ -245,7 +248,8 @@ mod tests {
             Some(Encoding::plain(&DataType::Boolean)),
         ];
         let layout = ImageLayout::new(5, &encodings, &[true, false, false]);
-        let mut out = vec![0u8; layout.bytes];
+        // A reused buffer: whatever was there before must not show through.
+        let mut out = vec![0xffu8; layout.bytes];
         let pieces = vec![Some(a), None, Some(b)];
         layout.fill(&pieces, &encodings, &mut out).unwrap();
         let r = layout.columns[0].unwrap();

@@ -102,9 +102,12 @@ pub fn mapped_address(p: &PinnedHostSlice<u8>) -> Result<u64> {
 /// process pins its staging memory once.
 static STAGING: Mutex<Vec<PinnedHostSlice<u8>>> = Mutex::new(Vec::new());
 
+/// A staging buffer of exactly `bytes` (a chunk's DMA copies the whole buffer, and the device
+/// slots are sized to the largest chunk).
 fn take_staging(gpu: &Gpu, bytes: usize) -> Result<PinnedHostSlice<u8>> {
+    let bytes = bytes.max(8);
     let reused = STAGING.lock().ok().and_then(|mut pool| {
-        let i = pool.iter().position(|p| p.len() >= bytes)?;
+        let i = pool.iter().position(|p| p.len() == bytes)?;
         Some(pool.swap_remove(i))
     });
     match reused {
