@@ -41,6 +41,14 @@ fn have_gpu() -> bool {
     }
 }
 
+/// Random cases of the GPU property test (`GROUPER_GPU_CASES`, default 12).
+fn gpu_cases() -> u32 {
+    std::env::var("GROUPER_GPU_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+}
+
 fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed | 1;
     move || {
@@ -361,9 +369,9 @@ fn keyed(
 }
 
 proptest! {
-    // 12 cases (each: every strategy, each in another transfer mode) fit one device call;
-    // every run draws new cases.
-    #![proptest_config(ProptestConfig { cases: 12, .. ProptestConfig::default() })]
+    // 12 cases by default (each: every strategy, each in another transfer mode); every run
+    // draws new ones. GROUPER_GPU_CASES sets another number (a device call is 10 minutes).
+    #![proptest_config(ProptestConfig { cases: gpu_cases(), .. ProptestConfig::default() })]
 
     #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
