@@ -341,9 +341,11 @@ fn gather(
     let err = gpu_err;
     let missing = || GrouperError::Gpu("a chunk image is missing".into());
     let max = layouts.iter().map(|l| l.bytes).max().unwrap_or(8);
-    // One staging slot more than device slots: the producer fills the next chunk while the
-    // device slots' copies are in flight.
-    let n = (SLOTS + 1).min(layouts.len()).max(1);
+    // One staging slot more than the chunks the sender holds (SLOTS copies in flight): the
+    // producer fills the next chunk meanwhile, and always has a slot with which to find that
+    // no chunk is left (with fewer, a sender waiting for a fourth chunk of three and a
+    // producer waiting for a free slot would wait on each other).
+    let n = SLOTS + 1;
     let (free_tx, free_rx) = mpsc::channel::<(PinnedHostSlice<u8>, Option<CudaEvent>)>();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Ready>>();
     for _ in 0..n {
