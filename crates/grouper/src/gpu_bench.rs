@@ -123,7 +123,8 @@ fn torch_points(a: &GpuSweepArgs, r: &[u32], v: &[f32], groups: &[u64]) -> Resul
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
-fn sweep_query(key_type: DataType) -> GpuQuery {
+/// `SELECT k, SUM(CAST(v AS DOUBLE)), COUNT(*) GROUP BY k` over columns (k, f32 v).
+pub(crate) fn sweep_query(key_type: DataType) -> GpuQuery {
     GpuQuery {
         columns: vec![key_type, DataType::Float32],
         filter: None,

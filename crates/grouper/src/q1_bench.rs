@@ -19,9 +19,7 @@ use datafusion::catalog::MemTable;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::SessionContext;
 use grouper::{Backend, GrouperConfig};
-use grouper_core::agg::{AggKind, AggregateSpec};
-use grouper_core::expr::Expr;
-use grouper_core::gpu::{Gpu, GpuOptions, GpuQuery, Prepared};
+use grouper_core::gpu::{Gpu, GpuOptions, Prepared};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
@@ -184,21 +182,7 @@ fn stream_rate(a: &Q1Args, h2d: f64) -> Result<Value> {
             RecordBatch::try_new(Arc::clone(&schema), vec![k.slice(o, n), v.slice(o, n)])
         })
         .collect::<std::result::Result<_, _>>()?;
-    let query = GpuQuery {
-        columns: vec![DataType::UInt32, DataType::Float32],
-        filter: None,
-        keys: vec![0],
-        aggregates: vec![
-            (
-                AggregateSpec::new(AggKind::Sum, DataType::Float64),
-                Some(Expr::Cast {
-                    expr: Box::new(Expr::column(1, DataType::Float32)),
-                    to: DataType::Float64,
-                }),
-            ),
-            (AggregateSpec::count_star(), None),
-        ],
-    };
+    let query = crate::gpu_bench::sweep_query(DataType::UInt32);
     let mut out = serde_json::Map::new();
     for (name, compress, zero_copy) in [
         ("raw", false, false),

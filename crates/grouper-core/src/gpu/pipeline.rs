@@ -201,13 +201,7 @@ pub fn drive(
                     .map_err(err("running the aggregation"))?;
                 Ok(slots)
             })();
-            match result {
-                Ok(slots) => {
-                    slots.release(budget);
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            }
+            result.map(|slots| slots.release(budget))
         }
         Feed::Gather(fill) => gather(
             gpu, stream, fill, layouts, zero_copy, budget, claim, on_chunk,
