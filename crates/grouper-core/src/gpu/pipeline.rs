@@ -201,7 +201,13 @@ pub fn drive(
                     .map_err(err("running the aggregation"))?;
                 Ok(slots)
             })();
-            result.map(|slots| slots.release(budget))
+            match result {
+                Ok(slots) => {
+                    slots.release(budget);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
         }
         Feed::Gather(fill) => gather(
             gpu, stream, fill, layouts, zero_copy, budget, claim, on_chunk,

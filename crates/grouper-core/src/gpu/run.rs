@@ -1029,13 +1029,24 @@ impl Prepared {
         let mut on_chunk = |ci: usize, cols: &ColPtrs| -> Result<()> {
             let rows = base.layouts.get(ci).map_or(0, |l| l.rows) as u64;
             rows_run += rows;
-            // Direct tables never fill up: no per-chunk counters, nothing to wait for.
-            let may_fill = !strategy.is_perfect();
-            if may_fill {
-                stream
-                    .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
-                    .map_err(err("resetting counters"))?;
+            if strategy.is_perfect() {
+                // Direct tables never fill up: no per-chunk counters, nothing to wait for.
+                return self.launch_rows(
+                    &stream,
+                    cols,
+                    rows,
+                    None,
+                    &mut table,
+                    &mut ctrl,
+                    &mut lists[0],
+                    &mut spill,
+                    spill_cap,
+                    private.as_mut(),
+                );
             }
+            stream
+                .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
+                .map_err(err("resetting counters"))?;
             self.launch_rows(
                 &stream,
                 cols,
@@ -1048,9 +1059,6 @@ impl Prepared {
                 spill_cap,
                 private.as_mut(),
             )?;
-            if !may_fill {
-                return Ok(());
-            }
             // Trap: list rows and spilled slots that found the table full; grow and redo them.
             let mut current_list = 0usize;
             loop {
