@@ -37,6 +37,11 @@ pub enum GrouperError {
     /// A CUDA driver, NVRTC or kernel failure while running on the GPU.
     #[error("GPU error: {0}")]
     Gpu(String),
+    /// A streamed input left the plan made from its source's statistics (a value outside
+    /// the bounds, an unexpected NULL, a dictionary that filled up); the caller reruns the
+    /// query on the collected input.
+    #[error("input outside its streaming plan: {0}")]
+    OutsidePlan(String),
     /// An error from an Arrow kernel.
     #[error("arrow: {0}")]
     Arrow(#[from] ArrowError),

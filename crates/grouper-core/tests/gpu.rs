@@ -23,9 +23,11 @@ use grouper_core::agg::{AggKind, AggregateSpec};
 use grouper_core::compare::same_groups;
 use grouper_core::expr::{BinOp, Expr, Scalar};
 use grouper_core::gpu::{
-    gpu_required, Gpu, GpuOptions, GpuParams, GpuQuery, GpuStrategy, Prepared,
+    gpu_required, ColumnBounds, Gpu, GpuOptions, GpuOutput, GpuParams, GpuQuery, GpuStrategy,
+    Prepared,
 };
 use grouper_core::hash::HashFn;
+use grouper_core::keys::ordinal_min_max;
 use grouper_core::{reference, GrouperError, InputBatch, QuerySpec};
 use proptest::prelude::*;
 
@@ -689,11 +691,132 @@ fn fused_filter_and_expressions_match_the_interpreter() {
     let batch = RecordBatch::try_new(schema, cols.clone()).unwrap();
     let c = Case {
         query,
-        batches: vec![batch],
+        batches: (0..10).map(|i| batch.slice(i * 5000, 5000)).collect(),
         spec,
         reference: vec![],
     };
     check_all(&c, &expected, GpuParams::default(), 16_384);
+    let same = |what: &str, out: GpuOutput| {
+        same_groups(&expected, &out.columns, 2).unwrap_or_else(|e| panic!("{what}: {e}"));
+        out.report
+    };
+
+    // Filter precomputation: the selection computed on the CPU, one bit per row sent in
+    // place of the filter's date column (qty stays: an argument reads it).
+    let strategies = [
+        None,
+        Some(GpuStrategy::PerfectShared),
+        Some(GpuStrategy::Global),
+        Some(GpuStrategy::BlockLocal),
+    ];
+    for (i, s) in strategies.into_iter().enumerate() {
+        let opts = GpuOptions {
+            strategy: s,
+            cpu_filter: true,
+            batch_rows: 16_384,
+            ..transfer(i)
+        };
+        let run = Prepared::new(&c.query, &c.batches, &opts).and_then(|mut p| p.run());
+        let r = same(&format!("cpu filter, {s:?}"), run.unwrap());
+        assert!(r.cpu_filter, "{r:?}");
+        assert!(!r.encodings.iter().any(|e| e.starts_with("#5 ")), "{r:?}");
+    }
+
+    // Streaming from a scan: planned from each column's bounds, batches pulled one by one
+    // (chunks of 8192 rows cut across them), in every transfer form.
+    let bounds = bounds_of(&c.batches);
+    for (i, s) in strategies.into_iter().enumerate() {
+        for (compress, zero_copy, cpu_filter) in [
+            (true, false, false),
+            (false, false, false),
+            (true, true, true),
+            (true, false, true),
+        ] {
+            let opts = GpuOptions {
+                strategy: s,
+                compress,
+                zero_copy,
+                cpu_filter,
+                batch_rows: 8192,
+                ..Default::default()
+            };
+            let what = format!("streamed {s:?} {opts:?}");
+            let out = run_streamed(&c, &bounds, &opts, 1 + i % 2)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let r = same(&what, out);
+            assert!(
+                r.from_scan && r.rows == rows as u64 && r.chunks == 7,
+                "{what}: {r:?}"
+            );
+        }
+    }
+    // Statistics that the data contradicts stop the run; the caller then collects.
+    let mut narrow = bounds.clone();
+    narrow[2].range = narrow[2].range.map(|(lo, hi)| (lo, hi / 4));
+    let mut no_nulls = bounds.clone();
+    no_nulls[3].may_null = false;
+    for (what, b) in [("range", &narrow), ("NULLs", &no_nulls)] {
+        match run_streamed(&c, b, &GpuOptions::default(), 1) {
+            Err(GrouperError::OutsidePlan(_)) => {}
+            other => panic!(
+                "{what}: expected OutsidePlan, got {:?}",
+                other.map(|o| o.report)
+            ),
+        }
+    }
+    // A group key outside its bounds, even sent raw.
+    let by_qty = GpuQuery {
+        keys: vec![6],
+        ..c.query.clone()
+    };
+    let mut narrow_key = bounds.clone();
+    narrow_key[6].range = narrow_key[6].range.map(|(lo, hi)| (lo, hi - 1));
+    let raw = GpuOptions {
+        compress: false,
+        ..Default::default()
+    };
+    let streamed = Case {
+        query: by_qty,
+        batches: c.batches.clone(),
+        spec: c.spec.clone(),
+        reference: vec![],
+    };
+    assert!(matches!(
+        run_streamed(&streamed, &narrow_key, &raw, 1),
+        Err(GrouperError::OutsidePlan(_))
+    ));
+    let out = run_streamed(&streamed, &bounds, &raw, 1).unwrap();
+    assert_eq!(out.num_rows, 51, "50 quantities and NULL");
+}
+
+/// Each column's statistics as a Parquet footer would give them: min/max and whether any
+/// value is NULL.
+fn bounds_of(batches: &[RecordBatch]) -> Vec<ColumnBounds> {
+    let n = batches.first().map_or(0, |b| b.num_columns());
+    (0..n)
+        .map(|c| ColumnBounds {
+            range: batches
+                .iter()
+                .filter_map(|b| ordinal_min_max(b.column(c)))
+                .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1))),
+            may_null: batches.iter().any(|b| b.column(c).null_count() > 0),
+        })
+        .collect()
+}
+
+/// Runs `c` as a scan streams it: planned from `bounds` and the `first` batches, then the rest
+/// pulled one at a time.
+fn run_streamed(
+    c: &Case,
+    bounds: &[ColumnBounds],
+    opts: &GpuOptions,
+    first: usize,
+) -> grouper_core::Result<GpuOutput> {
+    let (head, tail) = c.batches.split_at(first);
+    let mut p = Prepared::streaming(&c.query, head, bounds, None, opts)?;
+    let mut rest = tail.iter().cloned();
+    let mut next = move || rest.next().map(Ok);
+    p.run_stream(head.to_vec(), &mut next)
 }
 
 #[test]

@@ -173,13 +173,27 @@ pub(crate) fn duckdb_parts(
     reps: usize,
     sqls: &[&str],
 ) -> Result<Option<DuckRun>> {
-    use rayon::prelude::*;
     // A bare name ("python3") is looked up on PATH by Command; a path must exist.
     if python.components().count() > 1 && !python.exists() {
         return Ok(None);
     }
     let dir = std::env::temp_dir().join(format!("grouper-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let run = write_parquet(parts, &dir).and_then(|files| match files {
+        0 => Ok(None),
+        _ => duckdb_files(python, &dir, table, threads, reps, sqls),
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    run
+}
+
+/// Writes `parts` as `dir/part-N.parquet`, one file per non-empty part, in parallel; the
+/// number of files.
+pub(crate) fn write_parquet(
+    parts: &[Vec<arrow::array::RecordBatch>],
+    dir: &std::path::Path,
+) -> Result<usize> {
+    use rayon::prelude::*;
+    std::fs::create_dir_all(dir)?;
     let written = parts
         .par_iter()
         .enumerate()
@@ -196,60 +210,68 @@ pub(crate) fn duckdb_parts(
             w.close()?;
             Ok(())
         })
-        .collect::<Result<Vec<()>>>();
-    let run = written.and_then(|files| {
-        if files.is_empty() {
-            return Ok(None);
-        }
-        let out = Command::new(python)
-            .arg("bench/duckdb_runner.py")
-            .arg(dir.join("*.parquet"))
-            .arg(table)
-            .arg(threads.to_string())
-            .arg(reps.to_string())
-            .args(sqls)
-            .output()
-            .context("cannot run the DuckDB runner")?;
-        if !out.status.success() {
-            bail!(
-                "DuckDB runner failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let v: Value = serde_json::from_slice(&out.stdout)?;
-        let results = v["results"].as_array().cloned().unwrap_or_default();
-        let rows = results
+        .collect::<Result<Vec<()>>>()?;
+    Ok(written.len())
+}
+
+/// Runs DuckDB on the Parquet files in `dir` (loaded into an in-memory table `table`).
+pub(crate) fn duckdb_files(
+    python: &PathBuf,
+    dir: &std::path::Path,
+    table: &str,
+    threads: usize,
+    reps: usize,
+    sqls: &[&str],
+) -> Result<Option<DuckRun>> {
+    if python.components().count() > 1 && !python.exists() {
+        return Ok(None);
+    }
+    let out = Command::new(python)
+        .arg("bench/duckdb_runner.py")
+        .arg(dir.join("*.parquet"))
+        .arg(table)
+        .arg(threads.to_string())
+        .arg(reps.to_string())
+        .args(sqls)
+        .output()
+        .context("cannot run the DuckDB runner")?;
+    if !out.status.success() {
+        bail!(
+            "DuckDB runner failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    let results = v["results"].as_array().cloned().unwrap_or_default();
+    let rows = results
+        .iter()
+        .map(|r| {
+            r["rows"]
+                .as_array()
+                .map(|rows| {
+                    rows.iter()
+                        .map(|row| {
+                            row.as_array()
+                                .map(|c| {
+                                    c.iter()
+                                        .map(|x| x.as_str().unwrap_or("").to_string())
+                                        .collect()
+                                })
+                                .unwrap_or_default()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    Ok(Some(DuckRun {
+        version: v["version"].as_str().unwrap_or("?").to_string(),
+        ms: results
             .iter()
-            .map(|r| {
-                r["rows"]
-                    .as_array()
-                    .map(|rows| {
-                        rows.iter()
-                            .map(|row| {
-                                row.as_array()
-                                    .map(|c| {
-                                        c.iter()
-                                            .map(|x| x.as_str().unwrap_or("").to_string())
-                                            .collect()
-                                    })
-                                    .unwrap_or_default()
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            })
-            .collect();
-        Ok(Some(DuckRun {
-            version: v["version"].as_str().unwrap_or("?").to_string(),
-            ms: results
-                .iter()
-                .filter_map(|x| x["median_ms"].as_f64())
-                .collect(),
-            rows,
-        }))
-    });
-    let _ = std::fs::remove_dir_all(&dir);
-    run
+            .filter_map(|x| x["median_ms"].as_f64())
+            .collect(),
+        rows,
+    }))
 }
 
 /// TPC-H lineitem at `sf` in `threads` partitions, only the columns Q1 reads, and its schema.

@@ -20,8 +20,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::DataType;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
@@ -35,7 +37,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 use grouper_core::expr::Expr;
-use grouper_core::gpu::{Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
+use grouper_core::gpu::{ColumnBounds, Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
 use grouper_core::planner::{Decision, Overrides};
 use grouper_core::{InputBatch, QuerySpec};
 
@@ -293,9 +295,12 @@ fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
 /// What the GPU did, for `--explain`.
 fn gpu_summary(r: &GpuReport, fused: bool) -> String {
     format!(
-        "device={}, strategy={} ({}), fused={}, key_words={}, est_groups={}, groups={}, grows={}, grid={}x{}, shared={}B, compile={:.1}ms ({:?}), transfer={} ({} chunks of {} rows, {:.2} B/row before, {:.2} B/row sent: [{}]), prepare={:.1}ms{}, upload={:.1}ms, kernels={:.2}ms, gpu_total={:.1}ms",
+        "device={}, strategy={} ({}), fused={}, key_words={}, est_groups={}, groups={}, grows={}, grid={}x{}, shared={}B, compile={:.1}ms ({:?}), transfer={}{}{} ({} chunks of {} rows, {:.2} B/row before, {:.2} B/row sent: [{}]), prepare={:.1}ms{}, upload={:.1}ms, kernels={:.2}ms, gpu_total={:.1}ms",
         r.device, r.strategy, r.reason, fused && r.rows > 0, r.key_words, r.est_groups, r.groups,
-        r.grows, r.blocks, r.threads, r.shared_bytes, r.compile_ms, r.cache, r.transfer, r.chunks, r.batch_rows,
+        r.grows, r.blocks, r.threads, r.shared_bytes, r.compile_ms, r.cache, r.transfer,
+        if r.from_scan { " from the scan as it decodes (planned from its statistics)" } else { "" },
+        if r.cpu_filter { ", filter precomputed on the CPU (selection bitmap)" } else { "" },
+        r.chunks, r.batch_rows,
         r.raw_bytes_per_row, r.sent_bytes_per_row, r.encodings.join(", "), r.prepare_ms,
         if r.cached { " (cached)" } else { "" }, r.upload_ms, r.kernel_ms, r.total_ms
     )
@@ -413,24 +418,60 @@ impl ExecutionPlan for GroupByExec {
                     }
                 }
                 Some((query, fused)) => {
-                    let source = match (&plan.fused, fused) {
+                    let mut source = match (&plan.fused, fused) {
                         (Some(f), true) => Arc::clone(&f.source),
                         _ => Arc::clone(&input),
                     };
-                    let batches =
-                        collect(&source, &context, (!fused).then(|| Arc::clone(&plan))).await?;
-                    let timer = baseline.elapsed_compute().timer();
-                    let mut opts = engine.gpu.clone();
-                    if !fused {
-                        // Evaluated batches are new arrays every time: nothing to reuse.
-                        opts.cache_bytes = 0;
+                    // A file scan streams into the GPU as it is decoded, planned from its
+                    // statistics; where the data leaves that plan, the query reruns on the
+                    // collected input.
+                    let bounds = match fused && !engine.gpu.resident {
+                        true => stream_bounds(&source, &query),
+                        false => None,
+                    };
+                    let mut streamed = None;
+                    let mut abandoned = None;
+                    if let Some((bounds, rows)) = bounds {
+                        let timer = baseline.elapsed_compute().timer();
+                        let out =
+                            run_streamed(query.clone(), &source, bounds, rows, &engine, &context)
+                                .await?;
+                        timer.done();
+                        match out {
+                            Err(grouper_core::GrouperError::OutsidePlan(why)) => {
+                                abandoned = Some(why);
+                                source = reset_plan_states(source)?;
+                            }
+                            out => streamed = Some(out),
+                        }
                     }
-                    let out = tokio::task::spawn_blocking(move || {
-                        Prepared::new(&query, &batches.0, &opts).and_then(|mut p| p.run())
-                    })
-                    .await
-                    .map_err(external)?;
-                    timer.done();
+                    let out = match streamed {
+                        Some(out) => out,
+                        None => {
+                            let batches =
+                                collect(&source, &context, (!fused).then(|| Arc::clone(&plan)))
+                                    .await?;
+                            let timer = baseline.elapsed_compute().timer();
+                            let mut opts = engine.gpu.clone();
+                            if !fused {
+                                // Evaluated batches are new arrays every time: nothing to reuse.
+                                opts.cache_bytes = 0;
+                            }
+                            let out = tokio::task::spawn_blocking(move || {
+                                Prepared::new(&query, &batches.0, &opts).and_then(|mut p| p.run())
+                            })
+                            .await
+                            .map_err(external)?;
+                            timer.done();
+                            out.map(|mut o| {
+                                if let Some(why) = abandoned {
+                                    o.report.reason +=
+                                        &format!("; streaming from the scan stopped ({why}), input collected");
+                                }
+                                o
+                            })
+                        }
+                    };
                     match out {
                         Ok(out) => Ok((out.columns, out.num_rows, Ran::Gpu(out.report))),
                         Err(e) if fallback => {
@@ -496,6 +537,114 @@ impl ExecutionPlan for GroupByExec {
 
 fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
     DataFusionError::External(Box::new(e))
+}
+
+/// Bounds of `source`'s columns from its statistics (Parquet footers), and the rows it expects,
+/// when the query can stream from it: not an in-memory table (those are collected and their
+/// encoded images cached), and every integer-like group key bounded (strings and booleans
+/// need none).
+fn stream_bounds(
+    source: &Arc<dyn ExecutionPlan>,
+    query: &GpuQuery,
+) -> Option<(Vec<ColumnBounds>, Option<u64>)> {
+    if in_memory_rows(source).is_some() {
+        return None;
+    }
+    let stats = datafusion::physical_plan::StatisticsContext::new()
+        .compute(
+            source.as_ref(),
+            &datafusion::physical_plan::StatisticsArgs::new(),
+        )
+        .ok()?;
+    if stats.column_statistics.len() != query.columns.len() {
+        return None;
+    }
+    let bounds: Vec<ColumnBounds> = stats
+        .column_statistics
+        .iter()
+        .zip(&query.columns)
+        .map(|(cs, t)| {
+            let ordinal = |v: &ScalarValue| -> Option<i128> {
+                let a = v.to_array().ok()?;
+                let a = match a.data_type() == t {
+                    true => a,
+                    false => arrow::compute::cast(&a, t).ok()?,
+                };
+                grouper_core::keys::ordinal_min_max(&a).map(|r| r.0)
+            };
+            let range = match (cs.min_value.get_value(), cs.max_value.get_value()) {
+                (Some(lo), Some(hi)) => ordinal(lo).zip(ordinal(hi)),
+                _ => None,
+            };
+            // Inexact statistics (a pushed-down predicate prunes row groups) still bound the
+            // rows read; every chunk is checked against them anyway.
+            ColumnBounds {
+                range,
+                may_null: cs.null_count.get_value() != Some(&0),
+            }
+        })
+        .collect();
+    let bounded = query.keys.iter().all(|&k| {
+        matches!(
+            query.columns.get(k),
+            Some(DataType::Boolean | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        ) || bounds.get(k).is_some_and(|b| b.range.is_some())
+    });
+    let rows = stats.num_rows.get_value().map(|&r| r as u64);
+    bounded.then_some((bounds, rows))
+}
+
+/// Runs `query` on the GPU as `source`'s partitions deliver their batches: each partition's
+/// task sends its batches into one channel; the GPU side plans from `bounds` and the first
+/// batch, then chunks, encodes and copies the rest as they come. The inner error is the
+/// engine's ([`grouper_core::GrouperError::OutsidePlan`]: rerun on the collected input).
+async fn run_streamed(
+    query: GpuQuery,
+    source: &Arc<dyn ExecutionPlan>,
+    bounds: Vec<ColumnBounds>,
+    rows: Option<u64>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+) -> Result<grouper_core::Result<grouper_core::gpu::GpuOutput>> {
+    let parts = source.output_partitioning().partition_count();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4 * parts.max(1));
+    for p in 0..parts {
+        let mut stream = source.execute(p, Arc::clone(context))?;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(b) = stream.next().await {
+                if tx.send(b).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let first = match rx.recv().await {
+        Some(b) => vec![b?],
+        None => Vec::new(),
+    };
+    let opts = engine.gpu.clone();
+    let (out, scan_error) = tokio::task::spawn_blocking(move || {
+        let mut scan_error = None;
+        let mut next = || match rx.blocking_recv()? {
+            Ok(b) => Some(Ok(b)),
+            Err(e) => {
+                let why = e.to_string();
+                scan_error = Some(e);
+                Some(Err(grouper_core::GrouperError::InvalidInput(why)))
+            }
+        };
+        let out = Prepared::streaming(&query, &first, &bounds, rows, &opts)
+            .and_then(|mut p| p.run_stream(first, &mut next));
+        (out, scan_error)
+    })
+    .await
+    .map_err(external)?;
+    match scan_error {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 /// Co-processing: the fused source's batches chunked once; the GPU and CPU workers (running
@@ -731,4 +880,101 @@ fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputBatch> {
         .collect::<Result<Vec<_>>>()?;
     InputBatch::try_new(&plan.spec, keys, args, rows)
         .map_err(|e| DataFusionError::External(Box::new(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Date32Array, Decimal128Array, Int32Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::prelude::ParquetReadOptions;
+
+    use super::*;
+    use crate::{Backend, GrouperConfig};
+
+    fn find_group_by(plan: &Arc<dyn ExecutionPlan>) -> Option<&GroupByExec> {
+        plan.downcast_ref::<GroupByExec>()
+            .or_else(|| plan.children().into_iter().find_map(find_group_by))
+    }
+
+    /// A Parquet footer's min/max and null counts become the bounds a GPU stream is planned
+    /// from: ordinals in the column's own type (unscaled decimals, day numbers), NULLs only
+    /// where counted, nothing for strings.
+    #[tokio::test]
+    async fn parquet_statistics_become_stream_bounds() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, false),
+            Field::new("s", DataType::Utf8, false),
+            Field::new("d", DataType::Decimal128(15, 2), true),
+            Field::new("dt", DataType::Date32, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int32Array::from(vec![7, -3, 12, 5])),
+                Arc::new(StringArray::from(vec!["a", "b", "a", "c"])),
+                Arc::new(
+                    Decimal128Array::from(vec![Some(150), None, Some(-25), Some(9999)])
+                        .with_precision_and_scale(15, 2)
+                        .unwrap(),
+                ),
+                Arc::new(Date32Array::from(vec![100, 90, 250, 180])),
+            ],
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("grouper-bounds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.parquet");
+        let mut w =
+            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        // Not the CPU backend: the rule fuses only where a GPU may run (planned, not run).
+        let ctx = crate::session_context(&GrouperConfig {
+            backend: Backend::Auto,
+            ..Default::default()
+        })
+        .unwrap();
+        ctx.register_parquet(
+            "t",
+            path.to_string_lossy().as_ref(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        let sql = "SELECT s, k, sum(d) FROM t WHERE dt <= DATE '1970-08-01' GROUP BY s, k";
+        let plan = ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let fused = find_group_by(&plan)
+            .and_then(|g| g.group_by().fused.as_ref())
+            .expect("a fused GroupByExec");
+        let query = GpuQuery {
+            columns: fused.columns.clone(),
+            filter: fused.filter.clone(),
+            keys: fused.keys.clone(),
+            aggregates: vec![],
+        };
+        let (bounds, rows) = stream_bounds(&fused.source, &query).expect("streams");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(rows, Some(4));
+        let names: Vec<String> = fused
+            .source
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let of = |n: &str| &bounds[names.iter().position(|x| x == n).unwrap()];
+        assert_eq!(of("k").range, Some((-3, 12)));
+        assert!(!of("k").may_null);
+        assert_eq!(of("s").range, None);
+        assert_eq!(of("d").range, Some((-25, 9999)));
+        assert!(of("d").may_null);
+        assert_eq!(of("dt").range, Some((90, 250)));
+    }
 }

@@ -17,13 +17,15 @@ use arrow::util::display::array_value_to_string;
 use clap::Args;
 use datafusion::catalog::MemTable;
 use datafusion::physical_plan::collect;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use grouper::{Backend, GrouperConfig};
-use grouper_core::gpu::{Gpu, GpuOptions, Prepared};
+use grouper_core::gpu::{Gpu, GpuOptions, GpuReport, Prepared};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{duckdb_parts, git_commit, last_gpu_report, q1_lineitem, time_sql};
+use crate::bench::{
+    duckdb_files, git_commit, last_gpu_report, q1_lineitem, time_sql, write_parquet,
+};
 
 #[derive(Args, Debug)]
 pub struct Q1Args {
@@ -65,6 +67,14 @@ fn modes() -> Vec<(&'static str, Backend, GpuOptions)> {
         ),
         ("gpu_stream_compressed", Backend::Gpu, gpu.clone()),
         (
+            "gpu_cpu_filter",
+            Backend::Gpu,
+            GpuOptions {
+                cpu_filter: true,
+                ..gpu.clone()
+            },
+        ),
+        (
             "gpu_zero_copy",
             Backend::Gpu,
             GpuOptions {
@@ -78,6 +88,31 @@ fn modes() -> Vec<(&'static str, Backend, GpuOptions)> {
             Backend::Gpu,
             GpuOptions {
                 resident: true,
+                ..gpu
+            },
+        ),
+    ]
+}
+
+/// The ways grouper runs Q1 over Parquet files (the GPU streams from the scan as it decodes).
+fn parquet_modes() -> Vec<(&'static str, Backend, GpuOptions)> {
+    let gpu = GpuOptions::default();
+    vec![
+        ("parquet_cpu", Backend::Cpu, gpu.clone()),
+        ("parquet_gpu_stream", Backend::Gpu, gpu.clone()),
+        (
+            "parquet_gpu_stream_cpu_filter",
+            Backend::Gpu,
+            GpuOptions {
+                cpu_filter: true,
+                ..gpu.clone()
+            },
+        ),
+        (
+            "parquet_gpu_stream_raw",
+            Backend::Gpu,
+            GpuOptions {
+                compress: false,
                 ..gpu
             },
         ),
@@ -252,11 +287,12 @@ pub async fn q1(a: Q1Args) -> Result<()> {
         let mut ms = serde_json::Map::new();
         let mut reference: Option<Vec<Vec<String>>> = None;
         println!(
-            "{:>22} {:>10} {:>10} {:>8} {:>8} {:>7}  notes",
+            "{:>30} {:>10} {:>10} {:>8} {:>8} {:>7}  notes",
             "mode", "wall ms", "gpu ms", "B/row", "sent", "match"
         );
+        let wanted = |name: &str| a.modes.is_empty() || a.modes.iter().any(|m| m == name);
         for (name, backend, opts) in modes() {
-            if !a.modes.is_empty() && !a.modes.iter().any(|m| m == name) && name != "cpu" {
+            if !wanted(name) && name != "cpu" {
                 continue;
             }
             let ctx = context(backend, opts, threads)?;
@@ -264,57 +300,28 @@ pub async fn q1(a: Q1Args) -> Result<()> {
                 "lineitem",
                 Arc::new(MemTable::try_new(Arc::clone(&schema), parts.clone())?),
             )?;
-            let wall = time_sql(&ctx, grouper::tpch::Q1, a.reps).await?;
-            let answer = q1_rows(&ctx).await?;
-            let report = last_gpu_report(&ctx, grouper::tpch::Q1).await?;
-            let check = match &reference {
-                None => {
-                    reference = Some(answer.clone());
-                    Ok(())
-                }
-                Some(r) => same_q1(&answer, r),
-            };
-            let mut entry = json!({ "wall_ms": wall, "matches_cpu": check.is_ok() });
-            let mut notes = String::new();
-            if let Err(e) = &check {
-                entry["mismatch"] = json!(e);
-                notes = format!("MISMATCH vs cpu: {e}");
-            }
-            if let Some(r) = &report {
-                entry["gpu"] = json!({
-                    "strategy": r.strategy.name(), "transfer": r.transfer,
-                    "kernel_ms": r.kernel_ms, "gpu_total_ms": r.total_ms, "upload_ms": r.upload_ms,
-                    "prepare_ms": r.prepare_ms, "cached": r.cached, "chunks": r.chunks,
-                    "batch_rows": r.batch_rows, "raw_bytes_per_row": r.raw_bytes_per_row,
-                    "sent_bytes_per_row": r.sent_bytes_per_row, "encodings": r.encodings,
-                    "rows_gpu": r.rows_run, "rows": r.rows,
-                });
-                if backend == Backend::Hybrid {
-                    let split = r.rows_run as f64 / r.rows.max(1) as f64;
-                    entry["split_gpu_fraction"] = json!(split);
-                    notes += &format!(
-                        "split GPU {:.1}% / CPU {:.1}%",
-                        100.0 * split,
-                        100.0 * (1.0 - split)
-                    );
-                }
-            }
-            println!(
-                "{name:>22} {wall:>10.1} {:>10} {:>8} {:>8} {:>7}  {notes}",
-                report
-                    .as_ref()
-                    .map_or("-".into(), |r| format!("{:.1}", r.kernel_ms)),
-                report
-                    .as_ref()
-                    .map_or("-".into(), |r| format!("{:.2}", r.raw_bytes_per_row)),
-                report
-                    .as_ref()
-                    .map_or("-".into(), |r| format!("{:.2}", r.sent_bytes_per_row)),
-                if check.is_ok() { "yes" } else { "NO" },
-            );
+            let entry = measure(name, backend, &ctx, a.reps, &mut reference).await?;
             ms.insert(name.into(), entry);
             // Release this mode's cached, pinned input before the next one prepares its own.
             grouper_core::gpu::cache::clear();
+        }
+        // The same table as Parquet files (one per partition): a query on files, and DuckDB's
+        // input.
+        let dir = std::env::temp_dir().join(format!("grouper-q1-{}", std::process::id()));
+        write_parquet(&parts, &dir)?;
+        for (name, backend, opts) in parquet_modes() {
+            if !wanted(name) {
+                continue;
+            }
+            let ctx = context(backend, opts, threads)?;
+            ctx.register_parquet(
+                "lineitem",
+                dir.to_string_lossy().as_ref(),
+                ParquetReadOptions::default(),
+            )
+            .await?;
+            let entry = measure(name, backend, &ctx, a.reps, &mut reference).await?;
+            ms.insert(name.into(), entry);
         }
         // Saved before DuckDB runs (its load of a large scale factor is the slow part).
         results.push(
@@ -323,9 +330,9 @@ pub async fn q1(a: Q1Args) -> Result<()> {
         write(&a, &gpu, h2d, &stream, &results)?;
         let mut duck = json!(null);
         if sf <= a.duckdb_max_sf {
-            match duckdb_parts(
+            match duckdb_files(
                 &a.python,
-                &parts,
+                &dir,
                 "lineitem",
                 threads,
                 a.reps,
@@ -337,7 +344,7 @@ pub async fn q1(a: Q1Args) -> Result<()> {
                         .map(|r| same_q1(r, d.rows.first().map_or(&[][..], |v| v.as_slice())));
                     let ok = matches!(check, Some(Ok(())));
                     println!(
-                        "{:>22} {:>10.1} {:>10} {:>8} {:>8} {:>7}  {}",
+                        "{:>30} {:>10.1} {:>10} {:>8} {:>8} {:>7}  {}",
                         format!("duckdb {}", d.version),
                         d.ms.first().copied().unwrap_or(f64::NAN),
                         "-",
@@ -361,11 +368,72 @@ pub async fn q1(a: Q1Args) -> Result<()> {
             last["duckdb"] = duck;
         }
         write(&a, &gpu, h2d, &stream, &results)?;
+        let _ = std::fs::remove_dir_all(&dir);
         drop(parts);
     }
     write(&a, &gpu, h2d, &stream, &results)?;
     println!("wrote {}", a.out.display());
     Ok(())
+}
+
+/// Times Q1 on `ctx` (median of `reps` after a warm-up), checks its answer against
+/// `reference` (the first mode's, which becomes the reference), prints a table row and
+/// returns the mode's JSON entry.
+async fn measure(
+    name: &str,
+    backend: Backend,
+    ctx: &SessionContext,
+    reps: usize,
+    reference: &mut Option<Vec<Vec<String>>>,
+) -> Result<Value> {
+    let wall = time_sql(ctx, grouper::tpch::Q1, reps).await?;
+    let answer = q1_rows(ctx).await?;
+    let report = last_gpu_report(ctx, grouper::tpch::Q1).await?;
+    let check = match reference {
+        None => {
+            *reference = Some(answer.clone());
+            Ok(())
+        }
+        Some(r) => same_q1(&answer, r),
+    };
+    let mut entry = json!({ "wall_ms": wall, "matches_cpu": check.is_ok() });
+    let mut notes = String::new();
+    if let Err(e) = &check {
+        entry["mismatch"] = json!(e);
+        notes = format!("MISMATCH vs cpu: {e}");
+    }
+    if let Some(r) = &report {
+        entry["gpu"] = json!({
+            "strategy": r.strategy.name(), "transfer": r.transfer,
+            "kernel_ms": r.kernel_ms, "gpu_total_ms": r.total_ms, "upload_ms": r.upload_ms,
+            "prepare_ms": r.prepare_ms, "cached": r.cached, "chunks": r.chunks,
+            "batch_rows": r.batch_rows, "raw_bytes_per_row": r.raw_bytes_per_row,
+            "sent_bytes_per_row": r.sent_bytes_per_row, "encodings": r.encodings,
+            "rows_gpu": r.rows_run, "rows": r.rows, "cpu_filter": r.cpu_filter,
+            "from_scan": r.from_scan, "reason": r.reason,
+        });
+        if backend == Backend::Hybrid {
+            let split = r.rows_run as f64 / r.rows.max(1) as f64;
+            entry["split_gpu_fraction"] = json!(split);
+            notes += &format!(
+                "split GPU {:.1}% / CPU {:.1}%",
+                100.0 * split,
+                100.0 * (1.0 - split)
+            );
+        }
+        if r.from_scan {
+            notes += "streamed from the scan";
+        }
+    }
+    let cell = |f: &dyn Fn(&GpuReport) -> String| report.as_ref().map_or("-".into(), f);
+    println!(
+        "{name:>30} {wall:>10.1} {:>10} {:>8} {:>8} {:>7}  {notes}",
+        cell(&|r| format!("{:.1}", r.kernel_ms)),
+        cell(&|r| format!("{:.2}", r.raw_bytes_per_row)),
+        cell(&|r| format!("{:.2}", r.sent_bytes_per_row)),
+        if check.is_ok() { "yes" } else { "NO" },
+    );
+    Ok(entry)
 }
 
 fn write(a: &Q1Args, gpu: &Gpu, h2d: f64, stream: &Value, q1: &[Value]) -> Result<()> {

@@ -13,6 +13,7 @@
 //! anything else stays in DataFusion.
 
 pub mod cuda;
+pub mod select;
 
 use std::sync::Arc;
 

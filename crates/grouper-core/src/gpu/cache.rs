@@ -22,6 +22,7 @@ pub(crate) struct InputKey {
     batch_rows: usize,
     compress: bool,
     memory_limit: Option<u64>,
+    cpu_filter: bool,
 }
 
 impl InputKey {
@@ -35,6 +36,7 @@ impl InputKey {
             batch_rows: opts.batch_rows,
             compress: opts.compress,
             memory_limit: opts.memory_limit,
+            cpu_filter: opts.cpu_filter,
         }
     }
 
@@ -42,6 +44,7 @@ impl InputKey {
         self.batch_rows == other.batch_rows
             && self.compress == other.compress
             && self.memory_limit == other.memory_limit
+            && self.cpu_filter == other.cpu_filter
             && self.arrays.len() == other.arrays.len()
             && self
                 .arrays

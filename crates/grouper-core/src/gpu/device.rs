@@ -179,64 +179,57 @@ impl Gpu {
     /// The device's copy rate in bytes per second: a large device-to-device copy, bytes read
     /// plus bytes written (the roofline every aggregation kernel is measured against).
     pub fn copy_rate(&self) -> Result<f64> {
-        use cudarc::driver::sys::CUevent_flags;
-        let err =
-            |what: &'static str| move |e: DriverError| GrouperError::Gpu(format!("{what}: {e}"));
         let bytes = 1usize << 30;
         let src = self
             .stream
             .alloc_zeros::<u8>(bytes)
-            .map_err(err("allocating"))?;
+            .map_err(timing_err("allocating"))?;
         let mut dst = self
             .stream
             .alloc_zeros::<u8>(bytes)
-            .map_err(err("allocating"))?;
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let (a, b) = (
-            self.ctx.new_event(timing).map_err(err("event"))?,
-            self.ctx.new_event(timing).map_err(err("event"))?,
-        );
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            a.record(&self.stream).map_err(err("event"))?;
-            self.stream
-                .memcpy_dtod(&src, &mut dst)
-                .map_err(err("copying"))?;
-            b.record(&self.stream).map_err(err("event"))?;
-            self.stream.synchronize().map_err(err("copying"))?;
-            best = best.min(a.elapsed_ms(&b).map_err(err("event"))? as f64);
-        }
-        Ok(2.0 * bytes as f64 / (best * 1e-3))
+            .map_err(timing_err("allocating"))?;
+        let ms = self.best_of_5(&mut || self.stream.memcpy_dtod(&src, &mut dst))?;
+        Ok(2.0 * bytes as f64 / (ms * 1e-3))
     }
 
     /// Host-to-device bytes per second from pinned memory (best of 5 copies of 1 GiB): the
     /// ceiling of the streaming pipeline.
     pub fn pinned_h2d_rate(&self) -> Result<f64> {
-        use cudarc::driver::sys::CUevent_flags;
-        let err =
-            |what: &'static str| move |e: DriverError| GrouperError::Gpu(format!("{what}: {e}"));
         let bytes = 1usize << 30;
         let mut host = super::pipeline::alloc_pinned(self, bytes)?;
         host.as_mut_slice()
-            .map_err(err("writing pinned memory"))?
+            .map_err(timing_err("writing pinned memory"))?
             .fill(7);
         // SAFETY: written by the copy below before anything reads it.
-        let mut dst = unsafe { self.stream.alloc::<u8>(bytes) }.map_err(err("allocating"))?;
+        let mut dst =
+            unsafe { self.stream.alloc::<u8>(bytes) }.map_err(timing_err("allocating"))?;
+        let ms = self.best_of_5(&mut || self.stream.memcpy_htod(&host, &mut dst))?;
+        Ok(bytes as f64 / (ms * 1e-3))
+    }
+
+    /// The fastest of five runs of `copy` on the device's stream, ms (CUDA events).
+    fn best_of_5(
+        &self,
+        copy: &mut dyn FnMut() -> std::result::Result<(), DriverError>,
+    ) -> Result<f64> {
+        use cudarc::driver::sys::CUevent_flags;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let (a, b) = (
-            self.ctx.new_event(timing).map_err(err("event"))?,
-            self.ctx.new_event(timing).map_err(err("event"))?,
+            self.ctx.new_event(timing).map_err(timing_err("event"))?,
+            self.ctx.new_event(timing).map_err(timing_err("event"))?,
         );
         let mut best = f64::MAX;
         for _ in 0..5 {
-            a.record(&self.stream).map_err(err("event"))?;
-            self.stream
-                .memcpy_htod(&host, &mut dst)
-                .map_err(err("copying"))?;
-            b.record(&self.stream).map_err(err("event"))?;
-            self.stream.synchronize().map_err(err("copying"))?;
-            best = best.min(a.elapsed_ms(&b).map_err(err("event"))? as f64);
+            a.record(&self.stream).map_err(timing_err("event"))?;
+            copy().map_err(timing_err("copying"))?;
+            b.record(&self.stream).map_err(timing_err("event"))?;
+            self.stream.synchronize().map_err(timing_err("copying"))?;
+            best = best.min(a.elapsed_ms(&b).map_err(timing_err("event"))? as f64);
         }
-        Ok(bytes as f64 / (best * 1e-3))
+        Ok(best)
     }
+}
+
+fn timing_err(what: &'static str) -> impl Fn(DriverError) -> GrouperError {
+    move |e| GrouperError::Gpu(format!("{what}: {e}"))
 }

@@ -167,6 +167,42 @@ impl Encoding {
         }
     }
 
+    /// The smallest bit-packing of values of `t` within `range` (ordinals, `None`: unknown):
+    /// null suppression or frame of reference, else plain. What a stream's encoding is
+    /// chosen from before its rows are read (the source's min/max statistics); `pack` then
+    /// fails on a value outside it.
+    pub fn for_range(t: &DataType, range: Option<(i128, i128)>) -> Self {
+        let mut best = Self::plain(t);
+        let (true, Some((lo, hi))) = (integral(t), range) else {
+            return best;
+        };
+        let (base, scheme) = if lo >= 0 {
+            (0, Scheme::NullSuppression)
+        } else {
+            (lo, Scheme::FrameOfReference)
+        };
+        let ns = bits_for(hi.abs_diff(base));
+        let fr = bits_for(hi.abs_diff(lo));
+        // The kernel unpacks at most 64 bits per value.
+        if ns < best.bits && ns <= 64 {
+            best = Self {
+                scheme,
+                bits: ns,
+                base,
+                dictionary: Vec::new(),
+            };
+        }
+        if fr < best.bits && fr <= 64 {
+            best = Self {
+                scheme: Scheme::FrameOfReference,
+                bits: fr,
+                base: lo,
+                dictionary: Vec::new(),
+            };
+        }
+        best
+    }
+
     /// The smallest encoding of a column of type `t` made of `pieces` (ties go to the cheaper
     /// decode: null suppression, then frame of reference, then dictionary).
     pub fn choose(t: &DataType, pieces: &[ArrayRef]) -> Result<Self> {
@@ -175,33 +211,7 @@ impl Encoding {
             return Ok(plain);
         }
         let stats = stats(t, pieces, plain.bits)?;
-        let mut best = plain;
-        if let (true, Some((lo, hi))) = (integral(t), stats.range) {
-            let (base, scheme) = if lo >= 0 {
-                (0, Scheme::NullSuppression)
-            } else {
-                (lo, Scheme::FrameOfReference)
-            };
-            let ns = bits_for(hi.abs_diff(base));
-            let fr = bits_for(hi.abs_diff(lo));
-            // The kernel unpacks at most 64 bits per value.
-            if ns < best.bits && ns <= 64 {
-                best = Self {
-                    scheme,
-                    bits: ns,
-                    base,
-                    dictionary: Vec::new(),
-                };
-            }
-            if fr < best.bits && fr <= 64 {
-                best = Self {
-                    scheme: Scheme::FrameOfReference,
-                    bits: fr,
-                    base: lo,
-                    dictionary: Vec::new(),
-                };
-            }
-        }
+        let mut best = Self::for_range(t, stats.range);
         if stats.range.is_none() {
             // Every value is NULL: nothing but validity travels.
             return Ok(Self {

@@ -25,6 +25,7 @@ pub mod image;
 pub mod layout;
 pub mod pipeline;
 pub mod run;
+pub mod stream;
 mod table;
 mod wide_keys;
 
@@ -33,6 +34,7 @@ use std::str::FromStr;
 
 pub use device::{gpu_required, DeviceInfo, Gpu};
 pub use run::{GpuOptions, GpuOutput, GpuQuery, GpuReport, Prepared};
+pub use stream::{Batches, ColumnBounds};
 
 use crate::error::GrouperError;
 use crate::hash::HashFn;

@@ -133,16 +133,29 @@ pub enum Feed<'a> {
     Pinned(&'a [PinnedHostSlice<u8>]),
     /// Gathered per run into pinned staging by `fill(chunk, buffer)`.
     Gather(&'a (dyn Fn(usize, &mut [u8]) -> Result<()> + Sync)),
+    /// Made as the input arrives (a scan streaming into the GPU): `produce` fills the next
+    /// chunk's image (at most `max_bytes`) into a pinned staging buffer and says which chunk
+    /// it is and its layout, or that the input is done.
+    Stream {
+        /// The largest image a chunk may have.
+        max_bytes: usize,
+        /// The chunk source.
+        produce: Produce<'a>,
+    },
 }
 
-/// A filled staging slot on its way to the kernel: (chunk, slot).
-type Ready = (usize, PinnedHostSlice<u8>);
+/// Fills the next chunk's image into the buffer: `Some((chunk, layout))`, or `None` at the end.
+pub type Produce<'a> =
+    &'a mut (dyn FnMut(&mut [u8]) -> Result<Option<(usize, ImageLayout)>> + Send);
+
+/// A filled staging slot on its way to the kernel: (chunk, its layout, slot).
+type Ready = (usize, ImageLayout, PinnedHostSlice<u8>);
 
 /// The chunks this GPU takes, in order: all of them, or (co-processing) those it claims from
 /// a queue shared with CPU workers, as it gets to them.
 pub type Claim<'a> = &'a (dyn Fn() -> Option<usize> + Sync);
 
-/// Runs `on_chunk(i, pointers)` for every chunk `claim` hands out, in order, on the compute
+/// Runs `on_chunk(i, rows, pointers)` for every chunk `claim` hands out, in order, on the compute
 /// `stream`, with each chunk's image where the kernel can read it. `on_chunk` enqueues the
 /// chunk's kernels (and may wait for them, e.g. to handle a full hash table); the pipeline
 /// keeps the next chunks' copies in flight meanwhile.
@@ -155,28 +168,29 @@ pub fn drive(
     zero_copy: bool,
     budget: &Budget,
     claim: Claim<'_>,
-    on_chunk: &mut dyn FnMut(usize, &ColPtrs) -> Result<()>,
+    on_chunk: &mut dyn FnMut(usize, usize, &ColPtrs) -> Result<()>,
 ) -> Result<()> {
     let err = gpu_err;
     let missing = || GrouperError::Gpu("a chunk image is missing".into());
+    let max_bytes = layouts.iter().map(|l| l.bytes).max().unwrap_or(8);
     match feed {
         Feed::Resident(images) => {
             while let Some(i) = claim() {
                 let (img, layout) = images.get(i).zip(layouts.get(i)).ok_or_else(missing)?;
                 let (base, _g) = img.device_ptr(stream);
-                on_chunk(i, &layout.pointers(base))?;
+                on_chunk(i, layout.rows, &layout.pointers(base))?;
             }
             Ok(())
         }
         Feed::Pinned(images) if zero_copy => {
             while let Some(i) = claim() {
                 let (img, layout) = images.get(i).zip(layouts.get(i)).ok_or_else(missing)?;
-                on_chunk(i, &layout.pointers(mapped_address(img)?))?;
+                on_chunk(i, layout.rows, &layout.pointers(mapped_address(img)?))?;
             }
             stream.synchronize().map_err(err("running the aggregation"))
         }
         Feed::Pinned(images) => {
-            let slots = DeviceSlots::new(gpu, stream, layouts, budget)?;
+            let slots = DeviceSlots::new(gpu, stream, max_bytes, layouts.len(), budget)?;
             let result = (|| {
                 let mut slots = slots;
                 // (position in this run, chunk) of the copies in flight.
@@ -193,7 +207,8 @@ pub fn drive(
                         break;
                     };
                     let base = slots.ready(k)?;
-                    on_chunk(i, &layouts.get(i).ok_or_else(missing)?.pointers(base))?;
+                    let layout = layouts.get(i).ok_or_else(missing)?;
+                    on_chunk(i, layout.rows, &layout.pointers(base))?;
                     slots.consumed(k)?;
                 }
                 stream
@@ -201,16 +216,34 @@ pub fn drive(
                     .map_err(err("running the aggregation"))?;
                 Ok(slots)
             })();
-            match result {
-                Ok(slots) => {
-                    slots.release(budget);
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            }
+            result.map(|slots| slots.release(budget))
         }
-        Feed::Gather(fill) => gather(
-            gpu, stream, fill, layouts, zero_copy, budget, claim, on_chunk,
+        Feed::Gather(fill) => {
+            let mut produce = |out: &mut [u8]| -> Result<Option<(usize, ImageLayout)>> {
+                let Some(i) = claim() else { return Ok(None) };
+                let layout = layouts.get(i).ok_or_else(missing)?;
+                fill(i, out)?;
+                Ok(Some((i, layout.clone())))
+            };
+            let shape = (max_bytes, layouts.len());
+            gather(
+                gpu,
+                stream,
+                &mut produce,
+                shape,
+                zero_copy,
+                budget,
+                on_chunk,
+            )
+        }
+        Feed::Stream { max_bytes, produce } => gather(
+            gpu,
+            stream,
+            produce,
+            (max_bytes, SLOTS),
+            zero_copy,
+            budget,
+            on_chunk,
         ),
     }
 }
@@ -226,15 +259,16 @@ struct DeviceSlots {
 }
 
 impl DeviceSlots {
+    /// Device slots for images of at most `max` bytes, as many as `chunks` (up to SLOTS) need.
     fn new(
         gpu: &Gpu,
         compute: &Arc<CudaStream>,
-        layouts: &[ImageLayout],
+        max: usize,
+        chunks: usize,
         budget: &Budget,
     ) -> Result<Self> {
         let err = gpu_err;
-        let max = layouts.iter().map(|l| l.bytes).max().unwrap_or(8);
-        let n = SLOTS.min(layouts.len()).max(1);
+        let n = SLOTS.min(chunks).max(1);
         let bytes = (n * max) as u64;
         budget.take(bytes, "the streaming buffers")?;
         let made = (|| {
@@ -325,22 +359,20 @@ impl DeviceSlots {
     }
 }
 
-/// Raw streaming: a producer thread claims chunks and gathers their images into pinned
+/// Raw streaming and streaming from a scan: a producer thread makes chunk images in pinned
 /// staging slots (its copies spread over the CPU's threads); the caller's thread sends them on.
-#[allow(clippy::too_many_arguments)]
+/// `(max, chunks)`: the largest image, and how many chunks there are (at least; for the
+/// device slots).
 fn gather(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
-    fill: &(dyn Fn(usize, &mut [u8]) -> Result<()> + Sync),
-    layouts: &[ImageLayout],
+    produce: Produce<'_>,
+    (max, chunks): (usize, usize),
     zero_copy: bool,
     budget: &Budget,
-    claim: Claim<'_>,
-    on_chunk: &mut dyn FnMut(usize, &ColPtrs) -> Result<()>,
+    on_chunk: &mut dyn FnMut(usize, usize, &ColPtrs) -> Result<()>,
 ) -> Result<()> {
     let err = gpu_err;
-    let missing = || GrouperError::Gpu("a chunk image is missing".into());
-    let max = layouts.iter().map(|l| l.bytes).max().unwrap_or(8);
     // One staging slot more than the chunks the sender holds (SLOTS copies in flight): the
     // producer fills the next chunk meanwhile, and always has a slot with which to find that
     // no chunk is left (with fewer, a sender waiting for a fourth chunk of three and a
@@ -354,23 +386,29 @@ fn gather(
     let mut device = if zero_copy {
         None
     } else {
-        Some(DeviceSlots::new(gpu, stream, layouts, budget)?)
+        Some(DeviceSlots::new(gpu, stream, max, chunks, budget)?)
     };
     let result = std::thread::scope(|scope| {
         scope.spawn(move || {
             while let Ok((mut slot, after)) = free_rx.recv() {
-                let Some(i) = claim() else {
-                    return_staging(slot);
-                    break;
-                };
                 let filled = (|| {
                     if let Some(e) = after {
                         e.synchronize().map_err(err("waiting for a kernel"))?;
                     }
                     let buf = slot.as_mut_slice().map_err(err("writing pinned memory"))?;
-                    fill(i, buf)?;
-                    Ok((i, slot))
+                    produce(buf)
                 })();
+                let filled = match filled {
+                    Ok(Some((i, layout))) => Ok((i, layout, slot)),
+                    Ok(None) => {
+                        return_staging(slot);
+                        break;
+                    }
+                    Err(e) => {
+                        return_staging(slot);
+                        Err(e)
+                    }
+                };
                 let failed = filled.is_err();
                 if ready_tx.send(filled).is_err() || failed {
                     break;
@@ -385,9 +423,13 @@ fn gather(
                 return_staging(slot);
             }
         });
-        // (position in this run, chunk, staging slot) of the chunks received.
-        let mut ahead: std::collections::VecDeque<(usize, usize, PinnedHostSlice<u8>)> =
-            Default::default();
+        // (position in this run, chunk, its layout, staging slot) of the chunks received.
+        let mut ahead: std::collections::VecDeque<(
+            usize,
+            usize,
+            ImageLayout,
+            PinnedHostSlice<u8>,
+        )> = Default::default();
         let run = (|| {
             let mut next = 0usize;
             let mut done = false;
@@ -397,25 +439,24 @@ fn gather(
                 while !done && ahead.len() < want {
                     match ready_rx.recv() {
                         Ok(r) => {
-                            let (i, slot) = r?;
+                            let (i, layout, slot) = r?;
                             if let Some(slots) = device.as_mut() {
                                 slots.copy_in(next, &slot)?;
                             }
-                            ahead.push_back((next, i, slot));
+                            ahead.push_back((next, i, layout, slot));
                             next += 1;
                         }
                         Err(_) => done = true,
                     }
                 }
-                let Some((k, i, slot)) = ahead.pop_front() else {
+                let Some((k, i, layout, slot)) = ahead.pop_front() else {
                     break;
                 };
-                let layout = layouts.get(i).ok_or_else(missing)?;
                 let base = match device.as_ref() {
                     Some(slots) => slots.ready(k)?,
                     None => mapped_address(&slot)?,
                 };
-                on_chunk(i, &layout.pointers(base))?;
+                on_chunk(i, layout.rows, &layout.pointers(base))?;
                 let read = stream
                     .record_event(None)
                     .map_err(err("recording an event"))?;
@@ -430,12 +471,12 @@ fn gather(
         })();
         // Unblock the producer (its next recv fails) and take the slots back.
         drop(free_tx);
-        for (_, _, slot) in ahead {
+        for (_, _, _, slot) in ahead {
             return_staging(slot);
         }
         run
     });
-    while let Ok(Ok((_, slot))) = ready_rx.try_recv() {
+    while let Ok(Ok((_, _, slot))) = ready_rx.try_recv() {
         return_staging(slot);
     }
     if let Some(slots) = device {

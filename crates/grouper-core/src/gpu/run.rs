@@ -26,7 +26,8 @@ use super::device::Gpu;
 use super::encode::{native_bits, Encoding};
 use super::image::ImageLayout;
 use super::layout::{to_accumulator, Layout, ROWS_WORD};
-use super::pipeline::{alloc_pinned, drive, Budget, Claim, Feed, SLOTS};
+use super::pipeline::{alloc_pinned, drive, Budget, Claim, Feed, Produce, SLOTS};
+use super::stream::{Batches, Chunker, ColumnBounds};
 use super::table::{fill_limit, gpu_err, ColPtrs, DeviceTable};
 use super::wide_keys::Split;
 use super::{GpuParams, GpuStrategy};
@@ -141,6 +142,9 @@ pub struct GpuOptions {
     /// Host bytes the prepared-input cache may own (encoded images, dictionary codes); 0
     /// turns it off. Only inputs whose arrays outlive a query (an in-memory table) gain.
     pub cache_bytes: u64,
+    /// Filter precomputation (Tomé §3.6): evaluate the filter on the CPU and send one
+    /// selection bit per row instead of the columns only the filter reads.
+    pub cpu_filter: bool,
 }
 
 impl Default for GpuOptions {
@@ -154,6 +158,7 @@ impl Default for GpuOptions {
             zero_copy: false,
             memory_limit: None,
             cache_bytes: 16 << 30,
+            cpu_filter: false,
         }
     }
 }
@@ -211,6 +216,10 @@ pub struct GpuReport {
     pub sent_bytes_per_row: f64,
     /// Per column read, its transfer encoding.
     pub encodings: Vec<String>,
+    /// Whether the filter ran on the CPU (a selection bit per row was sent instead).
+    pub cpu_filter: bool,
+    /// Whether chunks were made as the scan delivered its batches (not collected first).
+    pub from_scan: bool,
     /// Chunks and rows per chunk.
     pub chunks: usize,
     /// Rows per chunk (after the memory budget).
@@ -241,7 +250,7 @@ pub struct GpuOutput {
 }
 
 /// One key word: which keys it packs and the codec that packs them.
-struct KeyWord {
+pub(super) struct KeyWord {
     positions: Vec<usize>,
     codec: KeyCodec,
 }
@@ -409,19 +418,21 @@ pub struct Prepared {
 
 /// What does not depend on the strategy: the planned keys and the input's chunk images.
 pub(crate) struct Base {
-    gpu: Arc<Gpu>,
-    query: GpuQuery,
-    layout: Layout,
-    key_words: Vec<KeyWord>,
+    pub(super) gpu: Arc<Gpu>,
+    pub(super) query: GpuQuery,
+    pub(super) layout: Layout,
+    pub(super) key_words: Vec<KeyWord>,
     /// How the output keys come from the (possibly split) keys.
     key_out: Vec<KeyOut>,
     /// The kernel spec without the strategy's choices.
-    template: KernelSpec,
+    pub(super) template: KernelSpec,
+    /// How an input batch's columns become the kernel's.
+    pub(super) prep: ColumnPrep,
     /// Per chunk, per column (`None`: unread), the chunk's slices (dictionary keys as codes).
     chunks: Vec<Vec<Option<Vec<ArrayRef>>>>,
     /// Per column, its transfer encoding (`None`: unread).
-    encodings: Vec<Option<Encoding>>,
-    /// Per chunk, its image's layout.
+    pub(super) encodings: Vec<Option<Encoding>>,
+    /// Per chunk, its image's layout (none when the chunks are made as a scan streams in).
     layouts: Vec<ImageLayout>,
     /// Per chunk, its slices of the input batches: (batch, offset, rows).
     pieces: Vec<Vec<(usize, usize, usize)>>,
@@ -431,13 +442,100 @@ pub(crate) struct Base {
     resident: Option<Vec<CudaSlice<u8>>>,
     est_groups: u64,
     rows: u64,
-    batch_rows: usize,
+    /// Rows per chunk (the largest chunk's).
+    pub(super) batch_rows: usize,
     raw_bytes_per_row: f64,
     sent_bytes_per_row: f64,
     prepare_ms: f64,
     upload_ms: f64,
     /// Host bytes this input owns (images, codes): what the cache counts.
     owned_bytes: u64,
+}
+
+/// Where a query's rows come from when it is planned.
+pub(crate) enum Source<'a> {
+    /// The whole input, in memory.
+    Batches(&'a [RecordBatch]),
+    /// A scan still delivering: the batches read so far (string dictionaries and the group
+    /// estimate come from them), each column's bounds from the source's statistics, and the
+    /// rows the statistics expect.
+    Stream {
+        first: &'a [RecordBatch],
+        bounds: &'a [ColumnBounds],
+        rows: Option<u64>,
+    },
+}
+
+/// How one input batch's columns become the columns the kernel reads: the filter's selection
+/// appended (filter precomputation), string keys replaced by their dictionary codes; for a
+/// stream, each checked against the plan made from statistics.
+pub(crate) struct ColumnPrep {
+    /// The filter the CPU evaluates, when precomputed; its result is column `selection_at`.
+    selection: Option<(Expr, usize)>,
+    /// Per column, the key word and position whose dictionary codes it becomes.
+    dictionary_of: Vec<Option<(usize, usize)>>,
+    /// Per kernel column, whether the plan allows NULLs in it (checked for streams).
+    nullable: Vec<bool>,
+    /// Per key word, the columns of its positions (checked against the codec for streams).
+    key_columns: Vec<Vec<usize>>,
+}
+
+impl ColumnPrep {
+    /// The kernel's columns of one batch of `rows` rows. `check`: verify that the batch lies
+    /// within the plan (a stream planned from statistics), failing with
+    /// [`GrouperError::OutsidePlan`] where it does not.
+    pub(super) fn apply(
+        &self,
+        mut cols: Vec<ArrayRef>,
+        rows: usize,
+        key_words: &[KeyWord],
+        check: bool,
+    ) -> Result<Vec<ArrayRef>> {
+        let outside = |what: String| GrouperError::OutsidePlan(what);
+        if check {
+            for (kw, columns) in key_words.iter().zip(&self.key_columns) {
+                for (i, &c) in columns.iter().enumerate() {
+                    if !cols.get(c).is_some_and(|a| kw.codec.covers(i, a)) {
+                        return Err(outside(format!(
+                            "a group key of column {c} lies outside the source's statistics"
+                        )));
+                    }
+                }
+            }
+        }
+        if let Some((filter, at)) = &self.selection {
+            let selected = crate::expr::select::selection(filter, &cols, rows)?;
+            if cols.len() != *at {
+                return Err(GrouperError::Gpu("selection column out of place".into()));
+            }
+            cols.push(Arc::new(selected));
+        }
+        for (c, a) in cols.iter_mut().enumerate() {
+            let Some(&Some((wi, i))) = self.dictionary_of.get(c) else {
+                continue;
+            };
+            let codec = &key_words
+                .get(wi)
+                .ok_or_else(|| GrouperError::Gpu("no key word".into()))?
+                .codec;
+            let codes = codec.dictionary_codes(i, a)?.ok_or_else(|| {
+                outside(format!(
+                    "string key column {c} has more distinct values than its dictionary holds"
+                ))
+            })?;
+            *a = Arc::new(UInt32Array::new(codes.into(), a.logical_nulls()));
+        }
+        if check {
+            for (c, a) in cols.iter().enumerate() {
+                if !self.nullable.get(c).copied().unwrap_or(true) && a.logical_null_count() > 0 {
+                    return Err(outside(format!(
+                        "column {c} has NULLs the source's statistics did not count"
+                    )));
+                }
+            }
+        }
+        Ok(cols)
+    }
 }
 
 fn pow2_at_least(n: u64) -> u64 {
@@ -455,7 +553,13 @@ impl Prepared {
         if let Some(base) = key.as_ref().and_then(cache::lookup) {
             return Self::for_options(base, opts, true);
         }
-        let base = Arc::new(Base::build(gpu, query, layout, batches, opts)?);
+        let base = Arc::new(Base::build(
+            gpu,
+            query,
+            layout,
+            Source::Batches(batches),
+            opts,
+        )?);
         if let Some(key) = key {
             cache::insert(key, Arc::clone(&base), base.owned_bytes, opts.cache_bytes);
         }
@@ -464,20 +568,56 @@ impl Prepared {
 }
 
 impl Base {
-    fn build(
+    pub(super) fn build(
         gpu: Arc<Gpu>,
         query: &GpuQuery,
         layout: Layout,
-        batches: &[RecordBatch],
+        source: Source<'_>,
         opts: &GpuOptions,
     ) -> Result<Self> {
         let start = Instant::now();
         let p = &opts.params;
-        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let (batches, stream) = match source {
+            Source::Batches(b) => (b, None),
+            Source::Stream {
+                first,
+                bounds,
+                rows,
+            } => (first, Some((bounds, rows))),
+        };
+        let seen: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let rows = stream.and_then(|s| s.1).unwrap_or(seen);
         // The input's columns as they are (no copy); device chunks are runs of batch slices.
         let mut inputs: Vec<Vec<ArrayRef>> = batches.iter().map(|b| b.columns().to_vec()).collect();
         let mut columns_ext = query.columns.clone();
-        let (ext_keys, key_out, joint) = split_wide_keys(query, &mut inputs, &mut columns_ext)?;
+        let (ext_keys, key_out, joint) = match stream {
+            None => split_wide_keys(query, &mut inputs, &mut columns_ext)?,
+            Some((bounds, _)) if !query.keys.is_empty() => {
+                // Planned from the statistics, one word (no split: that needs every value).
+                let types: Vec<DataType> = query
+                    .keys
+                    .iter()
+                    .map(|&k| query.columns[k].clone())
+                    .collect();
+                let of = |k: usize| bounds.get(k).cloned().unwrap_or_default();
+                let ranges: Vec<_> = query.keys.iter().map(|&k| of(k).range).collect();
+                let nulls: Vec<bool> = query.keys.iter().map(|&k| of(k).may_null).collect();
+                let sample: Vec<Vec<ArrayRef>> = inputs
+                    .iter()
+                    .map(|b| query.keys.iter().map(|&k| Arc::clone(&b[k])).collect())
+                    .collect();
+                let refs: Vec<&[ArrayRef]> = sample.iter().map(Vec::as_slice).collect();
+                let codec = KeyCodec::plan_bounded(&types, &ranges, &nulls, &refs)?;
+                if !packed_ok(&codec) {
+                    return Err(GrouperError::Unsupported(
+                        "streamed group keys must pack into 64 bits".into(),
+                    ));
+                }
+                let direct = (0..query.keys.len()).map(KeyOut::Direct).collect();
+                (query.keys.clone(), direct, Some(codec))
+            }
+            Some(_) => (vec![], vec![], None),
+        };
         let key_types: Vec<DataType> = ext_keys.iter().map(|&k| columns_ext[k].clone()).collect();
         let key_inputs: Vec<Vec<ArrayRef>> = inputs
             .iter()
@@ -491,11 +631,22 @@ impl Base {
             None => plan_keys(&key_types, &key_inputs)?,
         };
 
+        // Filter precomputation: the kernel's filter becomes the selection column.
+        let selection = match (&query.filter, opts.cpu_filter) {
+            (Some(f), true) => {
+                columns_ext.push(DataType::Boolean);
+                Some((f.clone(), columns_ext.len() - 1))
+            }
+            _ => None,
+        };
+        let kernel_filter = match &selection {
+            Some((_, at)) => Some(Expr::column(*at, DataType::Boolean)),
+            None => query.filter.clone(),
+        };
         // Device columns: dictionary codes for string keys, the values otherwise.
         let mut used = vec![false; columns_ext.len()];
         let mut reads = Vec::new();
-        for e in query
-            .filter
+        for e in kernel_filter
             .iter()
             .chain(query.aggregates.iter().filter_map(|(_, a)| a.as_ref()))
         {
@@ -517,26 +668,6 @@ impl Base {
             }
             terms.push(word);
         }
-        // String keys become their codes, batch by batch in parallel.
-        let mut owned_bytes = 0u64;
-        let inputs: Vec<Vec<ArrayRef>> = inputs
-            .into_par_iter()
-            .map(|mut b| {
-                for (c, a) in b.iter_mut().enumerate() {
-                    let Some((wi, i)) = dictionary_of[c] else {
-                        continue;
-                    };
-                    let codes = key_words[wi].codec.dictionary_codes(i, a)?.ok_or_else(|| {
-                        GrouperError::InvalidInput("dictionary overflow while encoding keys".into())
-                    })?;
-                    *a = Arc::new(UInt32Array::new(codes.into(), a.logical_nulls()));
-                }
-                Ok(b)
-            })
-            .collect::<Result<_>>()?;
-        if dictionary_of.iter().any(Option::is_some) {
-            owned_bytes += 4 * rows * dictionary_of.iter().flatten().count() as u64;
-        }
         let columns: Vec<Option<DataType>> = (0..columns_ext.len())
             .map(|c| {
                 used[c].then(|| match dictionary_of[c] {
@@ -545,23 +676,64 @@ impl Base {
                 })
             })
             .collect();
+        let mut prep = ColumnPrep {
+            selection,
+            dictionary_of,
+            nullable: vec![true; columns_ext.len()],
+            key_columns: key_words
+                .iter()
+                .map(|kw| kw.positions.iter().map(|&p| ext_keys[p]).collect())
+                .collect(),
+        };
+        // Columns that may hold NULLs: any in the input, or (a stream) what the statistics
+        // allow; the selection never does.
+        let selection_at = prep.selection.as_ref().map(|s| s.1);
+        let nullable: Vec<bool> = (0..columns_ext.len())
+            .map(|c| {
+                used[c]
+                    && Some(c) != selection_at
+                    && match stream {
+                        Some((bounds, _)) => bounds.get(c).is_none_or(|b| b.may_null),
+                        None => inputs.iter().any(|b| b[c].logical_null_count() > 0),
+                    }
+            })
+            .collect();
+        prep.nullable = nullable.clone();
+        // Kernel columns of the collected input, batch by batch in parallel (a stream's
+        // batches go through the same preparation as they arrive).
+        let mut owned_bytes = 0u64;
+        let inputs: Vec<Vec<ArrayRef>> = match stream {
+            Some(_) => Vec::new(),
+            None => inputs
+                .into_par_iter()
+                .zip(batches.par_iter())
+                .map(|(b, batch)| prep.apply(b, batch.num_rows(), &key_words, false))
+                .collect::<Result<_>>()?,
+        };
+        if stream.is_none() {
+            owned_bytes += 4 * rows * prep.dictionary_of.iter().flatten().count() as u64;
+            owned_bytes += rows.div_ceil(8) * selection_at.is_some() as u64;
+        }
         let column_of =
             |c: usize| -> Vec<ArrayRef> { inputs.iter().map(|b| Arc::clone(&b[c])).collect() };
-        // Columns with a NULL anywhere in the input.
-        let nullable: Vec<bool> = (0..columns_ext.len())
-            .map(|c| used[c] && inputs.iter().any(|b| b[c].logical_null_count() > 0))
-            .collect();
         let encodings: Vec<Option<Encoding>> = columns
             .iter()
             .enumerate()
             .map(|(c, t)| {
                 t.as_ref()
-                    .map(|t| {
-                        if opts.compress {
-                            Encoding::choose(t, &column_of(c))
-                        } else {
-                            Ok(Encoding::plain(t))
-                        }
+                    .map(|t| match (opts.compress, stream) {
+                        (false, _) => Ok(Encoding::plain(t)),
+                        (true, None) => Encoding::choose(t, &column_of(c)),
+                        (true, Some((bounds, _))) => Ok(Encoding::for_range(
+                            t,
+                            match prep.dictionary_of[c] {
+                                Some((wi, i)) => key_words[wi]
+                                    .codec
+                                    .dictionary_capacity(i)
+                                    .map(|cap| (0, cap as i128)),
+                                None => bounds.get(c).and_then(|b| b.range),
+                            },
+                        )),
                     })
                     .transpose()
             })
@@ -593,7 +765,10 @@ impl Base {
             let fit = (limit / 2).saturating_mul(8) / (SLOTS as u64 * sent_bits.max(1) + 64 * 8);
             batch_rows = batch_rows.min((fit as usize).max(1024));
         }
-        let pieces = chunk_pieces(batches.iter().map(RecordBatch::num_rows), batch_rows);
+        let pieces = match stream {
+            Some(_) => Vec::new(),
+            None => chunk_pieces(batches.iter().map(RecordBatch::num_rows), batch_rows),
+        };
         let chunks: Vec<Vec<Option<Vec<ArrayRef>>>> = pieces
             .iter()
             .map(|chunk| {
@@ -613,6 +788,10 @@ impl Base {
             .iter()
             .map(|c| ImageLayout::new(c.iter().map(|p| p.2).sum(), &encodings, &nullable))
             .collect();
+        if stream.is_none() {
+            // The largest chunk, for the overflow lists.
+            batch_rows = layouts.iter().map(|l| l.rows).max().unwrap_or(0).max(1);
+        }
 
         let domain = key_words.first().map_or(1, |k| k.codec.domain());
         let est_groups = estimate_groups(&key_words, &key_inputs, domain, rows)?;
@@ -625,7 +804,7 @@ impl Base {
             columns,
             encodings: encodings.clone(),
             nullable,
-            filter: query.filter.clone(),
+            filter: kernel_filter,
             key_words: terms,
             non_null_args,
             args: query.aggregates.iter().map(|(_, a)| a.clone()).collect(),
@@ -660,7 +839,7 @@ impl Base {
             stream.synchronize().map_err(gpu_err("uploading columns"))?;
             upload_ms = t.elapsed().as_secs_f64() * 1e3;
             resident = Some(all);
-        } else if opts.compress {
+        } else if opts.compress && stream.is_none() {
             // Encoded once, chunks in parallel, straight into pinned memory.
             let pinned = layouts
                 .par_iter()
@@ -684,6 +863,7 @@ impl Base {
             key_words,
             key_out,
             template,
+            prep,
             chunks,
             encodings,
             layouts,
@@ -699,6 +879,17 @@ impl Base {
             upload_ms,
             owned_bytes,
         })
+    }
+
+    /// The largest image a chunk may have: the collected input's largest, or a full chunk
+    /// of a stream.
+    pub(super) fn max_image_bytes(&self) -> usize {
+        match self.layouts.iter().map(|l| l.bytes).max() {
+            Some(b) => b,
+            None => {
+                ImageLayout::new(self.batch_rows, &self.encodings, &self.template.nullable).bytes
+            }
+        }
     }
 
     /// Fills the raw image of chunk `i` (raw streaming's producer).
@@ -718,9 +909,10 @@ impl Prepared {
             || opts.batch_rows != self.opts.batch_rows
             || opts.compress != self.opts.compress
             || opts.memory_limit != self.opts.memory_limit
+            || opts.cpu_filter != self.opts.cpu_filter
         {
             return Err(GrouperError::InvalidOption(
-                "retargeting cannot change residency, batch size, compression or memory limit"
+                "retargeting cannot change residency, batch size, compression, memory limit or where the filter runs"
                     .into(),
             ));
         }
@@ -815,6 +1007,8 @@ impl Prepared {
                 .enumerate()
                 .filter_map(|(c, e)| e.as_ref().map(|e| format!("#{c} {e}")))
                 .collect(),
+            cpu_filter: base.prep.selection.is_some(),
+            from_scan: false,
             chunks: base.layouts.len(),
             batch_rows: base.batch_rows,
             prepare_ms: if cached { 0.0 } else { base.prepare_ms },
@@ -878,7 +1072,60 @@ impl Prepared {
 
     /// Runs the query once.
     pub fn run(&mut self) -> Result<GpuOutput> {
-        let table = self.execute(&self.all_chunks())?;
+        let table = self.execute(&self.all_chunks(), None)?;
+        let (columns, num_rows) = self.read_partial(&table)?.finalize()?;
+        self.report.groups = num_rows as u64;
+        self.report.total_ms = self.started_ms();
+        Ok(GpuOutput {
+            columns,
+            num_rows,
+            report: self.report.clone(),
+        })
+    }
+
+    /// Plans and compiles `query` for a scan still delivering its batches: `first` (already
+    /// read; they seed string dictionaries and the group estimate), each input column's
+    /// `bounds` from the source's statistics, and the `rows` they expect. Run it with
+    /// [`Prepared::run_stream`].
+    pub fn streaming(
+        query: &GpuQuery,
+        first: &[RecordBatch],
+        bounds: &[ColumnBounds],
+        rows: Option<u64>,
+        opts: &GpuOptions,
+    ) -> Result<Self> {
+        if opts.resident {
+            return Err(GrouperError::InvalidOption(
+                "a resident input is collected, not streamed".into(),
+            ));
+        }
+        let gpu = Gpu::get()?;
+        let layout = query.check(opts)?;
+        let source = Source::Stream {
+            first,
+            bounds,
+            rows,
+        };
+        let base = Base::build(gpu, query, layout, source, opts)?;
+        let mut prepared = Self::for_options(Arc::new(base), opts, false)?;
+        prepared.report.from_scan = true;
+        Ok(prepared)
+    }
+
+    /// Runs a [`Prepared::streaming`] query over `first` and then every batch `next` delivers,
+    /// chunking, encoding, copying and aggregating as they arrive.
+    pub fn run_stream(&mut self, first: Vec<RecordBatch>, next: Batches<'_>) -> Result<GpuOutput> {
+        if !self.report.from_scan {
+            return Err(GrouperError::InvalidOption(
+                "run_stream needs a query prepared with Prepared::streaming".into(),
+            ));
+        }
+        let base = Arc::clone(&self.base);
+        let mut chunker = Chunker::new(&base, first, next);
+        let mut produce = |out: &mut [u8]| chunker.produce(out);
+        let table = self.execute(&|| None, Some(&mut produce))?;
+        self.report.chunks = chunker.chunks;
+        self.report.rows = self.report.rows_run;
         let (columns, num_rows) = self.read_partial(&table)?.finalize()?;
         self.report.groups = num_rows as u64;
         self.report.total_ms = self.started_ms();
@@ -892,7 +1139,7 @@ impl Prepared {
     /// Runs the query over the chunks `claim` hands out (co-processing: a queue shared with
     /// CPU workers), returning its groups unfinalized for merging with theirs.
     pub fn run_partial(&mut self, claim: Claim<'_>) -> Result<(PartialGroups, GpuReport)> {
-        let table = self.execute(claim)?;
+        let table = self.execute(claim, None)?;
         let partial = self.read_partial(&table)?;
         self.report.groups = partial.len as u64;
         self.report.total_ms = self.started_ms();
@@ -928,13 +1175,18 @@ impl Prepared {
     /// finalizing (for benchmarks: with millions of groups, finalizing on the host takes longer
     /// than the kernels; `report().groups` is then the hash table's count, 0 for direct tables).
     pub fn run_kernels(&mut self) -> Result<&GpuReport> {
-        self.execute(&self.all_chunks())?;
+        self.execute(&self.all_chunks(), None)?;
         self.report.total_ms = self.started_ms();
         Ok(&self.report)
     }
 
-    /// Runs the kernels over the chunks `claim` hands out; the table they filled.
-    fn execute(&mut self, claim: Claim<'_>) -> Result<DeviceTable> {
+    /// Runs the kernels over the chunks `claim` hands out (or, with `produce`, those a scan's
+    /// stream makes); the table they filled.
+    pub(super) fn execute(
+        &mut self,
+        claim: Claim<'_>,
+        produce: Option<Produce<'_>>,
+    ) -> Result<DeviceTable> {
         self.started = Some(Instant::now());
         let base = Arc::clone(&self.base);
         // A run may be on another thread than its preparation (co-processing).
@@ -954,13 +1206,7 @@ impl Prepared {
                 "the resident input",
             )?;
         }
-        let max_rows = base
-            .layouts
-            .iter()
-            .map(|l| l.rows)
-            .max()
-            .unwrap_or(0)
-            .max(1);
+        let max_rows = base.batch_rows.max(1);
 
         // The global table.
         let mut table = if strategy.is_perfect() {
@@ -1020,33 +1266,27 @@ impl Prepared {
         t0.record(&stream).map_err(err("recording an event"))?;
         let mut grows = 0u32;
         let mut groups = 0u64;
-        let feed = match (&base.resident, &base.images) {
-            (Some(r), _) => Feed::Resident(r),
-            (None, Some(images)) => Feed::Pinned(images),
-            (None, None) => Feed::Gather(&|i, out| base.fill(i, out)),
+        let fill = |i: usize, out: &mut [u8]| base.fill(i, out);
+        let feed = match (produce, &base.resident, &base.images) {
+            (Some(produce), ..) => Feed::Stream {
+                max_bytes: base.max_image_bytes(),
+                produce,
+            },
+            (None, Some(r), _) => Feed::Resident(r),
+            (None, None, Some(images)) => Feed::Pinned(images),
+            (None, None, None) => Feed::Gather(&fill),
         };
         let mut rows_run = 0u64;
-        let mut on_chunk = |ci: usize, cols: &ColPtrs| -> Result<()> {
-            let rows = base.layouts.get(ci).map_or(0, |l| l.rows) as u64;
+        let mut on_chunk = |_: usize, rows: usize, cols: &ColPtrs| -> Result<()> {
+            let rows = rows as u64;
             rows_run += rows;
-            if strategy.is_perfect() {
-                // Direct tables never fill up: no per-chunk counters, nothing to wait for.
-                return self.launch_rows(
-                    &stream,
-                    cols,
-                    rows,
-                    None,
-                    &mut table,
-                    &mut ctrl,
-                    &mut lists[0],
-                    &mut spill,
-                    spill_cap,
-                    private.as_mut(),
-                );
+            // Direct tables never fill up: no per-chunk counters, nothing to wait for.
+            let perfect = strategy.is_perfect();
+            if !perfect {
+                stream
+                    .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
+                    .map_err(err("resetting counters"))?;
             }
-            stream
-                .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
-                .map_err(err("resetting counters"))?;
             self.launch_rows(
                 &stream,
                 cols,
@@ -1059,6 +1299,9 @@ impl Prepared {
                 spill_cap,
                 private.as_mut(),
             )?;
+            if perfect {
+                return Ok(());
+            }
             // Trap: list rows and spilled slots that found the table full; grow and redo them.
             let mut current_list = 0usize;
             loop {

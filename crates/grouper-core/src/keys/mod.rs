@@ -131,6 +131,89 @@ impl KeyCodec {
         Self::plan_with(key_types, batches, false)
     }
 
+    /// A codec planned before the input is read (streaming from a scan): ordinal columns cover
+    /// `bounds` (from the source's statistics; `None` where unknown is an error), string
+    /// columns take a dictionary seeded with `sample`'s values and room for as many again
+    /// (a power of two, at least 4), and `may_null` columns reserve NULL's code. Packed
+    /// layouts only. A later value outside it fails [`KeyCodec::covers`] or
+    /// [`KeyCodec::dictionary_codes`].
+    pub fn plan_bounded(
+        key_types: &[DataType],
+        bounds: &[Option<(i128, i128)>],
+        may_null: &[bool],
+        sample: &[&[ArrayRef]],
+    ) -> Result<Self> {
+        let mut cols = Vec::with_capacity(key_types.len());
+        for (c, t) in key_types.iter().enumerate() {
+            let codec = match t {
+                DataType::Boolean => Codec::Bool,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                    let dict = Arc::new(Dictionary::new());
+                    for b in sample {
+                        let col = ByteColumn::new(&b[c], "group key")?;
+                        dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
+                    }
+                    let capacity = (2 * dict.len() as u64).max(4).next_power_of_two();
+                    Codec::Bytes { dict, capacity }
+                }
+                t if supports(t) => {
+                    let (min, max) = bounds.get(c).copied().flatten().ok_or_else(|| {
+                        GrouperError::Unsupported(format!(
+                            "group key {c} ({t}) has no bounds in the source's statistics"
+                        ))
+                    })?;
+                    Codec::Ordinal { min, max }
+                }
+                t => {
+                    return Err(GrouperError::UnsupportedType {
+                        what: "group key",
+                        data_type: t.clone(),
+                    })
+                }
+            };
+            let nulls = may_null.get(c).copied().unwrap_or(true);
+            cols.push(ColumnPlan::new(t.clone(), codec, nulls));
+        }
+        let codec = Self::pack(key_types, cols)?;
+        match codec.layout {
+            Layout::Packed(_) => Ok(codec),
+            Layout::Interned { .. } => Err(GrouperError::Unsupported(
+                "group keys whose bounds span more than 2^64 values".into(),
+            )),
+        }
+    }
+
+    /// Whether key column `c`'s `array` lies within the codec: ordinal values within its
+    /// range, NULLs only where it reserved a code (string values are checked when coded).
+    pub fn covers(&self, c: usize, array: &ArrayRef) -> bool {
+        let Layout::Packed(cols) = &self.layout else {
+            return false;
+        };
+        let Some(col) = cols.get(c) else {
+            return false;
+        };
+        if !col.nulls && array.logical_null_count() > 0 {
+            return false;
+        }
+        match &col.codec {
+            Codec::Ordinal { min, max } => {
+                ordinal_min_max(array).is_none_or(|(lo, hi)| lo >= *min && hi <= *max)
+            }
+            Codec::Bool | Codec::Bytes { .. } => true,
+        }
+    }
+
+    /// Codes string key column `c` may take (its dictionary's capacity), or `None`.
+    pub fn dictionary_capacity(&self, c: usize) -> Option<u64> {
+        let Layout::Packed(cols) = &self.layout else {
+            return None;
+        };
+        match &cols.get(c)?.codec {
+            Codec::Bytes { capacity, .. } => Some(*capacity),
+            _ => None,
+        }
+    }
+
     fn plan_with(key_types: &[DataType], batches: &[&[ArrayRef]], headroom: bool) -> Result<Self> {
         for t in key_types {
             if !supports(t) {
@@ -436,7 +519,8 @@ fn ordinal_bounds(t: &DataType) -> (i128, i128) {
     }, _ => (i128::MIN, i128::MAX))
 }
 
-fn ordinal_min_max(array: &ArrayRef) -> Option<(i128, i128)> {
+/// Smallest and largest ordinal of `array`'s valid values (`None`: none, or not ordinal).
+pub fn ordinal_min_max(array: &ArrayRef) -> Option<(i128, i128)> {
     with_ordinal_type!(array.data_type(), T => {
         let a = array.as_primitive::<T>();
         let mut it = a.iter().flatten().map(Ordinal::to_ord);
@@ -589,4 +673,41 @@ fn decode_column(col: &ColumnPlan, words: &[u64]) -> Result<ArrayRef> {
             Arc::new(array.with_data_type(col.data_type.clone())) as ArrayRef
         }, _ => unreachable!("checked by supports()")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int32Array, StringArray};
+
+    use super::*;
+
+    /// A codec planned from statistics covers exactly what they say: ordinal keys within
+    /// their bounds, NULLs only where allowed, string keys up to their dictionary's room.
+    #[test]
+    fn bounded_plans_cover_their_bounds_only() {
+        let types = [DataType::Int32, DataType::Utf8];
+        let sample: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![10, 12, 20]));
+        let codec = KeyCodec::plan_bounded(
+            &types,
+            &[Some((10, 20)), None],
+            &[false, true],
+            &[&[Arc::clone(&ints), Arc::clone(&sample)]],
+        )
+        .unwrap();
+        // 11 integers, then 8 codes (3 seen, room doubled to a power of two) and NULL's.
+        assert_eq!(codec.domain(), 11 * 9);
+        assert_eq!(codec.dictionary_capacity(1), Some(8));
+        assert!(codec.covers(0, &ints));
+        let outside: ArrayRef = Arc::new(Int32Array::from(vec![9, 15]));
+        let null: ArrayRef = Arc::new(Int32Array::from(vec![Some(11), None]));
+        assert!(!codec.covers(0, &outside));
+        assert!(!codec.covers(0, &null));
+        let five_more: ArrayRef = Arc::new(StringArray::from(vec!["d", "e", "f", "g", "h"]));
+        assert!(codec.dictionary_codes(1, &five_more).unwrap().is_some());
+        let ninth: ArrayRef = Arc::new(StringArray::from(vec!["i"]));
+        assert!(codec.dictionary_codes(1, &ninth).unwrap().is_none());
+        // An ordinal key without bounds cannot be planned ahead.
+        assert!(KeyCodec::plan_bounded(&types, &[None, None], &[true, true], &[]).is_err());
+    }
 }

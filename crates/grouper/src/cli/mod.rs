@@ -77,6 +77,10 @@ pub struct EngineArgs {
     /// copying them to the device first.
     #[arg(long)]
     pub zero_copy: bool,
+    /// GPU: evaluate the filter on the CPU and send one selection bit per row instead of the
+    /// columns only the filter reads (filter precomputation).
+    #[arg(long)]
+    pub cpu_filter: bool,
     /// GPU: most device memory a query may take, e.g. 2G; inputs larger than it stream
     /// through in smaller chunks.
     #[arg(long, value_parser = parse_bytes)]
@@ -203,6 +207,7 @@ impl EngineArgs {
                 zero_copy: self.zero_copy,
                 memory_limit: self.gpu_memory_limit.map(|b| b as u64),
                 cache_bytes: self.gpu_cache as u64,
+                cpu_filter: self.cpu_filter,
             },
             threads: self.threads,
             memory_limit: self.memory_limit,
