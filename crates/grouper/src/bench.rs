@@ -173,8 +173,7 @@ pub(crate) fn duckdb_parts(
     reps: usize,
     sqls: &[&str],
 ) -> Result<Option<DuckRun>> {
-    // A bare name ("python3") is looked up on PATH by Command; a path must exist.
-    if python.components().count() > 1 && !python.exists() {
+    if python_missing(python) {
         return Ok(None);
     }
     let dir = std::env::temp_dir().join(format!("grouper-bench-{}", std::process::id()));
@@ -184,6 +183,12 @@ pub(crate) fn duckdb_parts(
     });
     let _ = std::fs::remove_dir_all(&dir);
     run
+}
+
+/// Whether `python` is a path that does not exist (a bare name such as "python3" is looked up
+/// on PATH when run).
+fn python_missing(python: &std::path::Path) -> bool {
+    python.components().count() > 1 && !python.exists()
 }
 
 /// Writes `parts` as `dir/part-N.parquet`, one file per non-empty part, in parallel; the
@@ -223,7 +228,7 @@ pub(crate) fn duckdb_files(
     reps: usize,
     sqls: &[&str],
 ) -> Result<Option<DuckRun>> {
-    if python.components().count() > 1 && !python.exists() {
+    if python_missing(python) {
         return Ok(None);
     }
     let out = Command::new(python)

@@ -1073,7 +1073,12 @@ impl Prepared {
     /// Runs the query once.
     pub fn run(&mut self) -> Result<GpuOutput> {
         let table = self.execute(&self.all_chunks(), None)?;
-        let (columns, num_rows) = self.read_partial(&table)?.finalize()?;
+        self.finish(&table)
+    }
+
+    /// Reads `table` back, finalizes its groups and reports the run.
+    fn finish(&mut self, table: &DeviceTable) -> Result<GpuOutput> {
+        let (columns, num_rows) = self.read_partial(table)?.finalize()?;
         self.report.groups = num_rows as u64;
         self.report.total_ms = self.started_ms();
         Ok(GpuOutput {
@@ -1126,14 +1131,7 @@ impl Prepared {
         let table = self.execute(&|| None, Some(&mut produce))?;
         self.report.chunks = chunker.chunks;
         self.report.rows = self.report.rows_run;
-        let (columns, num_rows) = self.read_partial(&table)?.finalize()?;
-        self.report.groups = num_rows as u64;
-        self.report.total_ms = self.started_ms();
-        Ok(GpuOutput {
-            columns,
-            num_rows,
-            report: self.report.clone(),
-        })
+        self.finish(&table)
     }
 
     /// Runs the query over the chunks `claim` hands out (co-processing: a queue shared with

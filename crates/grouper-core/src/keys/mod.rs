@@ -148,11 +148,7 @@ impl KeyCodec {
             let codec = match t {
                 DataType::Boolean => Codec::Bool,
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-                    let dict = Arc::new(Dictionary::new());
-                    for b in sample {
-                        let col = ByteColumn::new(&b[c], "group key")?;
-                        dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
-                    }
+                    let dict = seeded_dictionary(sample, c)?;
                     let capacity = (2 * dict.len() as u64).max(4).next_power_of_two();
                     Codec::Bytes { dict, capacity }
                 }
@@ -228,22 +224,7 @@ impl KeyCodec {
             let codec = match t {
                 DataType::Boolean => Codec::Bool,
                 DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-                    let dict = Arc::new(Dictionary::new());
-                    for b in batches {
-                        if let Some(views) = b[c].as_string_view_opt() {
-                            // Equal views are equal strings: hash 16 bytes per row, and each
-                            // distinct string once.
-                            let mut seen = hashbrown::HashSet::new();
-                            dict.extend(
-                                (0..views.len())
-                                    .filter(|&r| views.is_valid(r) && seen.insert(views.views()[r]))
-                                    .map(|r| views.value(r).as_bytes()),
-                            );
-                            continue;
-                        }
-                        let col = ByteColumn::new(&b[c], "group key")?;
-                        dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
-                    }
+                    let dict = seeded_dictionary(batches, c)?;
                     let capacity = if headroom {
                         (2 * dict.len() as u64).max(MIN_CAPACITY)
                     } else {
@@ -507,6 +488,27 @@ impl KeyCodec {
         };
         Ok(codes.map(|codes| codes.into_iter().map(|c| c.unwrap_or(0)).collect()))
     }
+}
+
+/// A dictionary of the distinct strings of column `c` of `batches`.
+fn seeded_dictionary(batches: &[&[ArrayRef]], c: usize) -> Result<Arc<Dictionary>> {
+    let dict = Arc::new(Dictionary::new());
+    for b in batches {
+        if let Some(views) = b[c].as_string_view_opt() {
+            // Equal views are equal strings: hash 16 bytes per row, and each
+            // distinct string once.
+            let mut seen = hashbrown::HashSet::new();
+            dict.extend(
+                (0..views.len())
+                    .filter(|&r| views.is_valid(r) && seen.insert(views.views()[r]))
+                    .map(|r| views.value(r).as_bytes()),
+            );
+            continue;
+        }
+        let col = ByteColumn::new(&b[c], "group key")?;
+        dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
+    }
+    Ok(dict)
 }
 
 /// The range of ordinals a type can hold.
