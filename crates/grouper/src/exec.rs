@@ -20,7 +20,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::DataType;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::ScalarValue;
@@ -585,10 +584,11 @@ fn stream_bounds(
         })
         .collect();
     let bounded = query.keys.iter().all(|&k| {
-        matches!(
-            query.columns.get(k),
-            Some(DataType::Boolean | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-        ) || bounds.get(k).is_some_and(|b| b.range.is_some())
+        query
+            .columns
+            .get(k)
+            .is_some_and(grouper_core::keys::coded_without_bounds)
+            || bounds.get(k).is_some_and(|b| b.range.is_some())
     });
     let rows = stats.num_rows.get_value().map(|&r| r as u64);
     bounded.then_some((bounds, rows))
@@ -885,7 +885,7 @@ fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputBatch> {
 #[cfg(test)]
 mod tests {
     use arrow::array::{Date32Array, Decimal128Array, Int32Array, StringArray};
-    use arrow::datatypes::{Field, Schema};
+    use arrow::datatypes::{DataType, Field, Schema};
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::prelude::ParquetReadOptions;
 

@@ -56,7 +56,6 @@ pub const CPU_PRIOR_NS_PER_ROW: f64 = 10.0;
 #[derive(Debug)]
 pub struct ChunkQueue {
     next: AtomicUsize,
-    chunks: usize,
     /// Rows of each chunk.
     rows: Vec<usize>,
     /// Nanoseconds per chunk the GPU takes (0 until measured).
@@ -76,7 +75,6 @@ impl ChunkQueue {
     pub fn new(rows: Vec<usize>) -> Self {
         Self {
             next: AtomicUsize::new(0),
-            chunks: rows.len(),
             rows,
             gpu_ns: AtomicU64::new(0),
             gpu_last: Mutex::new(None),
@@ -91,7 +89,7 @@ impl ChunkQueue {
     fn claim_if(&self, take: impl Fn(usize) -> bool) -> Option<usize> {
         let mut i = self.next.load(Ordering::Acquire);
         loop {
-            if i >= self.chunks || !take(i) {
+            if i >= self.rows.len() || !take(i) {
                 return None;
             }
             match self
@@ -132,7 +130,7 @@ impl ChunkQueue {
         // The first claims come in a burst (the pipeline's copies ahead): no pace yet.
         let known = self.gpu_claims.load(Ordering::Relaxed) > gpu::SLOTS + 2;
         if !gpu_done && !known {
-            return if self.next.load(Ordering::Acquire) >= self.chunks {
+            return if self.next.load(Ordering::Acquire) >= self.rows.len() {
                 Claim::Done
             } else {
                 Claim::Wait
@@ -143,7 +141,7 @@ impl ChunkQueue {
             let cpu = cpu_ns.unwrap_or_else(|| {
                 (self.rows.get(i).copied().unwrap_or(0) as f64 * CPU_PRIOR_NS_PER_ROW) as u64
             });
-            gpu_done || ((self.chunks - i - 1) as u64).saturating_mul(gpu) >= cpu
+            gpu_done || ((self.rows.len() - i - 1) as u64).saturating_mul(gpu) >= cpu
         });
         let Some(i) = taken else {
             return Claim::Done;
@@ -166,7 +164,7 @@ impl ChunkQueue {
 
     /// Chunks in all.
     pub fn chunks(&self) -> usize {
-        self.chunks
+        self.rows.len()
     }
 }
 

@@ -134,8 +134,8 @@ pub enum Feed<'a> {
     /// Gathered per run into pinned staging by `fill(chunk, buffer)`.
     Gather(&'a (dyn Fn(usize, &mut [u8]) -> Result<()> + Sync)),
     /// Made as the input arrives (a scan streaming into the GPU): `produce` fills the next
-    /// chunk's image (at most `max_bytes`) into a pinned staging buffer and says which chunk
-    /// it is and its layout, or that the input is done.
+    /// chunk's image (at most `max_bytes`) into a pinned staging buffer and gives its layout,
+    /// or says that the input is done.
     Stream {
         /// The largest image a chunk may have.
         max_bytes: usize,
@@ -144,18 +144,17 @@ pub enum Feed<'a> {
     },
 }
 
-/// Fills the next chunk's image into the buffer: `Some((chunk, layout))`, or `None` at the end.
-pub type Produce<'a> =
-    &'a mut (dyn FnMut(&mut [u8]) -> Result<Option<(usize, ImageLayout)>> + Send);
+/// Fills the next chunk's image into the buffer: its layout, or `None` at the end.
+pub type Produce<'a> = &'a mut (dyn FnMut(&mut [u8]) -> Result<Option<ImageLayout>> + Send);
 
-/// A filled staging slot on its way to the kernel: (chunk, its layout, slot).
-type Ready = (usize, ImageLayout, PinnedHostSlice<u8>);
+/// A filled staging slot on its way to the kernel: the chunk's layout, and the slot.
+type Ready = (ImageLayout, PinnedHostSlice<u8>);
 
 /// The chunks this GPU takes, in order: all of them, or (co-processing) those it claims from
 /// a queue shared with CPU workers, as it gets to them.
 pub type Claim<'a> = &'a (dyn Fn() -> Option<usize> + Sync);
 
-/// Runs `on_chunk(i, rows, pointers)` for every chunk `claim` hands out, in order, on the compute
+/// Runs `on_chunk(rows, pointers)` for every chunk `claim` hands out, in order, on the compute
 /// `stream`, with each chunk's image where the kernel can read it. `on_chunk` enqueues the
 /// chunk's kernels (and may wait for them, e.g. to handle a full hash table); the pipeline
 /// keeps the next chunks' copies in flight meanwhile.
@@ -168,7 +167,7 @@ pub fn drive(
     zero_copy: bool,
     budget: &Budget,
     claim: Claim<'_>,
-    on_chunk: &mut dyn FnMut(usize, usize, &ColPtrs) -> Result<()>,
+    on_chunk: &mut dyn FnMut(usize, &ColPtrs) -> Result<()>,
 ) -> Result<()> {
     let err = gpu_err;
     let missing = || GrouperError::Gpu("a chunk image is missing".into());
@@ -178,14 +177,14 @@ pub fn drive(
             while let Some(i) = claim() {
                 let (img, layout) = images.get(i).zip(layouts.get(i)).ok_or_else(missing)?;
                 let (base, _g) = img.device_ptr(stream);
-                on_chunk(i, layout.rows, &layout.pointers(base))?;
+                on_chunk(layout.rows, &layout.pointers(base))?;
             }
             Ok(())
         }
         Feed::Pinned(images) if zero_copy => {
             while let Some(i) = claim() {
                 let (img, layout) = images.get(i).zip(layouts.get(i)).ok_or_else(missing)?;
-                on_chunk(i, layout.rows, &layout.pointers(mapped_address(img)?))?;
+                on_chunk(layout.rows, &layout.pointers(mapped_address(img)?))?;
             }
             stream.synchronize().map_err(err("running the aggregation"))
         }
@@ -208,7 +207,7 @@ pub fn drive(
                     };
                     let base = slots.ready(k)?;
                     let layout = layouts.get(i).ok_or_else(missing)?;
-                    on_chunk(i, layout.rows, &layout.pointers(base))?;
+                    on_chunk(layout.rows, &layout.pointers(base))?;
                     slots.consumed(k)?;
                 }
                 stream
@@ -219,11 +218,11 @@ pub fn drive(
             result.map(|slots| slots.release(budget))
         }
         Feed::Gather(fill) => {
-            let mut produce = |out: &mut [u8]| -> Result<Option<(usize, ImageLayout)>> {
+            let mut produce = |out: &mut [u8]| -> Result<Option<ImageLayout>> {
                 let Some(i) = claim() else { return Ok(None) };
                 let layout = layouts.get(i).ok_or_else(missing)?;
                 fill(i, out)?;
-                Ok(Some((i, layout.clone())))
+                Ok(Some(layout.clone()))
             };
             let shape = (max_bytes, layouts.len());
             gather(
@@ -370,7 +369,7 @@ fn gather(
     (max, chunks): (usize, usize),
     zero_copy: bool,
     budget: &Budget,
-    on_chunk: &mut dyn FnMut(usize, usize, &ColPtrs) -> Result<()>,
+    on_chunk: &mut dyn FnMut(usize, &ColPtrs) -> Result<()>,
 ) -> Result<()> {
     let err = gpu_err;
     // One staging slot more than the chunks the sender holds (SLOTS copies in flight): the
@@ -399,7 +398,7 @@ fn gather(
                     produce(buf)
                 })();
                 let filled = match filled {
-                    Ok(Some((i, layout))) => Ok((i, layout, slot)),
+                    Ok(Some(layout)) => Ok((layout, slot)),
                     Ok(None) => {
                         return_staging(slot);
                         break;
@@ -423,13 +422,9 @@ fn gather(
                 return_staging(slot);
             }
         });
-        // (position in this run, chunk, its layout, staging slot) of the chunks received.
-        let mut ahead: std::collections::VecDeque<(
-            usize,
-            usize,
-            ImageLayout,
-            PinnedHostSlice<u8>,
-        )> = Default::default();
+        // (position in this run, chunk layout, staging slot) of the chunks received.
+        let mut ahead: std::collections::VecDeque<(usize, ImageLayout, PinnedHostSlice<u8>)> =
+            Default::default();
         let run = (|| {
             let mut next = 0usize;
             let mut done = false;
@@ -439,24 +434,24 @@ fn gather(
                 while !done && ahead.len() < want {
                     match ready_rx.recv() {
                         Ok(r) => {
-                            let (i, layout, slot) = r?;
+                            let (layout, slot) = r?;
                             if let Some(slots) = device.as_mut() {
                                 slots.copy_in(next, &slot)?;
                             }
-                            ahead.push_back((next, i, layout, slot));
+                            ahead.push_back((next, layout, slot));
                             next += 1;
                         }
                         Err(_) => done = true,
                     }
                 }
-                let Some((k, i, layout, slot)) = ahead.pop_front() else {
+                let Some((k, layout, slot)) = ahead.pop_front() else {
                     break;
                 };
                 let base = match device.as_ref() {
                     Some(slots) => slots.ready(k)?,
                     None => mapped_address(&slot)?,
                 };
-                on_chunk(i, layout.rows, &layout.pointers(base))?;
+                on_chunk(layout.rows, &layout.pointers(base))?;
                 let read = stream
                     .record_event(None)
                     .map_err(err("recording an event"))?;
@@ -471,12 +466,12 @@ fn gather(
         })();
         // Unblock the producer (its next recv fails) and take the slots back.
         drop(free_tx);
-        for (_, _, _, slot) in ahead {
+        for (_, _, slot) in ahead {
             return_staging(slot);
         }
         run
     });
-    while let Ok(Ok((_, _, slot))) = ready_rx.try_recv() {
+    while let Ok(Ok((_, slot))) = ready_rx.try_recv() {
         return_staging(slot);
     }
     if let Some(slots) = device {

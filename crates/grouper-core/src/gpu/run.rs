@@ -474,25 +474,23 @@ pub(crate) struct ColumnPrep {
     selection: Option<(Expr, usize)>,
     /// Per column, the key word and position whose dictionary codes it becomes.
     dictionary_of: Vec<Option<(usize, usize)>>,
-    /// Per kernel column, whether the plan allows NULLs in it (checked for streams).
-    nullable: Vec<bool>,
     /// Per key word, the columns of its positions (checked against the codec for streams).
     key_columns: Vec<Vec<usize>>,
 }
 
 impl ColumnPrep {
-    /// The kernel's columns of one batch of `rows` rows. `check`: verify that the batch lies
-    /// within the plan (a stream planned from statistics), failing with
-    /// [`GrouperError::OutsidePlan`] where it does not.
+    /// The kernel's columns of one batch of `rows` rows. `check` (a stream planned from
+    /// statistics; per kernel column, whether the plan allows NULLs): verify that the batch
+    /// lies within the plan, failing with [`GrouperError::OutsidePlan`] where it does not.
     pub(super) fn apply(
         &self,
         mut cols: Vec<ArrayRef>,
         rows: usize,
         key_words: &[KeyWord],
-        check: bool,
+        check: Option<&[bool]>,
     ) -> Result<Vec<ArrayRef>> {
         let outside = |what: String| GrouperError::OutsidePlan(what);
-        if check {
+        if check.is_some() {
             for (kw, columns) in key_words.iter().zip(&self.key_columns) {
                 for (i, &c) in columns.iter().enumerate() {
                     if !cols.get(c).is_some_and(|a| kw.codec.covers(i, a)) {
@@ -525,9 +523,9 @@ impl ColumnPrep {
             })?;
             *a = Arc::new(UInt32Array::new(codes.into(), a.logical_nulls()));
         }
-        if check {
+        if let Some(nullable) = check {
             for (c, a) in cols.iter().enumerate() {
-                if !self.nullable.get(c).copied().unwrap_or(true) && a.logical_null_count() > 0 {
+                if !nullable.get(c).copied().unwrap_or(true) && a.logical_null_count() > 0 {
                     return Err(outside(format!(
                         "column {c} has NULLs the source's statistics did not count"
                     )));
@@ -676,10 +674,9 @@ impl Base {
                 })
             })
             .collect();
-        let mut prep = ColumnPrep {
+        let prep = ColumnPrep {
             selection,
             dictionary_of,
-            nullable: vec![true; columns_ext.len()],
             key_columns: key_words
                 .iter()
                 .map(|kw| kw.positions.iter().map(|&p| ext_keys[p]).collect())
@@ -698,7 +695,6 @@ impl Base {
                     }
             })
             .collect();
-        prep.nullable = nullable.clone();
         // Kernel columns of the collected input, batch by batch in parallel (a stream's
         // batches go through the same preparation as they arrive).
         let mut owned_bytes = 0u64;
@@ -707,7 +703,7 @@ impl Base {
             None => inputs
                 .into_par_iter()
                 .zip(batches.par_iter())
-                .map(|(b, batch)| prep.apply(b, batch.num_rows(), &key_words, false))
+                .map(|(b, batch)| prep.apply(b, batch.num_rows(), &key_words, None))
                 .collect::<Result<_>>()?,
         };
         if stream.is_none() {
@@ -1275,7 +1271,7 @@ impl Prepared {
             (None, None, None) => Feed::Gather(&fill),
         };
         let mut rows_run = 0u64;
-        let mut on_chunk = |_: usize, rows: usize, cols: &ColPtrs| -> Result<()> {
+        let mut on_chunk = |rows: usize, cols: &ColPtrs| -> Result<()> {
             let rows = rows as u64;
             rows_run += rows;
             // Direct tables never fill up: no per-chunk counters, nothing to wait for.

@@ -110,8 +110,8 @@ impl<'a, 'b> Chunker<'a, 'b> {
         Ok(slices)
     }
 
-    /// Fills the next chunk's image into `out`: its number and layout, or `None` at the end.
-    pub(super) fn produce(&mut self, out: &mut [u8]) -> Result<Option<(usize, ImageLayout)>> {
+    /// Fills the next chunk's image into `out`: its layout, or `None` at the end.
+    pub(super) fn produce(&mut self, out: &mut [u8]) -> Result<Option<ImageLayout>> {
         let base = self.base;
         let slices = self.take(base.batch_rows)?;
         let rows: usize = slices.iter().map(RecordBatch::num_rows).sum();
@@ -121,8 +121,12 @@ impl<'a, 'b> Chunker<'a, 'b> {
         let cols: Vec<Vec<ArrayRef>> = slices
             .par_iter()
             .map(|b| {
-                base.prep
-                    .apply(b.columns().to_vec(), b.num_rows(), &base.key_words, true)
+                base.prep.apply(
+                    b.columns().to_vec(),
+                    b.num_rows(),
+                    &base.key_words,
+                    Some(&base.template.nullable),
+                )
             })
             .collect::<Result<_>>()?;
         let chunk: Vec<Option<Vec<ArrayRef>>> = base
@@ -153,8 +157,7 @@ impl<'a, 'b> Chunker<'a, 'b> {
                 GrouperError::InvalidInput(m) => GrouperError::OutsidePlan(m),
                 e => e,
             })?;
-        let i = self.chunks;
         self.chunks += 1;
-        Ok(Some((i, layout)))
+        Ok(Some(layout))
     }
 }

@@ -45,10 +45,18 @@ use crate::with_ordinal_type;
 
 /// Whether grouper handles group keys of this type.
 pub fn supports(t: &DataType) -> bool {
+    coded_without_bounds(t)
+        || with_ordinal_type!(t, T => { let _ = std::marker::PhantomData::<T>; true }, _ => false)
+}
+
+/// Whether keys of type `t` get their codes without knowing their range: booleans, and strings
+/// (dictionary codes). Every other key type needs bounds from statistics to be planned before
+/// its rows are read ([`KeyCodec::plan_bounded`]).
+pub fn coded_without_bounds(t: &DataType) -> bool {
     matches!(
         t,
         DataType::Boolean | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    ) || with_ordinal_type!(t, T => { let _ = std::marker::PhantomData::<T>; true }, _ => false)
+    )
 }
 
 /// Smallest dictionary capacity (codes reserved) of a string column or interned key.
