@@ -2,8 +2,10 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1]
-#   (default: all = tests and bench; profile, difftest, faults and q1 run when named)
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner]
+#   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named)
+# tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
+# shapes; TUNER_ARGS adds arguments), JSON at $OUT/tuner.json.
 # q1: `grouper bench q1` (TPC-H Q1 from host RAM in every transfer mode, hybrid, CPU, DuckDB;
 # Q1_ARGS adds arguments, e.g. --sf 10), JSON at $OUT/q1.json.
 # difftest: `grouper difftest` against DuckDB on every CPU and GPU target for DIFFTEST_MINUTES
@@ -82,6 +84,12 @@ if [ "$what" = q1 ]; then
   /tmp/grouper demo --backend hybrid --explain 2>&1 | grep -o "GroupByExec.*" | tee "$OUT/hybrid-explain.txt"
   # shellcheck disable=SC2086
   /tmp/grouper bench q1 --python python3 --out "$OUT/q1.json" ${Q1_ARGS:-} 2>&1 | tee "$OUT/q1.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if [ "$what" = tuner ]; then
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  # shellcheck disable=SC2086
+  /tmp/grouper bench tuner --out "$OUT/tuner.json" ${TUNER_ARGS:-} 2>&1 | tee "$OUT/tuner.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if [ "$what" = difftest ] || [ "$what" = faults ]; then

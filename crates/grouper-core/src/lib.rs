@@ -39,6 +39,7 @@ pub mod planner;
 pub mod reference;
 mod strings;
 pub mod table;
+pub mod tune;
 
 pub use error::{GrouperError, Result};
 pub use executor::{aggregate, AggregateOutput, Aggregation, Options, Worker};

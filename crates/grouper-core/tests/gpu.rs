@@ -905,3 +905,68 @@ fn empty_input_and_global_aggregates() {
     let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
     check_all(&c, &expected, GpuParams::default(), 3000);
 }
+
+/// The runtime tuner switches launch shapes (and strategies of the same table kind) between
+/// chunks; the table carries across them, through growth and across runs, and under a memory
+/// limit that rules some shapes out.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn the_tuner_switches_shapes_between_chunks_and_keeps_the_table() {
+    if !have_gpu() {
+        return;
+    }
+    let rows = 1 << 18;
+    // (key kind, groups): a direct table (small domain), a hash table with few groups (private
+    // tables join the starts), a hash table with many.
+    for (kind, groups) in [
+        (KeyKind::I16, 600u64),
+        (KeyKind::U64Scattered, 20),
+        (KeyKind::I64, 5000),
+    ] {
+        let keys = keyed(&[kind], rows, groups, 5, false, false, groups);
+        let (vals, aggs) = values(rows, 5, 11);
+        let c = case(keys, vals, &aggs, 4);
+        let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+        for memory_limit in [None, Some(256u64 << 20)] {
+            let opts = GpuOptions {
+                params: GpuParams {
+                    initial_groups: Some(1),
+                    ..Default::default()
+                },
+                batch_rows: 1 << 12,
+                memory_limit,
+                ..Default::default()
+            };
+            let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+            for run in 0..2 {
+                let out = p.run().unwrap();
+                same_groups(&expected, &out.columns, 1)
+                    .unwrap_or_else(|e| panic!("{kind:?} {memory_limit:?} run {run}: {e}"));
+                let t = out.report.tuning.as_ref().expect("the tuner ran");
+                assert!(t.steps.len() >= 3, "{kind:?}: {t}");
+                let strategies: std::collections::HashSet<_> =
+                    t.steps.iter().map(|s| s.config.strategy).collect();
+                assert!(strategies.len() >= 2, "{kind:?}: one strategy only: {t}");
+                assert!(strategies
+                    .iter()
+                    .all(|s| s.is_perfect() == out.report.strategy.is_perfect()));
+                assert_eq!(t.batches.0, 64 * (run + 1), "{t}");
+                eprintln!("{kind:?} {memory_limit:?} run {run}: {t}");
+            }
+        }
+    }
+    // Off, the planner's shape runs throughout.
+    let keys = keyed(&[KeyKind::I64], 1 << 14, 100, 0, false, false, 3);
+    let (vals, aggs) = values(1 << 14, 0, 3);
+    let c = case(keys, vals, &aggs, 1);
+    let opts = GpuOptions {
+        tune: None,
+        batch_rows: 1 << 12,
+        ..Default::default()
+    };
+    let out = Prepared::new(&c.query, &c.batches, &opts)
+        .unwrap()
+        .run()
+        .unwrap();
+    assert!(out.report.tuning.is_none());
+}

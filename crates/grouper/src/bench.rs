@@ -34,6 +34,9 @@ pub enum BenchCommand {
     /// TPC-H Q1 from host RAM (SF 10, 100): every GPU transfer mode, hybrid, CPU and DuckDB;
     /// the streaming rate against the pinned host-to-device bandwidth.
     Q1(crate::q1_bench::Q1Args),
+    /// The runtime tuner (Rosenfeld's Algorithm 1) against the exhaustive search over launch
+    /// shapes, per strategy, group count and key kind: quality, cost, overhead, effort.
+    Tuner(crate::tuner_bench::TunerArgs),
 }
 
 #[derive(Args, Debug)]
@@ -69,6 +72,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::CpuSweep(a) => cpu_sweep(a).await,
         BenchCommand::GpuSweep(a) => crate::gpu_bench::gpu_sweep(a).await,
         BenchCommand::Q1(a) => crate::q1_bench::q1(a).await,
+        BenchCommand::Tuner(a) => crate::tuner_bench::tuner(a).await,
     }
 }
 

@@ -302,6 +302,9 @@ fn gpu_summary(r: &GpuReport, fused: bool) -> String {
         r.chunks, r.batch_rows,
         r.raw_bytes_per_row, r.sent_bytes_per_row, r.encodings.join(", "), r.prepare_ms,
         if r.cached { " (cached)" } else { "" }, r.upload_ms, r.kernel_ms, r.total_ms
+    ) + &r.tuning.as_ref().map_or_else(
+        || "; tuner off (launch shape fixed)".to_string(),
+        |t| format!("; {t}"),
     )
 }
 

@@ -71,7 +71,7 @@ impl GpuSweepArgs {
 }
 
 /// The draws `r` and the values `v`, generated in parallel from a fixed seed.
-fn draws(rows: usize) -> (Vec<u32>, Vec<f32>) {
+pub(crate) fn draws(rows: usize) -> (Vec<u32>, Vec<f32>) {
     const CHUNK: usize = 1 << 20;
     let mut r = vec![0u32; rows];
     let mut v = vec![0f32; rows];
@@ -222,8 +222,10 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
                 Field::new("v", DataType::Float32, false),
             ]));
             let batch = RecordBatch::try_new(schema, vec![keys.clone(), Arc::clone(&values)])?;
+            // The planner's shapes (`grouper bench tuner` measures the tuner).
             let opts = GpuOptions {
                 resident: true,
+                tune: None,
                 ..Default::default()
             };
             let mut auto = Prepared::new(&sweep_query(keys.data_type().clone()), &[batch], &opts)?;

@@ -14,6 +14,7 @@ mod bench;
 mod cli;
 mod gpu_bench;
 mod q1_bench;
+mod tuner_bench;
 
 use std::process::ExitCode;
 use std::sync::Mutex;

@@ -32,6 +32,10 @@ pub struct DeviceInfo {
     pub shared_per_sm: u32,
     /// Resident threads per multiprocessor.
     pub threads_per_sm: u32,
+    /// Resident blocks per multiprocessor.
+    pub blocks_per_sm: u32,
+    /// Threads one block may have.
+    pub threads_per_block: u32,
     /// Device memory, bytes.
     pub memory_bytes: u64,
     /// CUDA driver version (e.g. 13000).
@@ -39,6 +43,11 @@ pub struct DeviceInfo {
 }
 
 impl DeviceInfo {
+    /// The launch shapes the tuner searches on this device.
+    pub fn tuning_space(&self) -> crate::tune::Space {
+        crate::tune::Space::for_device(self.blocks_per_sm, self.threads_per_block)
+    }
+
     /// The NVRTC target for this device's real architecture, e.g. `sm_90`.
     pub fn arch(&self) -> String {
         format!(
@@ -115,6 +124,8 @@ fn read_info(ctx: &CudaContext, driver_version: i32) -> Result<DeviceInfo> {
         shared_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32,
         shared_per_sm: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u32,
         threads_per_sm: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)? as u32,
+        blocks_per_sm: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)? as u32,
+        threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
         memory_bytes: ctx.total_mem().map_err(|e| driver("cuDeviceTotalMem", e))? as u64,
         driver_version,
     })

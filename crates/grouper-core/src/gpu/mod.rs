@@ -27,6 +27,8 @@ pub mod pipeline;
 pub mod run;
 pub mod stream;
 mod table;
+pub mod tuning;
+mod variant;
 mod wide_keys;
 
 use std::fmt;
@@ -35,6 +37,7 @@ use std::str::FromStr;
 pub use device::{gpu_required, DeviceInfo, Gpu};
 pub use run::{GpuOptions, GpuOutput, GpuQuery, GpuReport, Prepared};
 pub use stream::{Batches, ColumnBounds};
+pub use tuning::{GpuConfig, TuneReport};
 
 use crate::error::GrouperError;
 use crate::hash::HashFn;

@@ -13,7 +13,7 @@ use arrow::array::{ArrayRef, UInt32Array};
 use arrow::compute::concat;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
-use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use super::cache::{self, InputKey};
 use super::codegen::{self, KernelSpec, MAX_COLUMNS};
-use super::compile::{self, CacheHit, Compiled};
+use super::compile::CacheHit;
 use super::device::Gpu;
 use super::encode::{native_bits, Encoding};
 use super::image::ImageLayout;
@@ -29,6 +29,8 @@ use super::layout::{to_accumulator, Layout, ROWS_WORD};
 use super::pipeline::{alloc_pinned, drive, Budget, Claim, Feed, Produce, SLOTS};
 use super::stream::{Batches, Chunker, ColumnBounds};
 use super::table::{fill_limit, gpu_err, ColPtrs, DeviceTable};
+use super::tuning::{TuneReport, Tuning};
+use super::variant::{Scratch, Variant};
 use super::wide_keys::Split;
 use super::{GpuParams, GpuStrategy};
 use crate::agg::AggregateSpec;
@@ -38,6 +40,7 @@ use crate::keys::{KeyCodec, PackedKind};
 use crate::partial::PartialGroups;
 use crate::planner;
 use crate::table::check_fill_factor;
+use crate::tune::Hyper;
 
 /// A query as the GPU runs it: over the columns of the input batches.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,6 +148,9 @@ pub struct GpuOptions {
     /// Filter precomputation (Tomé §3.6): evaluate the filter on the CPU and send one
     /// selection bit per row instead of the columns only the filter reads.
     pub cpu_filter: bool,
+    /// The runtime tuner's hyper-parameters (`None`: run the planner's launch shape). It tunes
+    /// only what the options leave open: not a fixed block size or blocks per multiprocessor.
+    pub tune: Option<Hyper>,
 }
 
 impl Default for GpuOptions {
@@ -159,6 +165,7 @@ impl Default for GpuOptions {
             memory_limit: None,
             cache_bytes: 16 << 30,
             cpu_filter: false,
+            tune: Some(Hyper::default()),
         }
     }
 }
@@ -236,6 +243,8 @@ pub struct GpuReport {
     pub rows: u64,
     /// Rows the GPU aggregated in the last run (all, unless co-processing split them).
     pub rows_run: u64,
+    /// What the runtime tuner did (across this query's runs so far), if it ran.
+    pub tuning: Option<TuneReport>,
 }
 
 /// Result columns (keys, then aggregates) and the report.
@@ -393,24 +402,24 @@ fn chunk_pieces(
 
 /// The strategy and its sizes.
 #[derive(Debug)]
-struct Choice {
-    strategy: GpuStrategy,
-    reason: String,
-    threads: u32,
-    copies: u32,
-    local_slots: u64,
+pub(super) struct Choice {
+    pub(super) strategy: GpuStrategy,
+    pub(super) reason: String,
+    pub(super) threads: u32,
+    pub(super) copies: u32,
+    pub(super) local_slots: u64,
 }
 
 /// A query ready to run: planned, compiled, and (resident) uploaded.
 pub struct Prepared {
-    base: Arc<Base>,
-    spec: KernelSpec,
-    agg_rows: CudaFunction,
-    agg_list: CudaFunction,
+    pub(super) base: Arc<Base>,
+    /// The planner's launch shape (and the table layout every tuned shape shares).
+    pub(super) planned: Variant,
+    /// The runtime tuner, when the launch shape is left to it; it lives across runs.
+    tuning: Option<Tuning>,
     merge_entries: CudaFunction,
     init_table: CudaFunction,
-    blocks: u32,
-    opts: GpuOptions,
+    pub(super) opts: GpuOptions,
     report: GpuReport,
     /// When the current run started.
     started: Option<Instant>,
@@ -440,8 +449,8 @@ pub(crate) struct Base {
     images: Option<Vec<PinnedHostSlice<u8>>>,
     /// Resident: each chunk's image on the device.
     resident: Option<Vec<CudaSlice<u8>>>,
-    est_groups: u64,
-    rows: u64,
+    pub(super) est_groups: u64,
+    pub(super) rows: u64,
     /// Rows per chunk (the largest chunk's).
     pub(super) batch_rows: usize,
     raw_bytes_per_row: f64,
@@ -925,72 +934,20 @@ impl Prepared {
             .bind_to_thread()
             .map_err(gpu_err("binding the CUDA context"))?;
         let info = &base.gpu.info;
-        let p = &opts.params;
-        let domain = base.template.domain;
-        let choice = choose(
-            opts,
-            &base.layout,
-            base.key_words.len(),
-            (domain, base.est_groups, base.rows),
-            info,
-        )?;
-        let spec = KernelSpec {
-            strategy: choice.strategy,
-            threads: choice.threads,
-            items_per_thread: p.items_per_thread,
-            hash: p.hash,
-            copies: choice.copies,
-            local_slots: choice.local_slots,
-            fill_factor: p.fill_factor,
-            ..base.template.clone()
-        };
-        let shared = spec.shared_bytes();
-        if shared > info.shared_per_block as u64 {
-            return Err(GrouperError::InvalidOption(format!(
-                "{} needs {shared} bytes of shared memory per block; {} has {}",
-                choice.strategy, info.name, info.shared_per_block
-            )));
-        }
-        let source = codegen::generate(&spec);
-        if std::env::var_os("GROUPER_DUMP_KERNEL").is_some() {
-            eprintln!("{source}");
-        }
-        let compiled: Compiled = compile::compile(&base.gpu, &source)?;
-        let agg_rows = compiled.function("agg_rows")?;
-        let agg_list = compiled.function("agg_list")?;
-        if shared > 48 * 1024 {
-            for f in [&agg_rows, &agg_list] {
-                f.set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared as i32,
-                )
-                .map_err(gpu_err("raising the shared memory limit"))?;
-            }
-        }
-        // As many blocks as the compiled kernel keeps resident (its registers and shared
-        // memory decide, as the occupancy calculator says): one full wave, no partial one.
-        let resident = agg_rows
-            .occupancy_max_active_blocks_per_multiprocessor(spec.threads, shared as usize, None)
-            .map_err(gpu_err("reading the kernel's occupancy"))?
-            .max(1);
-        let blocks_per_sm = p.blocks_per_sm.unwrap_or(match choice.strategy {
-            // Private tables live in device memory, one per thread: fewer threads, less memory.
-            GpuStrategy::ThreadPrivate => 2.min(resident),
-            _ => resident,
-        });
-        let blocks = (info.sms * blocks_per_sm).max(1);
+        let (planned, choice, compiled) = Variant::compile(&base, opts)?;
+        let tuning = Tuning::new(&base, opts, &planned)?;
         let report = GpuReport {
             device: info.name.clone(),
             strategy: choice.strategy,
             reason: choice.reason,
             key_words: base.key_words.len().max(1),
-            domain,
+            domain: base.template.domain,
             est_groups: base.est_groups,
             groups: 0,
             grows: 0,
-            blocks,
-            threads: spec.threads,
-            shared_bytes: shared,
+            blocks: planned.blocks,
+            threads: planned.spec.threads,
+            shared_bytes: planned.spec.shared_bytes(),
             compile_ms: compiled.compile_ms,
             cache: compiled.source,
             upload_ms: base.upload_ms,
@@ -1013,15 +970,14 @@ impl Prepared {
             total_ms: 0.0,
             rows: base.rows,
             rows_run: 0,
+            tuning: tuning.as_ref().map(Tuning::report),
         };
         Ok(Prepared {
             merge_entries: compiled.function("merge_entries")?,
             init_table: compiled.function("init_table")?,
-            agg_list,
-            agg_rows,
+            planned,
+            tuning,
             base,
-            spec,
-            blocks,
             opts: opts.clone(),
             report,
             started: None,
@@ -1034,24 +990,20 @@ impl Prepared {
     }
 
     fn launch_cfg(&self, shared: u64) -> LaunchConfig {
-        LaunchConfig {
-            grid_dim: (self.blocks, 1, 1),
-            block_dim: (self.spec.threads, 1, 1),
-            shared_mem_bytes: shared as u32,
-        }
+        self.planned.launch_cfg(shared)
     }
 
     /// Words per slot of the global table (key words, none when direct, then state words).
-    fn width(&self) -> usize {
-        let k = if self.spec.strategy.is_perfect() {
+    pub(super) fn width(&self) -> usize {
+        let k = if self.planned.spec.strategy.is_perfect() {
             0
         } else {
-            self.spec.key_count()
+            self.planned.spec.key_count()
         };
         k + self.base.layout.words
     }
 
-    fn new_table(
+    pub(super) fn new_table(
         &self,
         stream: &Arc<CudaStream>,
         cap: u64,
@@ -1175,11 +1127,27 @@ impl Prepared {
     }
 
     /// Runs the kernels over the chunks `claim` hands out (or, with `produce`, those a scan's
-    /// stream makes); the table they filled.
+    /// stream makes); the table they filled. With a tuner, each chunk runs the launch shape
+    /// the tuner picks and reports its kernel time back; the table carries across shapes.
     pub(super) fn execute(
         &mut self,
         claim: Claim<'_>,
         produce: Option<Produce<'_>>,
+    ) -> Result<DeviceTable> {
+        let mut tuning = self.tuning.take();
+        let result = self.execute_with(claim, produce, &mut tuning);
+        if let Some(t) = &tuning {
+            self.report.tuning = Some(t.report());
+        }
+        self.tuning = tuning;
+        result
+    }
+
+    fn execute_with(
+        &mut self,
+        claim: Claim<'_>,
+        produce: Option<Produce<'_>>,
+        tuning: &mut Option<Tuning>,
     ) -> Result<DeviceTable> {
         self.started = Some(Instant::now());
         let base = Arc::clone(&self.base);
@@ -1191,7 +1159,7 @@ impl Prepared {
         let stream = Arc::clone(&base.gpu.stream);
         let ctx = Arc::clone(&base.gpu.ctx);
         let err = gpu_err;
-        let strategy = self.spec.strategy;
+        let perfect = self.planned.spec.strategy.is_perfect();
         let fill = self.opts.params.fill_factor;
         let budget = Budget::new(self.opts.memory_limit);
         if let Some(res) = &base.resident {
@@ -1202,9 +1170,9 @@ impl Prepared {
         }
         let max_rows = base.batch_rows.max(1);
 
-        // The global table.
-        let mut table = if strategy.is_perfect() {
-            self.new_table(&stream, self.spec.domain, &budget)?
+        // The global table (every launch shape of the run shares it).
+        let mut table = if perfect {
+            self.new_table(&stream, self.planned.spec.domain, &budget)?
         } else {
             let want = self
                 .opts
@@ -1215,18 +1183,9 @@ impl Prepared {
             self.new_table(&stream, cap, &budget)?
         };
         let mut ctrl: CudaSlice<u64> = stream.alloc_zeros(4).map_err(err("allocating"))?;
-        let threads_total = self.blocks as u64 * self.spec.threads as u64;
-        let spill_cap = match strategy {
-            GpuStrategy::BlockLocal => self.blocks as u64 * self.spec.local_slots,
-            GpuStrategy::ThreadPrivate => threads_total * self.spec.local_slots,
-            _ => 1,
-        };
         // Overflow lists exist only where a table can fill up (hash strategies).
-        let list_rows = if strategy.is_perfect() { 1 } else { max_rows };
-        budget.take(
-            8 * list_rows as u64 + 8 * spill_cap * (self.width() as u64 + 1),
-            "the overflow lists",
-        )?;
+        let list_rows = if perfect { 1 } else { max_rows };
+        budget.take(8 * list_rows as u64, "the overflow lists")?;
         // SAFETY: the kernels write list entries before anything reads them (a list is read
         // only up to the count the kernel that wrote it reports).
         let mut lists: [CudaSlice<u32>; 2] = unsafe {
@@ -1239,24 +1198,15 @@ impl Prepared {
                     .map_err(err("allocating the overflow lists"))?,
             ]
         };
-        let mut spill = DeviceTable::alloc(&stream, self.width(), spill_cap)?;
-        let mut spill_list: [CudaSlice<u32>; 2] = [
-            stream
-                .alloc_zeros(spill_cap as usize)
-                .map_err(err("allocating"))?,
-            stream
-                .alloc_zeros(spill_cap as usize)
-                .map_err(err("allocating"))?,
-        ];
-        let mut private: Option<DeviceTable> = if strategy == GpuStrategy::ThreadPrivate {
-            Some(self.new_table(&stream, threads_total * self.spec.local_slots, &budget)?)
-        } else {
-            None
-        };
+        let mut scratch = Scratch::new(&stream, self.width())?;
 
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let t0 = ctx.new_event(timing).map_err(err("creating events"))?;
         let t1 = ctx.new_event(timing).map_err(err("creating events"))?;
+        let (c0, c1) = (
+            ctx.new_event(timing).map_err(err("creating events"))?,
+            ctx.new_event(timing).map_err(err("creating events"))?,
+        );
         t0.record(&stream).map_err(err("recording an event"))?;
         let mut grows = 0u32;
         let mut groups = 0u64;
@@ -1274,101 +1224,33 @@ impl Prepared {
         let mut on_chunk = |rows: usize, cols: &ColPtrs| -> Result<()> {
             let rows = rows as u64;
             rows_run += rows;
-            // Direct tables never fill up: no per-chunk counters, nothing to wait for.
-            let perfect = strategy.is_perfect();
-            if !perfect {
-                stream
-                    .memcpy_htod(&[groups, 0, 0, 0], &mut ctrl)
-                    .map_err(err("resetting counters"))?;
+            // The launch shape: the tuner's pick (timed while it searches), else the plan's.
+            let (config, v) = match tuning.as_mut() {
+                Some(t) => t.pick(self, |v| scratch.fit(self, &stream, v, &budget))?,
+                None => {
+                    scratch.fit(self, &stream, &self.planned, &budget)?;
+                    (None, self.planned.clone())
+                }
+            };
+            if config.is_some() {
+                c0.record(&stream).map_err(err("recording an event"))?;
             }
-            self.launch_rows(
+            self.run_chunk(
                 &stream,
+                &v,
                 cols,
                 rows,
-                None,
-                &mut table,
-                &mut ctrl,
-                &mut lists[0],
-                &mut spill,
-                spill_cap,
-                private.as_mut(),
+                (&mut table, &mut ctrl, &mut lists, &mut scratch),
+                (&mut groups, &mut grows),
+                &budget,
             )?;
-            if perfect {
-                return Ok(());
+            if let (Some(c), Some(t)) = (config, tuning.as_mut()) {
+                c1.record(&stream).map_err(err("recording an event"))?;
+                c1.synchronize().map_err(err("timing a chunk"))?;
+                let ms = c0.elapsed_ms(&c1).map_err(err("reading events"))? as f64;
+                t.record(c, rows, ms);
             }
-            // Trap: list rows and spilled slots that found the table full; grow and redo them.
-            let mut current_list = 0usize;
-            loop {
-                let c = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?;
-                if c[3] != 0 {
-                    return Err(kernel_error(c[3]));
-                }
-                groups = c[0];
-                let (overflow, spilled) = (c[1], c[2]);
-                if overflow == 0 && spilled == 0 {
-                    return Ok(());
-                }
-                let need = c[0] + overflow.max(spilled);
-                self.grow(
-                    &stream,
-                    &mut table,
-                    need,
-                    &mut ctrl,
-                    &mut spill_list[0],
-                    &budget,
-                )?;
-                grows += 1;
-                if spilled > 0 {
-                    let mut pending = spilled;
-                    let mut which: Option<usize> = None;
-                    while pending > 0 {
-                        reset_counters(&stream, &mut ctrl)?;
-                        let out = which.map_or(0, |i| 1 - i);
-                        let (src_list, dst_list) = read_write(&mut spill_list, 1 - out);
-                        self.merge(
-                            &stream,
-                            &spill,
-                            pending,
-                            which.map(|_| src_list),
-                            &mut table,
-                            &mut ctrl,
-                            dst_list,
-                            spill_cap,
-                        )?;
-                        let c = stream.clone_dtoh(&ctrl).map_err(err("reading counters"))?;
-                        pending = c[1];
-                        which = Some(out);
-                        if pending > 0 {
-                            self.grow(
-                                &stream,
-                                &mut table,
-                                c[0] + pending,
-                                &mut ctrl,
-                                &mut spill_list[1 - out],
-                                &budget,
-                            )?;
-                            grows += 1;
-                        }
-                    }
-                }
-                reset_counters(&stream, &mut ctrl)?;
-                if overflow > 0 {
-                    let (src, dst) = read_write(&mut lists, current_list);
-                    self.launch_rows(
-                        &stream,
-                        cols,
-                        overflow,
-                        Some(src),
-                        &mut table,
-                        &mut ctrl,
-                        dst,
-                        &mut spill,
-                        spill_cap,
-                        private.as_mut(),
-                    )?;
-                    current_list = 1 - current_list;
-                }
-            }
+            Ok(())
         };
         drive(
             &base.gpu,
@@ -1395,31 +1277,144 @@ impl Prepared {
         Ok(table)
     }
 
+    /// One chunk through launch shape `v`: its rows, then (hash tables) the trap: rows and
+    /// spilled slots that found the table full are listed, the table grows, and they run again.
+    #[allow(clippy::too_many_arguments)]
+    fn run_chunk(
+        &self,
+        stream: &Arc<CudaStream>,
+        v: &Variant,
+        cols: &ColPtrs,
+        rows: u64,
+        (table, ctrl, lists, scratch): (
+            &mut DeviceTable,
+            &mut CudaSlice<u64>,
+            &mut [CudaSlice<u32>; 2],
+            &mut Scratch,
+        ),
+        (groups, grows): (&mut u64, &mut u32),
+        budget: &Budget,
+    ) -> Result<()> {
+        let err = gpu_err;
+        // Direct tables never fill up: no per-chunk counters, nothing to wait for.
+        let perfect = v.spec.strategy.is_perfect();
+        if !perfect {
+            stream
+                .memcpy_htod(&[*groups, 0, 0, 0], ctrl)
+                .map_err(err("resetting counters"))?;
+        }
+        self.launch_rows(
+            stream,
+            v,
+            cols,
+            rows,
+            None,
+            table,
+            ctrl,
+            &mut lists[0],
+            scratch,
+        )?;
+        if perfect {
+            return Ok(());
+        }
+        let spill_cap = scratch.spill.cap;
+        let mut current_list = 0usize;
+        loop {
+            let c = stream.clone_dtoh(ctrl).map_err(err("reading counters"))?;
+            if c[3] != 0 {
+                return Err(kernel_error(c[3]));
+            }
+            *groups = c[0];
+            let (overflow, spilled) = (c[1], c[2]);
+            if overflow == 0 && spilled == 0 {
+                return Ok(());
+            }
+            let need = c[0] + overflow.max(spilled);
+            self.grow(
+                stream,
+                table,
+                need,
+                ctrl,
+                &mut scratch.spill_list[0],
+                budget,
+            )?;
+            *grows += 1;
+            if spilled > 0 {
+                let mut pending = spilled;
+                let mut which: Option<usize> = None;
+                while pending > 0 {
+                    reset_counters(stream, ctrl)?;
+                    let out = which.map_or(0, |i| 1 - i);
+                    let (src_list, dst_list) = read_write(&mut scratch.spill_list, 1 - out);
+                    self.merge(
+                        stream,
+                        &scratch.spill,
+                        pending,
+                        which.map(|_| src_list),
+                        table,
+                        ctrl,
+                        dst_list,
+                        spill_cap,
+                    )?;
+                    let c = stream.clone_dtoh(ctrl).map_err(err("reading counters"))?;
+                    pending = c[1];
+                    which = Some(out);
+                    if pending > 0 {
+                        self.grow(
+                            stream,
+                            table,
+                            c[0] + pending,
+                            ctrl,
+                            &mut scratch.spill_list[1 - out],
+                            budget,
+                        )?;
+                        *grows += 1;
+                    }
+                }
+            }
+            reset_counters(stream, ctrl)?;
+            if overflow > 0 {
+                let (src, dst) = read_write(lists, current_list);
+                self.launch_rows(
+                    stream,
+                    v,
+                    cols,
+                    overflow,
+                    Some(src),
+                    table,
+                    ctrl,
+                    dst,
+                    scratch,
+                )?;
+                current_list = 1 - current_list;
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn launch_rows(
         &self,
         stream: &Arc<CudaStream>,
+        v: &Variant,
         cols: &ColPtrs,
         n: u64,
         list: Option<&CudaSlice<u32>>,
         table: &mut DeviceTable,
         ctrl: &mut CudaSlice<u64>,
         overflow: &mut CudaSlice<u32>,
-        spill: &mut DeviceTable,
-        spill_cap: u64,
-        private: Option<&mut DeviceTable>,
+        scratch: &mut Scratch,
     ) -> Result<()> {
         let cap = table.cap;
-        let limit = if self.spec.strategy.is_perfect() {
+        let limit = if v.spec.strategy.is_perfect() {
             cap
         } else {
             fill_limit(cap, self.opts.params.fill_factor)
         };
         let null = 0u64;
         let mut b = stream.launch_builder(if list.is_some() {
-            &self.agg_list
+            &v.agg_list
         } else {
-            &self.agg_rows
+            &v.agg_rows
         });
         b.arg(cols).arg(&n);
         match list {
@@ -1431,16 +1426,17 @@ impl Prepared {
             .arg(&limit)
             .arg(ctrl)
             .arg(overflow)
-            .arg(&mut spill.slots)
-            .arg(&spill_cap);
-        match private {
+            .arg(&mut scratch.spill.slots)
+            .arg(&scratch.spill.cap);
+        match scratch.private.as_mut() {
             Some(p) => b.arg(&mut p.slots),
             None => b.arg(&null),
         };
         // SAFETY: the arguments match the parameters of agg_rows and agg_list in codegen (ColPtrs
         // by value, u64 counts, device pointers); every pointer in `cols` addresses a live column
-        // of at least `n` rows (or of the rows `list` names), and the tables hold `cap` slots.
-        unsafe { b.launch(self.launch_cfg(self.spec.shared_bytes())) }
+        // of at least `n` rows (or of the rows `list` names), the tables hold `cap` slots, and
+        // `scratch` was fitted to `v` (spill slots for its blocks, a private table per thread).
+        unsafe { b.launch(v.launch_cfg(v.spec.shared_bytes())) }
             .map_err(gpu_err("launching agg_rows"))?;
         Ok(())
     }
@@ -1517,9 +1513,13 @@ impl Prepared {
         let err = gpu_err("reading the table back");
         let cap = table.cap as usize;
         let slots = stream.clone_dtoh(&table.slots).map_err(&err)?;
-        let perfect = self.spec.strategy.is_perfect();
+        let perfect = self.planned.spec.strategy.is_perfect();
         let width = self.width();
-        let gk = if perfect { 0 } else { self.spec.key_count() };
+        let gk = if perfect {
+            0
+        } else {
+            self.planned.spec.key_count()
+        };
         let mut selected: Vec<usize> = (0..cap)
             .filter(|&s| slots[s * width + gk + ROWS_WORD] != 0)
             .collect();
@@ -1534,7 +1534,11 @@ impl Prepared {
                     .collect()
             })
             .collect();
-        codegen::derive_counts(&self.base.layout, &self.spec.non_null_args, &mut cols);
+        codegen::derive_counts(
+            &self.base.layout,
+            &self.planned.spec.non_null_args,
+            &mut cols,
+        );
         let ext_count: usize = self.base.key_words.iter().map(|k| k.positions.len()).sum();
         let mut key_arrays: Vec<Option<ArrayRef>> = vec![None; ext_count];
         for (wi, kw) in self.base.key_words.iter().enumerate() {
@@ -1658,7 +1662,7 @@ fn estimate_groups(
 }
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.
-fn choose(
+pub(super) fn choose(
     opts: &GpuOptions,
     layout: &Layout,
     key_words: usize,
@@ -1816,6 +1820,8 @@ mod tests {
             shared_per_block: 227 * 1024,
             shared_per_sm: 228 * 1024,
             threads_per_sm: 2048,
+            blocks_per_sm: 32,
+            threads_per_block: 1024,
             memory_bytes: 80 << 30,
             driver_version: 13000,
         }

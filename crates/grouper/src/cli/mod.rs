@@ -14,6 +14,7 @@ use grouper_core::cpu::Strategy;
 use grouper_core::gpu::{GpuOptions, GpuParams, GpuStrategy};
 use grouper_core::hash::HashFn;
 use grouper_core::planner::Overrides;
+use grouper_core::tune::Hyper;
 
 pub use output::Format;
 
@@ -95,9 +96,14 @@ pub struct EngineArgs {
     /// GPU: threads per block (default: 256, larger for large shared-memory tables).
     #[arg(long)]
     pub threads_per_block: Option<u32>,
-    /// GPU: rows per thread per loop step.
+    /// GPU: rows per thread per loop step (where the runtime tuner starts).
     #[arg(long, default_value_t = 4)]
     pub items_per_thread: u32,
+    /// GPU: run the planner's launch shape throughout; without this the runtime tuner
+    /// (Rosenfeld's Algorithm 1) searches blocks per multiprocessor, threads per block and
+    /// items per thread between chunks, unless --blocks-per-sm or --threads-per-block fix them.
+    #[arg(long)]
+    pub no_tune: bool,
     /// Memory budget for the query, e.g. 512M or 4G: aggregation state and DataFusion's
     /// operators share it; a query that needs more fails with a clear error (DataFusion's
     /// sorts spill first).
@@ -208,6 +214,7 @@ impl EngineArgs {
                 memory_limit: self.gpu_memory_limit.map(|b| b as u64),
                 cache_bytes: self.gpu_cache as u64,
                 cpu_filter: self.cpu_filter,
+                tune: (!self.no_tune).then(Hyper::default),
             },
             threads: self.threads,
             memory_limit: self.memory_limit,

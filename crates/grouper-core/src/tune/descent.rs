@@ -1,0 +1,378 @@
+//! Rosenfeld's Algorithm 1 as a state machine driven batch by batch: the executor asks which
+//! configuration the next batch runs with ([`Tuner::next_config`]) and reports how long it took
+//! ([`Tuner::record`]). The search follows the gradient from each start; neighbours whose times
+//! are within `s` of the reference form a plateau and are explored too (the queue forks);
+//! references slower than `p` × the fastest are pruned. Once the queue is empty the fastest
+//! configuration runs every later batch.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::time::Instant;
+
+use super::measure::Window;
+use super::space::{Config, Space};
+use super::Hyper;
+
+/// Why a configuration is being measured.
+#[derive(Debug, Clone, Copy)]
+enum Role<S> {
+    /// One of the starting configurations (evaluated before the loop).
+    Start,
+    /// A neighbour of the reference configuration at the queue's front.
+    Neighbor(Config<S>),
+}
+
+/// One finished measurement, for reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step<S> {
+    /// The configuration.
+    pub config: Config<S>,
+    /// Its time per row (ms), `INFINITY` if it could not run.
+    pub time: f64,
+    /// Batches it ran.
+    pub batches: u32,
+}
+
+/// The tuner's state; it lives as long as the aggregation it tunes (and may outlive one query).
+#[derive(Debug, Clone)]
+pub struct Tuner<S> {
+    space: Space,
+    hyper: Hyper,
+    starts: VecDeque<Config<S>>,
+    queue: VecDeque<Config<S>>,
+    times: HashMap<Config<S>, f64>,
+    measuring: Option<(Config<S>, Role<S>, Window)>,
+    best: Option<(Config<S>, f64)>,
+    steps: Vec<Step<S>>,
+    batches: u64,
+    tuning_batches: u64,
+    /// Milliseconds of the batches that measured a configuration.
+    search_ms: f64,
+    decision_ns: u128,
+}
+
+impl<S: Copy + Eq + Hash> Tuner<S> {
+    /// A tuner over `space` from `starts` (one per strategy to try; snapped onto the grid).
+    pub fn new(space: Space, starts: &[Config<S>], hyper: Hyper) -> Self {
+        let mut unique: Vec<Config<S>> = Vec::new();
+        for s in starts.iter().map(|&s| space.snap(s)) {
+            if !unique.contains(&s) {
+                unique.push(s);
+            }
+        }
+        Self {
+            space,
+            hyper,
+            starts: unique.into(),
+            queue: VecDeque::new(),
+            times: HashMap::new(),
+            measuring: None,
+            best: None,
+            steps: Vec::new(),
+            batches: 0,
+            tuning_batches: 0,
+            search_ms: 0.0,
+            decision_ns: 0,
+        }
+    }
+
+    /// The configuration the next batch runs with.
+    pub fn next_config(&mut self) -> Option<Config<S>> {
+        let t0 = Instant::now();
+        let c = self.advance();
+        self.decision_ns += t0.elapsed().as_nanos();
+        c
+    }
+
+    /// Records that a batch of `rows` rows ran with `c` in `ms` milliseconds.
+    pub fn record(&mut self, c: Config<S>, rows: u64, ms: f64) {
+        let t0 = Instant::now();
+        self.batches += 1;
+        let per_row = ms / rows.max(1) as f64;
+        let mut done = None;
+        if let Some((m, role, window)) = &mut self.measuring {
+            if *m == c {
+                self.tuning_batches += 1;
+                self.search_ms += ms;
+                if let Some(t) = window.push(per_row, self.hyper.v_max, self.hyper.b_max) {
+                    done = Some((*m, *role, t, window.batches()));
+                }
+            }
+        }
+        if let Some((m, role, t, batches)) = done {
+            self.measuring = None;
+            self.finish(m, role, t, batches);
+        }
+        self.decision_ns += t0.elapsed().as_nanos();
+    }
+
+    /// Records that `c` cannot run (it does not fit the device or the memory limit): it counts
+    /// as infinitely slow.
+    pub fn fail(&mut self, c: Config<S>) {
+        if let Some((m, role, _)) = self.measuring {
+            if m == c {
+                self.measuring = None;
+                self.finish(m, role, f64::INFINITY, 0);
+            }
+        }
+    }
+
+    /// Whether the search is over (every later batch runs [`Tuner::best`]).
+    pub fn converged(&self) -> bool {
+        self.measuring.is_none() && self.starts.is_empty() && self.queue.is_empty()
+    }
+
+    /// The fastest configuration measured, and its time per row.
+    pub fn best(&self) -> Option<(Config<S>, f64)> {
+        self.best
+    }
+
+    /// Every finished measurement, in order.
+    pub fn steps(&self) -> &[Step<S>] {
+        &self.steps
+    }
+
+    /// Batches recorded, and of those the ones that measured a configuration.
+    pub fn batches(&self) -> (u64, u64) {
+        (self.batches, self.tuning_batches)
+    }
+
+    /// Time the batches that measured a configuration took, ms (what the search cost, with
+    /// [`Tuner::decision_ms`]).
+    pub fn search_ms(&self) -> f64 {
+        self.search_ms
+    }
+
+    /// Time spent deciding (in [`Tuner::next_config`], [`Tuner::record`]), ms.
+    pub fn decision_ms(&self) -> f64 {
+        self.decision_ns as f64 / 1e6
+    }
+
+    /// The space searched.
+    pub fn space(&self) -> &Space {
+        &self.space
+    }
+
+    fn begin(&mut self, c: Config<S>, role: Role<S>) -> Config<S> {
+        self.measuring = Some((c, role, Window::default()));
+        c
+    }
+
+    /// Lines 4–25 of Algorithm 1 up to the next measurement (or the end of the search).
+    fn advance(&mut self) -> Option<Config<S>> {
+        if let Some((c, ..)) = &self.measuring {
+            return Some(*c);
+        }
+        // Several starting configurations: each is evaluated and queued before the loop.
+        while let Some(s) = self.starts.pop_front() {
+            if !self.times.contains_key(&s) {
+                return Some(self.begin(s, Role::Start));
+            }
+        }
+        let fastest = self.best.map_or(f64::INFINITY, |b| b.1);
+        while let Some(&ci) = self.queue.front() {
+            let ti = self.time(&ci);
+            if ti > self.hyper.prune * fastest {
+                self.queue.pop_front(); // prune a slow reference
+                continue;
+            }
+            let untested = self
+                .space
+                .neighbors(&ci)
+                .into_iter()
+                .find(|n| !self.times.contains_key(n));
+            match untested {
+                Some(cj) => return Some(self.begin(cj, Role::Neighbor(ci))),
+                None => {
+                    self.queue.pop_front(); // a local minimum: backtrack
+                }
+            }
+        }
+        self.best.map(|b| b.0)
+    }
+
+    fn time(&self, c: &Config<S>) -> f64 {
+        self.times.get(c).copied().unwrap_or(f64::INFINITY)
+    }
+
+    /// Lines 12–20 of Algorithm 1 for a finished measurement.
+    fn finish(&mut self, cj: Config<S>, role: Role<S>, tj: f64, batches: u32) {
+        self.times.insert(cj, tj);
+        self.steps.push(Step {
+            config: cj,
+            time: tj,
+            batches,
+        });
+        match role {
+            Role::Start => self.queue.push_back(cj),
+            Role::Neighbor(ci) => {
+                let ti = self.time(&ci);
+                let s = self.hyper.similarity;
+                if tj.is_finite() && (1.0 - s) * ti <= tj && tj <= (1.0 + s) * ti {
+                    self.queue.push_back(cj); // a plateau: explore from both
+                } else if tj < ti {
+                    if let Some(front) = self.queue.front_mut() {
+                        if *front == ci {
+                            *front = cj; // follow the gradient
+                        }
+                    }
+                }
+            }
+        }
+        if tj.is_finite() && self.best.is_none_or(|b| tj < b.1) {
+            self.best = Some((cj, tj));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn space() -> Space {
+        Space::for_device(32, 1024)
+    }
+
+    fn start(strategy: u8) -> Config<u8> {
+        Config {
+            strategy,
+            blocks_per_sm: 8,
+            threads: 256,
+            items: 4,
+        }
+    }
+
+    fn log(x: u32) -> f64 {
+        (x as f64).log2()
+    }
+
+    /// Runs the tuner against `cost` (ms per batch of 1000 rows) until it converges.
+    fn drive(t: &mut Tuner<u8>, mut cost: impl FnMut(&Config<u8>, u64) -> Option<f64>) -> u64 {
+        let mut batch = 0u64;
+        loop {
+            let c = t.next_config().expect("a configuration");
+            if t.converged() {
+                break;
+            }
+            match cost(&c, batch) {
+                Some(ms) => t.record(c, 1000, ms),
+                None => t.fail(c),
+            }
+            batch += 1;
+            assert!(batch < 100_000, "the tuner does not converge");
+        }
+        batch
+    }
+
+    /// A bowl with its minimum at 2 × 512 × 8 (strategy 0) and a worse copy for strategy 1.
+    fn bowl(c: &Config<u8>) -> f64 {
+        let d = (log(c.blocks_per_sm) - 1.0).powi(2)
+            + (log(c.threads) - 9.0).powi(2)
+            + 0.5 * (log(c.items) - 3.0).powi(2);
+        (1.0 + 0.1 * d) * if c.strategy == 0 { 1.0 } else { 3.0 }
+    }
+
+    #[test]
+    fn a_convex_space_is_descended_to_its_minimum() {
+        let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
+        let batches = drive(&mut t, |c, _| Some(bowl(c)));
+        let (best, _) = t.best().unwrap();
+        assert_eq!((best.blocks_per_sm, best.threads, best.items), (2, 512, 8));
+        // Far fewer evaluations than the 150 of a full search.
+        assert!(t.steps().len() < 40, "{} evaluations", t.steps().len());
+        assert_eq!(batches, 3 * t.steps().len() as u64);
+        // After convergence every batch runs the best.
+        assert_eq!(t.next_config(), Some(best));
+    }
+
+    #[test]
+    fn a_slow_strategy_is_pruned() {
+        let mut t = Tuner::new(space(), &[start(1), start(0)], Hyper::default());
+        drive(&mut t, |c, _| Some(bowl(c)));
+        assert_eq!(t.best().unwrap().0.strategy, 0);
+        let slow = t.steps().iter().filter(|s| s.config.strategy == 1).count();
+        assert_eq!(slow, 1, "only its start ran");
+    }
+
+    #[test]
+    fn plateaus_are_crossed_when_similarity_is_allowed() {
+        // A ridge of nearly equal times (within s = 6%) from the start to a deep minimum at 1
+        // block of 64 threads: strict descent stops at once, plateau handling walks the ridge.
+        let cost = |c: &Config<u8>| -> f64 {
+            if c.items != 4 {
+                return 2.0;
+            }
+            let steps = (log(c.blocks_per_sm) + log(c.threads) - 6.0) as i32;
+            // A rim: 0.2% worse per step towards the minimum, then the minimum.
+            if steps == 0 {
+                0.5
+            } else {
+                1.0 + 0.002 * (5 - steps).abs() as f64
+            }
+        };
+        let strict = Hyper {
+            similarity: 0.0,
+            ..Hyper::default()
+        };
+        let mut t = Tuner::new(space(), &[start(0)], strict);
+        drive(&mut t, |c, _| Some(cost(c)));
+        assert!(t.best().unwrap().1 > 0.9e-3, "{:?}", t.best());
+        let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
+        drive(&mut t, |c, _| Some(cost(c)));
+        assert_eq!(t.best().unwrap().1, 0.5e-3);
+    }
+
+    #[test]
+    fn outliers_at_the_start_of_a_measurement_do_not_mislead() {
+        // Every configuration's first batch is 3x slow (a table filling, a cold cache).
+        let mut first = HashMap::new();
+        let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
+        drive(&mut t, |c, _| {
+            let seen = first.insert(*c, ()).is_some();
+            Some(bowl(c) * if seen { 1.0 } else { 3.0 })
+        });
+        let (best, _) = t.best().unwrap();
+        assert_eq!((best.blocks_per_sm, best.threads, best.items), (2, 512, 8));
+        assert!(t.steps().iter().all(|s| s.batches == 4));
+    }
+
+    #[test]
+    fn configurations_that_cannot_run_are_stepped_around() {
+        let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
+        drive(&mut t, |c, _| (c.threads <= 512).then(|| bowl(c)));
+        let (best, _) = t.best().unwrap();
+        assert_eq!((best.blocks_per_sm, best.threads, best.items), (2, 512, 8));
+        assert!(t
+            .steps()
+            .iter()
+            .any(|s| s.time.is_infinite() && s.config.threads == 1024));
+    }
+
+    proptest! {
+        /// On any surface: every configuration is measured at most once and lies on the grid,
+        /// the search ends within b_max batches per configuration, and the best is the fastest
+        /// measured.
+        #[test]
+        fn any_surface_terminates(seed in any::<u64>(), noise in 0.0f64..0.5) {
+            let value = |c: &Config<u8>, b: u64| -> f64 {
+                let h = crate::hash::murmur3(
+                    seed ^ ((c.blocks_per_sm as u64) << 40) ^ ((c.threads as u64) << 20) ^ c.items as u64,
+                );
+                let n = crate::hash::murmur3(h ^ b) as f64 / u64::MAX as f64;
+                1.0 + (h % 1000) as f64 / 100.0 + noise * n
+            };
+            let mut t = Tuner::new(space(), &[start(0), start(1)], Hyper::default());
+            let batches = drive(&mut t, |c, b| Some(value(c, b)));
+            let steps = t.steps();
+            let mut seen = std::collections::HashSet::new();
+            for s in steps {
+                prop_assert!(space().contains(&s.config));
+                prop_assert!(seen.insert(s.config), "{:?} measured twice", s.config);
+            }
+            prop_assert!(batches <= 10 * steps.len() as u64);
+            let fastest = steps.iter().map(|s| s.time).fold(f64::INFINITY, f64::min);
+            prop_assert_eq!(t.best().unwrap().1, fastest);
+        }
+    }
+}
