@@ -29,7 +29,7 @@ use super::layout::{to_accumulator, Layout, ROWS_WORD};
 use super::pipeline::{alloc_pinned, drive, Budget, Claim, Feed, Produce, SLOTS};
 use super::stream::{Batches, Chunker, ColumnBounds};
 use super::table::{fill_limit, gpu_err, ColPtrs, DeviceTable};
-use super::tuning::{TuneReport, Tuning};
+use super::tuning::{GpuConfig, TuneReport, Tuning};
 use super::variant::{Scratch, Variant};
 use super::wide_keys::Split;
 use super::{GpuParams, GpuStrategy};
@@ -760,12 +760,9 @@ impl Base {
         };
         let (raw_bits, sent_bits) = (bits(true), bits(false));
         // Chunk rows: at most 2^30 (a launch counts rows in 32 bits); streaming buffers take at
-        // most half of the memory budget, the aggregation table the rest.
-        let mut batch_rows = if opts.resident {
-            1 << 27
-        } else {
-            opts.batch_rows.clamp(1, 1 << 30)
-        };
+        // most half of the memory budget, the aggregation table the rest. Resident inputs are
+        // launched in chunks too: they are the batches the runtime tuner measures.
+        let mut batch_rows = opts.batch_rows.clamp(1, 1 << 30);
         if let (Some(limit), false) = (opts.memory_limit, opts.resident) {
             let fit = (limit / 2).saturating_mul(8) / (SLOTS as u64 * sent_bits.max(1) + 64 * 8);
             batch_rows = batch_rows.min((fit as usize).max(1024));
@@ -1201,12 +1198,28 @@ impl Prepared {
         let mut scratch = Scratch::new(&stream, self.width())?;
 
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let t0 = ctx.new_event(timing).map_err(err("creating events"))?;
-        let t1 = ctx.new_event(timing).map_err(err("creating events"))?;
-        let (c0, c1) = (
-            ctx.new_event(timing).map_err(err("creating events"))?,
-            ctx.new_event(timing).map_err(err("creating events"))?,
-        );
+        let event = || ctx.new_event(timing).map_err(err("creating events"));
+        let (t0, t1) = (event()?, event()?);
+        // Chunk timing for the tuner, one chunk behind: a chunk's events are read after the
+        // next chunk's kernel is queued, so waiting for them never leaves the stream idle and
+        // the time is the kernel's, not the host's launch latency.
+        let marks = [(event()?, event()?), (event()?, event()?)];
+        let mut pending: Option<(GpuConfig, u64, usize)> = None;
+        let mut mark = 0usize;
+        let settle = |pending: &mut Option<(GpuConfig, u64, usize)>,
+                      tuning: &mut Option<Tuning>|
+         -> Result<()> {
+            if let (Some((c, rows, k)), Some(t)) = (pending.take(), tuning.as_mut()) {
+                let (a, b) = &marks[k];
+                b.synchronize().map_err(err("timing a chunk"))?;
+                t.record(
+                    c,
+                    rows,
+                    a.elapsed_ms(b).map_err(err("reading events"))? as f64,
+                );
+            }
+            Ok(())
+        };
         t0.record(&stream).map_err(err("recording an event"))?;
         let mut grows = 0u32;
         let mut groups = 0u64;
@@ -1233,7 +1246,10 @@ impl Prepared {
                 }
             };
             if config.is_some() {
-                c0.record(&stream).map_err(err("recording an event"))?;
+                marks[mark]
+                    .0
+                    .record(&stream)
+                    .map_err(err("recording an event"))?;
             }
             self.run_chunk(
                 &stream,
@@ -1244,11 +1260,16 @@ impl Prepared {
                 (&mut groups, &mut grows),
                 &budget,
             )?;
-            if let (Some(c), Some(t)) = (config, tuning.as_mut()) {
-                c1.record(&stream).map_err(err("recording an event"))?;
-                c1.synchronize().map_err(err("timing a chunk"))?;
-                let ms = c0.elapsed_ms(&c1).map_err(err("reading events"))? as f64;
-                t.record(c, rows, ms);
+            if let Some(c) = config {
+                marks[mark]
+                    .1
+                    .record(&stream)
+                    .map_err(err("recording an event"))?;
+                settle(&mut pending, tuning)?;
+                pending = Some((c, rows, mark));
+                mark = 1 - mark;
+            } else {
+                settle(&mut pending, tuning)?;
             }
             Ok(())
         };
@@ -1262,6 +1283,7 @@ impl Prepared {
             claim,
             &mut on_chunk,
         )?;
+        settle(&mut pending, tuning)?;
         t1.record(&stream).map_err(err("recording an event"))?;
         stream
             .synchronize()

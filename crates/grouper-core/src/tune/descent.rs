@@ -279,7 +279,7 @@ mod tests {
         let batches = drive(&mut t, |c, _| Some(bowl(c)));
         let (best, _) = t.best().unwrap();
         assert_eq!((best.blocks_per_sm, best.threads, best.items), (2, 512, 8));
-        // Far fewer evaluations than the 150 of a full search.
+        // Far fewer evaluations than the 120 of a full search.
         assert!(t.steps().len() < 40, "{} evaluations", t.steps().len());
         assert_eq!(batches, 3 * t.steps().len() as u64);
         // After convergence every batch runs the best.
