@@ -46,7 +46,7 @@ pub struct TunerArgs {
     #[arg(long, default_value = "0,4,8,12,16,20,24", value_delimiter = ',')]
     groups_log2: Vec<u32>,
     /// Timed passes per configuration in the exhaustive search (the median counts).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 3)]
     reps: usize,
     /// Similarity s (plateaus).
     #[arg(long, default_value_t = 0.06)]
@@ -60,6 +60,10 @@ pub struct TunerArgs {
     /// Most batches per measurement b_max.
     #[arg(long, default_value_t = 10)]
     b_max: u32,
+    /// Patience: measurements without a gain beyond v_max before the search ends (0: never,
+    /// Algorithm 1 as published).
+    #[arg(long, default_value_t = 8)]
+    patience: u32,
     /// Most passes over the input the tuner gets to converge.
     #[arg(long, default_value_t = 40)]
     max_passes: usize,
@@ -166,6 +170,11 @@ fn tuned(
             prune: a.prune,
             v_max: a.v_max,
             b_max: a.b_max,
+            patience: if a.patience == 0 {
+                u32::MAX
+            } else {
+                a.patience
+            },
         }),
         ..options(a)
     };
@@ -426,7 +435,7 @@ fn write_result(
         "rows": 1u64 << a.rows_log2,
         "batch_rows": 1u64 << a.batch_rows_log2,
         "space": {"blocks_per_sm": space.blocks_per_sm, "threads": space.threads, "items": space.items},
-        "hyper": {"s": a.similarity, "p": a.prune, "v_max": a.v_max, "b_max": a.b_max},
+        "hyper": {"s": a.similarity, "p": a.prune, "v_max": a.v_max, "b_max": a.b_max, "patience": a.patience},
         "metrics": "quality = exhaustive pass time of the found shape / best; cost = search batches' time in best-batch units - their number; overhead = deciding time per batch / batch time; effort = (search + deciding time) / sum of every shape's pass time",
         "summary": summary,
         "points": points,

@@ -43,6 +43,8 @@ pub struct Tuner<S> {
     times: HashMap<Config<S>, f64>,
     measuring: Option<(Config<S>, Role<S>, Window)>,
     best: Option<(Config<S>, f64)>,
+    /// Measurements in a row that did not beat the fastest by more than the noise.
+    stale: u32,
     steps: Vec<Step<S>>,
     batches: u64,
     tuning_batches: u64,
@@ -68,6 +70,7 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
             times: HashMap::new(),
             measuring: None,
             best: None,
+            stale: 0,
             steps: Vec::new(),
             batches: 0,
             tuning_batches: 0,
@@ -169,6 +172,9 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
                 return Some(self.begin(s, Role::Start));
             }
         }
+        if self.stale >= self.hyper.patience {
+            self.queue.clear(); // no real gain for a while: a plateau, or the minimum
+        }
         let fastest = self.best.map_or(f64::INFINITY, |b| b.1);
         while let Some(&ci) = self.queue.front() {
             let ti = self.time(&ci);
@@ -219,7 +225,13 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
                 }
             }
         }
-        if tj.is_finite() && self.best.is_none_or(|b| tj < b.1) {
+        let fastest = self.best.map_or(f64::INFINITY, |b| b.1);
+        if tj < fastest * (1.0 - self.hyper.v_max) {
+            self.stale = 0;
+        } else {
+            self.stale += 1;
+        }
+        if tj.is_finite() && tj < fastest {
             self.best = Some((cj, tj));
         }
     }
@@ -311,16 +323,42 @@ mod tests {
                 1.0 + 0.002 * (5 - steps).abs() as f64
             }
         };
+        let published = Hyper {
+            patience: u32::MAX,
+            ..Hyper::default()
+        };
         let strict = Hyper {
             similarity: 0.0,
-            ..Hyper::default()
+            ..published
         };
         let mut t = Tuner::new(space(), &[start(0)], strict);
         drive(&mut t, |c, _| Some(cost(c)));
         assert!(t.best().unwrap().1 > 0.9e-3, "{:?}", t.best());
-        let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
+        let mut t = Tuner::new(space(), &[start(0)], published);
         drive(&mut t, |c, _| Some(cost(c)));
         assert_eq!(t.best().unwrap().1, 0.5e-3);
+    }
+
+    #[test]
+    fn patience_ends_a_flat_plateau() {
+        // Every shape within the noise of every other: Algorithm 1 as published measures them
+        // all; with patience the search stops after `patience` measurements without gain.
+        let flat = |c: &Config<u8>| 1.0 + 0.001 * (c.threads as f64).log2();
+        let published = Hyper {
+            patience: u32::MAX,
+            ..Hyper::default()
+        };
+        let mut t = Tuner::new(space(), &[start(0)], published);
+        drive(&mut t, |c, _| Some(flat(c)));
+        assert_eq!(t.steps().len(), space().len());
+        let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
+        drive(&mut t, |c, _| Some(flat(c)));
+        assert_eq!(t.steps().len(), 1 + 8);
+        // A real gain resets it: the bowl's minimum is still found.
+        let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
+        drive(&mut t, |c, _| Some(bowl(c)));
+        let (best, _) = t.best().unwrap();
+        assert_eq!((best.blocks_per_sm, best.threads, best.items), (2, 512, 8));
     }
 
     #[test]

@@ -32,16 +32,23 @@ pub struct Hyper {
     pub v_max: f64,
     /// `b_max`: most batches one configuration runs while being measured.
     pub b_max: u32,
+    /// Beyond the paper: the search ends after this many measurements in a row that did not
+    /// beat the fastest by more than `v_max` (the noise). A flat plateau otherwise has its
+    /// every member measured (Rosenfeld's outliers of >20% effort); `u32::MAX`: Algorithm 1
+    /// as published.
+    pub patience: u32,
 }
 
 impl Default for Hyper {
-    /// Rosenfeld's plateau-detecting setting: s = 0.06, p = 1.07, v_max = 0.019, b_max = 10.
+    /// Rosenfeld's plateau-detecting setting (s = 0.06, p = 1.07, v_max = 0.019, b_max = 10),
+    /// with a patience of 8 measurements (about one configuration's neighbourhood).
     fn default() -> Self {
         Self {
             similarity: 0.06,
             prune: 1.07,
             v_max: 0.019,
             b_max: 10,
+            patience: 8,
         }
     }
 }
