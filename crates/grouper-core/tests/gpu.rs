@@ -28,6 +28,7 @@ use grouper_core::gpu::{
 };
 use grouper_core::hash::HashFn;
 use grouper_core::keys::ordinal_min_max;
+use grouper_core::tune::Hyper;
 use grouper_core::{reference, GrouperError, InputBatch, QuerySpec};
 use proptest::prelude::*;
 
@@ -928,6 +929,7 @@ fn the_tuner_switches_shapes_between_chunks_and_keeps_the_table() {
         let c = case(keys, vals, &aggs, 4);
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
         for memory_limit in [None, Some(256u64 << 20)] {
+            // A short search (every new shape is an NVRTC compile): patience 3.
             let opts = GpuOptions {
                 params: GpuParams {
                     initial_groups: Some(1),
@@ -935,6 +937,10 @@ fn the_tuner_switches_shapes_between_chunks_and_keeps_the_table() {
                 },
                 batch_rows: 1 << 12,
                 memory_limit,
+                tune: Some(Hyper {
+                    patience: 3,
+                    ..Hyper::default()
+                }),
                 ..Default::default()
             };
             let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
