@@ -229,3 +229,46 @@ impl Tuning {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explain_says_where_the_search_started_and_what_it_found() {
+        let c = |strategy, blocks_per_sm, threads| Config {
+            strategy,
+            blocks_per_sm,
+            threads,
+            items: 4,
+        };
+        let planned = c(GpuStrategy::BlockLocal, 4, 256);
+        let found = c(GpuStrategy::BlockLocal, 8, 128);
+        let step = |config, time| Step {
+            config,
+            time,
+            batches: 3,
+        };
+        let r = TuneReport {
+            starts: vec![planned, c(GpuStrategy::Global, 8, 256)],
+            steps: vec![step(planned, 2e-6), step(found, 1e-6)],
+            best: Some((found, 1e-6)),
+            converged: true,
+            batches: (32, 6),
+            search_ms: 1.0,
+            decision_ms: 0.01,
+            compile_ms: 120.0,
+            space: 120,
+        };
+        let text = r.to_string();
+        for part in [
+            "from block_local 4x256x4, global 8x256x4",
+            "2 of 240 shapes measured over 6 of 32 chunks",
+            "best block_local 8x128x4 at 1.000 ns/row (0.50x the planner's shape)",
+            "converged",
+            "compiling 120 ms",
+        ] {
+            assert!(text.contains(part), "{part:?} missing from {text}");
+        }
+    }
+}
