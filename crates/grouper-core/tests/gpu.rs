@@ -961,12 +961,11 @@ fn the_tuner_switches_shapes_between_chunks_and_keeps_the_table() {
             }
         }
     }
-    // Off, the planner's shape runs throughout.
+    // Off (the default), the planner's shape runs throughout.
     let keys = keyed(&[KeyKind::I64], 1 << 14, 100, 0, false, false, 3);
     let (vals, aggs) = values(1 << 14, 0, 3);
     let c = case(keys, vals, &aggs, 1);
     let opts = GpuOptions {
-        tune: None,
         batch_rows: 1 << 12,
         ..Default::default()
     };

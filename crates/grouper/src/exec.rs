@@ -303,7 +303,7 @@ fn gpu_summary(r: &GpuReport, fused: bool) -> String {
         r.raw_bytes_per_row, r.sent_bytes_per_row, r.encodings.join(", "), r.prepare_ms,
         if r.cached { " (cached)" } else { "" }, r.upload_ms, r.kernel_ms, r.total_ms
     ) + &r.tuning.as_ref().map_or_else(
-        || "; tuner off (launch shape fixed)".to_string(),
+        || "; tuner off (the planner's launch shape; --tune searches it)".to_string(),
         |t| format!("; {t}"),
     )
 }

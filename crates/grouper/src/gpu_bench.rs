@@ -222,10 +222,8 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
                 Field::new("v", DataType::Float32, false),
             ]));
             let batch = RecordBatch::try_new(schema, vec![keys.clone(), Arc::clone(&values)])?;
-            // The planner's shapes (`grouper bench tuner` measures the tuner).
             let opts = GpuOptions {
                 resident: true,
-                tune: None,
                 ..Default::default()
             };
             let mut auto = Prepared::new(&sweep_query(keys.data_type().clone()), &[batch], &opts)?;

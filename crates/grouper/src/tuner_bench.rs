@@ -89,7 +89,6 @@ fn options(a: &TunerArgs) -> GpuOptions {
     GpuOptions {
         resident: true,
         batch_rows: 1 << a.batch_rows_log2,
-        tune: None,
         ..Default::default()
     }
 }

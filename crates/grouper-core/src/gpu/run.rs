@@ -148,8 +148,11 @@ pub struct GpuOptions {
     /// Filter precomputation (Tomé §3.6): evaluate the filter on the CPU and send one
     /// selection bit per row instead of the columns only the filter reads.
     pub cpu_filter: bool,
-    /// The runtime tuner's hyper-parameters (`None`: run the planner's launch shape). It tunes
-    /// only what the options leave open: not a fixed block size or blocks per multiprocessor.
+    /// The runtime tuner's hyper-parameters (`None`, the default: run the planner's launch
+    /// shape). It tunes only what the options leave open: not a fixed block size or blocks per
+    /// multiprocessor. Off by default until shapes compile in the background: each shape the
+    /// search reaches is an NVRTC compile on the query's path (0.1 s, seconds for block_local
+    /// on a cold kernel cache).
     pub tune: Option<Hyper>,
 }
 
@@ -165,7 +168,7 @@ impl Default for GpuOptions {
             memory_limit: None,
             cache_bytes: 16 << 30,
             cpu_filter: false,
-            tune: Some(Hyper::default()),
+            tune: None,
         }
     }
 }

@@ -99,11 +99,12 @@ pub struct EngineArgs {
     /// GPU: rows per thread per loop step (where the runtime tuner starts).
     #[arg(long, default_value_t = 4)]
     pub items_per_thread: u32,
-    /// GPU: run the planner's launch shape throughout; without this the runtime tuner
-    /// (Rosenfeld's Algorithm 1) searches blocks per multiprocessor, threads per block and
-    /// items per thread between chunks, unless --blocks-per-sm or --threads-per-block fix them.
+    /// GPU: the runtime tuner (Rosenfeld's Algorithm 1) searches blocks per multiprocessor,
+    /// threads per block and items per thread between chunks, and the strategy among those of
+    /// the planned table kind, unless --blocks-per-sm or --threads-per-block fix the shape.
+    /// Each shape it reaches compiles once (then comes from the kernel cache).
     #[arg(long)]
-    pub no_tune: bool,
+    pub tune: bool,
     /// Memory budget for the query, e.g. 512M or 4G: aggregation state and DataFusion's
     /// operators share it; a query that needs more fails with a clear error (DataFusion's
     /// sorts spill first).
@@ -214,7 +215,7 @@ impl EngineArgs {
                 memory_limit: self.gpu_memory_limit.map(|b| b as u64),
                 cache_bytes: self.gpu_cache as u64,
                 cpu_filter: self.cpu_filter,
-                tune: (!self.no_tune).then(Hyper::default),
+                tune: self.tune.then(Hyper::default),
             },
             threads: self.threads,
             memory_limit: self.memory_limit,
