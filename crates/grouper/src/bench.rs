@@ -78,6 +78,15 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
 
 const SWEEP_SQL: &str = "SELECT k, sum(v), count(*) FROM t GROUP BY k";
 
+/// Writes a benchmark's result as pretty JSON to `path`, making its folder.
+pub(crate) fn write_json(path: &std::path::Path, result: &serde_json::Value) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, serde_json::to_string_pretty(result)?)?;
+    Ok(())
+}
+
 /// Median wall-clock milliseconds of `sql` on `ctx` (after one warm-up run).
 pub(crate) async fn time_sql(ctx: &SessionContext, sql: &str, reps: usize) -> Result<f64> {
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
@@ -452,10 +461,7 @@ async fn cpu_sweep(a: SweepArgs) -> Result<()> {
         "points": points,
         "tpch_q1": q1,
     });
-    if let Some(dir) = a.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&a.out, serde_json::to_string_pretty(&result)?)?;
+    write_json(&a.out, &result)?;
     println!("wrote {}", a.out.display());
     Ok(())
 }

@@ -30,7 +30,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{duckdb, git_commit, q1_lineitem, time_sql};
+use crate::bench::{duckdb, git_commit, q1_lineitem, time_sql, write_json};
 
 #[derive(Args, Debug)]
 pub struct GpuSweepArgs {
@@ -86,6 +86,46 @@ pub(crate) fn draws(rows: usize) -> (Vec<u32>, Vec<f32>) {
             }
         });
     (r, v)
+}
+
+/// The sweep's keys at `g` groups from the draws `r`: `r % g` as u32, and how many distinct.
+pub(crate) fn dense_keys(r: &[u32], g: u64) -> (Vec<u32>, usize) {
+    let dense: Vec<u32> = r.par_iter().map(|&x| (x as u64 % g) as u32).collect();
+    let mut seen = vec![false; g as usize];
+    dense.iter().for_each(|&d| seen[d as usize] = true);
+    (dense, seen.iter().filter(|&&s| s).count())
+}
+
+/// The sweep's input for one key kind, and the kind's name: the dense keys as they are (u32),
+/// or scattered over the positive 64-bit range (`(d + 1) * 0x79E3779B9`, no perfect hash).
+pub(crate) fn sweep_batch(
+    dense: &[u32],
+    scattered: bool,
+    values: &ArrayRef,
+) -> Result<(RecordBatch, &'static str)> {
+    let keys: ArrayRef = if scattered {
+        Arc::new(UInt64Array::from(
+            dense
+                .par_iter()
+                .map(|&d| (d as u64 + 1) * 0x7_9E37_79B9)
+                .collect::<Vec<_>>(),
+        ))
+    } else {
+        Arc::new(UInt32Array::from(dense.to_vec()))
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", keys.data_type().clone(), false),
+        Field::new("v", DataType::Float32, false),
+    ]));
+    let kind = if scattered {
+        "scattered_u64"
+    } else {
+        "dense_u32"
+    };
+    Ok((
+        RecordBatch::try_new(schema, vec![keys, Arc::clone(values)])?,
+        kind,
+    ))
 }
 
 /// Little-endian bytes for numpy.fromfile.
@@ -199,34 +239,18 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         "groups", "keys", "strategy", "ms", "Grows/s", "%copy", "xtorchD", "xtorchG"
     );
     for &g in &groups {
-        let dense: Vec<u32> = r.par_iter().map(|&x| (x as u64 % g) as u32).collect();
-        let mut seen = vec![false; g as usize];
-        dense.iter().for_each(|&d| seen[d as usize] = true);
-        let distinct = seen.iter().filter(|&&s| s).count();
+        let (dense, distinct) = dense_keys(&r, g);
         let tp = &torch["points"][g.to_string()];
         let (torch_dense, torch_general) = (tp["dense_ms"].as_f64(), tp["general_ms"].as_f64());
         for scattered in [false, true] {
-            let keys: ArrayRef = if scattered {
-                Arc::new(UInt64Array::from(
-                    dense
-                        .par_iter()
-                        .map(|&d| (d as u64 + 1) * 0x7_9E37_79B9)
-                        .collect::<Vec<_>>(),
-                ))
-            } else {
-                Arc::new(UInt32Array::from(dense.clone()))
-            };
+            let (batch, kind) = sweep_batch(&dense, scattered, &values)?;
+            let key_type = batch.schema().field(0).data_type().clone();
             let key_bytes = if scattered { 8 } else { 4 };
-            let schema = Arc::new(Schema::new(vec![
-                Field::new("k", keys.data_type().clone(), false),
-                Field::new("v", DataType::Float32, false),
-            ]));
-            let batch = RecordBatch::try_new(schema, vec![keys.clone(), Arc::clone(&values)])?;
             let opts = GpuOptions {
                 resident: true,
                 ..Default::default()
             };
-            let mut auto = Prepared::new(&sweep_query(keys.data_type().clone()), &[batch], &opts)?;
+            let mut auto = Prepared::new(&sweep_query(key_type), &[batch], &opts)?;
             let mut runs: Vec<(String, Prepared)> = Vec::new();
             for s in GpuStrategy::ALL {
                 if !a.wants(s.name()) || (s == GpuStrategy::ThreadPrivate && g > 64) {
@@ -251,11 +275,6 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
                 let (k, _) = time_kernel(p, a.reps, distinct)?;
                 ms.insert(name.clone(), json!(k));
             }
-            let kind = if scattered {
-                "scattered_u64"
-            } else {
-                "dense_u32"
-            };
             let torch_ms = if scattered {
                 torch_general
             } else {
@@ -319,10 +338,7 @@ fn write_result(
         "points": points,
         "tpch_q1": q1,
     });
-    if let Some(dir) = a.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&a.out, serde_json::to_string_pretty(&result)?)?;
+    write_json(&a.out, &result)?;
     Ok(())
 }
 

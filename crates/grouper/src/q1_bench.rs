@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::bench::{
-    duckdb_files, git_commit, last_gpu_report, q1_lineitem, time_sql, write_parquet,
+    duckdb_files, git_commit, last_gpu_report, q1_lineitem, time_sql, write_json, write_parquet,
 };
 
 #[derive(Args, Debug)]
@@ -449,10 +449,7 @@ fn write(a: &Q1Args, gpu: &Gpu, h2d: f64, stream: &Value, q1: &[Value]) -> Resul
         "stream": stream,
         "tpch_q1": q1,
     });
-    if let Some(dir) = a.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&a.out, serde_json::to_string_pretty(&result)?)?;
+    write_json(&a.out, &result)?;
     Ok(())
 }
 

@@ -22,8 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
-use arrow::array::{ArrayRef, Float32Array, RecordBatch, UInt32Array, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{ArrayRef, Float32Array};
 use clap::Args;
 use grouper_core::gpu::{Gpu, GpuConfig, GpuOptions, GpuQuery, GpuStrategy, Prepared, TuneReport};
 use grouper_core::tune::{Hyper, Space};
@@ -31,8 +30,8 @@ use grouper_core::GrouperError;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::git_commit;
-use crate::gpu_bench::{draws, sweep_query};
+use crate::bench::{git_commit, write_json};
+use crate::gpu_bench::{dense_keys, draws, sweep_batch, sweep_query};
 
 #[derive(Args, Debug)]
 pub struct TunerArgs {
@@ -280,32 +279,10 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
     let mut all: Vec<(f64, f64, f64, f64)> = Vec::new();
     for &gl in &a.groups_log2 {
         let g = 1u64 << gl;
-        let dense: Vec<u32> = r.par_iter().map(|&x| (x as u64 % g) as u32).collect();
-        let mut seen = vec![false; g as usize];
-        dense.iter().for_each(|&d| seen[d as usize] = true);
-        let distinct = seen.iter().filter(|&&s| s).count();
+        let (dense, distinct) = dense_keys(&r, g);
         for scattered in [false, true] {
-            let keys: ArrayRef = if scattered {
-                Arc::new(UInt64Array::from(
-                    dense
-                        .par_iter()
-                        .map(|&d| (d as u64 + 1) * 0x7_9E37_79B9)
-                        .collect::<Vec<_>>(),
-                ))
-            } else {
-                Arc::new(UInt32Array::from(dense.clone()))
-            };
-            let kind = if scattered {
-                "scattered_u64"
-            } else {
-                "dense_u32"
-            };
-            let schema = Arc::new(Schema::new(vec![
-                Field::new("k", keys.data_type().clone(), false),
-                Field::new("v", DataType::Float32, false),
-            ]));
-            let batch = RecordBatch::try_new(schema, vec![keys.clone(), Arc::clone(&values)])?;
-            let query: GpuQuery = sweep_query(keys.data_type().clone());
+            let (batch, kind) = sweep_batch(&dense, scattered, &values)?;
+            let query: GpuQuery = sweep_query(batch.schema().field(0).data_type().clone());
             let planned = Prepared::new(&query, &[batch], &options(&a))?;
             let planned_strategy = planned.report().strategy;
             let mut tables: Vec<(GpuStrategy, HashMap<GpuConfig, f64>)> = Vec::new();
@@ -439,9 +416,6 @@ fn write_result(
         "summary": summary,
         "points": points,
     });
-    if let Some(dir) = a.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&a.out, serde_json::to_string_pretty(&result)?)?;
+    write_json(&a.out, &result)?;
     Ok(summary)
 }
