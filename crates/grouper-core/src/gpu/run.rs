@@ -935,7 +935,7 @@ impl Prepared {
             .map_err(gpu_err("binding the CUDA context"))?;
         let info = &base.gpu.info;
         let (planned, choice, compiled) = Variant::compile(&base, opts)?;
-        let tuning = Tuning::new(&base, opts, &planned)?;
+        let tuning = Tuning::new(&base, opts, &planned);
         let report = GpuReport {
             device: info.name.clone(),
             strategy: choice.strategy,

@@ -95,13 +95,11 @@ fn same_table(s: GpuStrategy) -> impl Iterator<Item = GpuStrategy> {
 
 impl Tuning {
     /// A tuner for `planned`, unless the options turn it off or fix the launch shape.
-    pub(super) fn new(base: &Base, opts: &GpuOptions, planned: &Variant) -> Result<Option<Self>> {
-        let Some(hyper) = opts.tune else {
-            return Ok(None);
-        };
+    pub(super) fn new(base: &Base, opts: &GpuOptions, planned: &Variant) -> Option<Self> {
+        let hyper = opts.tune?;
         let p = &opts.params;
         if p.threads_per_block.is_some() || p.blocks_per_sm.is_some() {
-            return Ok(None);
+            return None;
         }
         let info = &base.gpu.info;
         let sms = info.sms.max(1);
@@ -146,13 +144,13 @@ impl Tuning {
             (s.strategy, s.threads, s.items_per_thread),
             Some(planned.clone()),
         );
-        Ok(Some(Self {
+        Some(Self {
             tuner,
             starts,
             kernels,
             compile_ms: 0.0,
             chunks: 0,
-        }))
+        })
     }
 
     /// The next chunk's shape: the kernels, and the configuration to time it as while the
@@ -221,7 +219,7 @@ impl Tuning {
             steps: self.tuner.steps().to_vec(),
             best: self.tuner.best(),
             converged: self.tuner.converged(),
-            batches: (self.chunks, self.tuner.batches().1),
+            batches: (self.chunks, self.tuner.search_batches()),
             search_ms: self.tuner.search_ms(),
             decision_ms: self.tuner.decision_ms(),
             compile_ms: self.compile_ms,

@@ -46,7 +46,6 @@ pub struct Tuner<S> {
     /// Measurements in a row that did not beat the fastest by more than the noise.
     stale: u32,
     steps: Vec<Step<S>>,
-    batches: u64,
     tuning_batches: u64,
     /// Milliseconds of the batches that measured a configuration.
     search_ms: f64,
@@ -72,7 +71,6 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
             best: None,
             stale: 0,
             steps: Vec::new(),
-            batches: 0,
             tuning_batches: 0,
             search_ms: 0.0,
             decision_ns: 0,
@@ -90,7 +88,6 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
     /// Records that a batch of `rows` rows ran with `c` in `ms` milliseconds.
     pub fn record(&mut self, c: Config<S>, rows: u64, ms: f64) {
         let t0 = Instant::now();
-        self.batches += 1;
         let per_row = ms / rows.max(1) as f64;
         let mut done = None;
         if let Some((m, role, window)) = &mut self.measuring {
@@ -135,9 +132,9 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
         &self.steps
     }
 
-    /// Batches recorded, and of those the ones that measured a configuration.
-    pub fn batches(&self) -> (u64, u64) {
-        (self.batches, self.tuning_batches)
+    /// Batches that measured a configuration.
+    pub fn search_batches(&self) -> u64 {
+        self.tuning_batches
     }
 
     /// Time the batches that measured a configuration took, ms (what the search cost, with
