@@ -25,7 +25,7 @@ use crate::error::{GrouperError, Result};
 use crate::input::{morsels, InputBatch, QuerySpec};
 use crate::keys::KeyCodec;
 use crate::partial::PartialGroups;
-use crate::planner::{self, Decision, Overrides};
+use crate::planner::{self, Decision, Hints, Overrides};
 use crate::table::check_fill_factor;
 
 /// How to run a query; the default lets the planner decide everything.
@@ -63,6 +63,8 @@ pub struct Aggregation {
     forced_perfect_limit: u64,
     /// Bytes of aggregate state per group (all aggregates), for memory accounting.
     state_bytes: usize,
+    /// What the input's statistics say, for the estimate.
+    hints: Hints,
     plan: RwLock<Option<Plan>>,
 }
 
@@ -81,6 +83,11 @@ pub struct Worker {
 impl Aggregation {
     /// A query; fails when a key or aggregate is unsupported or an option is invalid.
     pub fn new(spec: QuerySpec, overrides: Overrides) -> Result<Arc<Self>> {
+        Self::with_hints(spec, overrides, Hints::default())
+    }
+
+    /// A query whose input's statistics (`hints`: rows, distinct keys) inform the estimate.
+    pub fn with_hints(spec: QuerySpec, overrides: Overrides, hints: Hints) -> Result<Arc<Self>> {
         spec.output_types()?;
         if let Some(f) = overrides.fill_factor {
             check_fill_factor(f)?;
@@ -102,6 +109,7 @@ impl Aggregation {
             perfect_limit,
             forced_perfect_limit,
             state_bytes,
+            hints,
             plan: RwLock::new(None),
         }))
     }
@@ -139,7 +147,7 @@ impl Aggregation {
         let words = codec
             .encode(&batch.keys, batch.num_rows())?
             .unwrap_or_default();
-        let estimate = planner::estimate(&[words], codec.domain());
+        let estimate = planner::estimate(&[words], codec.domain(), self.hints);
         let decision = planner::choose(estimate, &self.overrides, self.perfect_limit)?;
         if decision.strategy == Strategy::Perfect {
             dense::check_domain(codec.domain())?;
@@ -434,7 +442,12 @@ pub fn aggregate(
     batches: &[InputBatch],
     options: &Options,
 ) -> Result<AggregateOutput> {
-    let agg = Aggregation::new(spec.clone(), *options)?;
+    let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let hints = Hints {
+        rows: Some(rows),
+        distinct: None,
+    };
+    let agg = Aggregation::with_hints(spec.clone(), *options, hints)?;
     let morsels = morsels(batches);
     let workers = run_workers(
         morsels.len(),

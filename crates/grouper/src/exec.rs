@@ -26,6 +26,7 @@ use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{reset_plan_states, Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
@@ -37,7 +38,7 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 use grouper_core::expr::Expr;
 use grouper_core::gpu::{ColumnBounds, Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
-use grouper_core::planner::{Decision, Overrides};
+use grouper_core::planner::{Decision, Hints, Overrides};
 use grouper_core::{InputBatch, QuerySpec};
 
 use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
@@ -294,8 +295,8 @@ fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
 /// What the GPU did, for `--explain`.
 fn gpu_summary(r: &GpuReport, fused: bool) -> String {
     format!(
-        "device={}, strategy={} ({}), fused={}, key_words={}, est_groups={}, groups={}, grows={}, grid={}x{}, shared={}B, compile={:.1}ms ({:?}), transfer={}{}{} ({} chunks of {} rows, {:.2} B/row before, {:.2} B/row sent: [{}]), prepare={:.1}ms{}, upload={:.1}ms, kernels={:.2}ms, gpu_total={:.1}ms",
-        r.device, r.strategy, r.reason, fused && r.rows > 0, r.key_words, r.est_groups, r.groups,
+        "device={}, strategy={} ({}), fused={}, key_words={}, est_groups={} [{}], groups={}, grows={}, grid={}x{}, shared={}B, compile={:.1}ms ({:?}), transfer={}{}{} ({} chunks of {} rows, {:.2} B/row before, {:.2} B/row sent: [{}]), prepare={:.1}ms{}, upload={:.1}ms, kernels={:.2}ms, gpu_total={:.1}ms",
+        r.device, r.strategy, r.reason, fused && r.rows > 0, r.key_words, r.est_groups, r.estimate, r.groups,
         r.grows, r.blocks, r.threads, r.shared_bytes, r.compile_ms, r.cache, r.transfer,
         if r.from_scan { " from the scan as it decodes (planned from its statistics)" } else { "" },
         if r.cpu_filter { ", filter precomputed on the CPU (selection bitmap)" } else { "" },
@@ -743,6 +744,31 @@ async fn run_cpu(
     .await
 }
 
+/// What `input`'s statistics (DataFusion's, from Parquet footers or in-memory tables) say of
+/// the rows and of the distinct keys: the product of the key columns' distinct counts, when
+/// every key is a plain column that has one.
+fn statistics_hints(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> Hints {
+    let Ok(stats) = datafusion::physical_plan::StatisticsContext::new().compute(
+        input.as_ref(),
+        &datafusion::physical_plan::StatisticsArgs::new(),
+    ) else {
+        return Hints::default();
+    };
+    let distinct = plan.keys.iter().try_fold(1u64, |acc, (e, _)| {
+        let col = e.downcast_ref::<Column>()?;
+        let d = *stats
+            .column_statistics
+            .get(col.index())?
+            .distinct_count
+            .get_value()?;
+        Some(acc.saturating_mul(d as u64))
+    });
+    Hints {
+        rows: stats.num_rows.get_value().map(|&r| r as u64),
+        distinct: distinct.filter(|_| !plan.keys.is_empty()),
+    }
+}
+
 /// Streams every partition of `input` through CPU workers; `finish` merges them.
 pub(crate) async fn run_cpu_with<T: Send + 'static>(
     input: Arc<dyn ExecutionPlan>,
@@ -754,8 +780,12 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         + Send
         + 'static,
 ) -> Result<T> {
-    let agg =
-        grouper_core::Aggregation::new(plan.spec.clone(), engine.overrides).map_err(external)?;
+    let agg = grouper_core::Aggregation::with_hints(
+        plan.spec.clone(),
+        engine.overrides,
+        statistics_hints(&input, plan),
+    )
+    .map_err(external)?;
     let parts = input.output_partitioning().partition_count();
     let mut tasks = Vec::with_capacity(parts);
     for p in 0..parts {

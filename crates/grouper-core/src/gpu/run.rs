@@ -202,6 +202,9 @@ pub struct GpuReport {
     pub domain: u64,
     /// Estimated groups.
     pub est_groups: u64,
+    /// The estimate, its source, and the planned table's size against the device's shared
+    /// memory per block, L2 and free memory (read when the query was planned).
+    pub estimate: String,
     /// Groups found.
     pub groups: u64,
     /// Times the global table grew.
@@ -453,6 +456,8 @@ pub(crate) struct Base {
     /// Resident: each chunk's image on the device.
     resident: Option<Vec<CudaSlice<u8>>>,
     pub(super) est_groups: u64,
+    /// The estimate `est_groups` came from, with its source.
+    pub(super) estimate: planner::Estimate,
     pub(super) rows: u64,
     /// Rows per chunk (the largest chunk's).
     pub(super) batch_rows: usize,
@@ -799,7 +804,8 @@ impl Base {
         }
 
         let domain = key_words.first().map_or(1, |k| k.codec.domain());
-        let est_groups = estimate_groups(&key_words, &key_inputs, domain, rows)?;
+        let estimate = estimate_groups(&key_words, &key_inputs, domain, rows)?;
+        let est_groups = estimate.groups;
         let non_null_args = query
             .aggregates
             .iter()
@@ -876,6 +882,7 @@ impl Base {
             images,
             resident,
             est_groups,
+            estimate,
             rows,
             batch_rows,
             raw_bytes_per_row: raw_bits as f64 / 8.0,
@@ -943,6 +950,11 @@ impl Prepared {
             key_words: base.key_words.len().max(1),
             domain: base.template.domain,
             est_groups: base.est_groups,
+            estimate: format!(
+                "{}; {}",
+                base.estimate,
+                table_fit(&base, opts, choice.strategy.is_perfect())
+            ),
             groups: 0,
             grows: 0,
             blocks: planned.blocks,
@@ -1178,7 +1190,7 @@ impl Prepared {
                 .opts
                 .params
                 .initial_groups
-                .unwrap_or(self.report.est_groups * 2);
+                .unwrap_or(self.base.estimate.table_groups() * 2);
             let cap = pow2_at_least(((want as f64 / fill) as u64).max(16));
             self.new_table(&stream, cap, &budget)?
         };
@@ -1634,21 +1646,26 @@ fn kernel_error(bits: u64) -> GrouperError {
     }
 }
 
-/// Groups expected, from a sample of key words from the first batches (exact domain when it
-/// is small).
+/// The group-count estimate (`planner::estimate`) over the key words of the first batches,
+/// up to [`planner::SKETCH_ROWS`] rows, for `total` input rows; keys of several words are
+/// hashed into one (their domain is then unbounded).
 fn estimate_groups(
     words: &[KeyWord],
     inputs: &[Vec<ArrayRef>],
     domain: u64,
     total: u64,
-) -> Result<u64> {
+) -> Result<planner::Estimate> {
+    let hints = planner::Hints {
+        rows: Some(total),
+        distinct: None,
+    };
     if words.is_empty() || inputs.is_empty() {
-        return Ok(1);
+        return Ok(planner::estimate(&[vec![0]], 1, hints));
     }
     let mut taken = 0;
     let mut sample: Vec<&Vec<ArrayRef>> = Vec::new();
     for b in inputs {
-        if taken >= planner::SAMPLE_ROWS {
+        if taken >= planner::SKETCH_ROWS {
             break;
         }
         taken += b.first().map_or(0, |a| a.len());
@@ -1673,17 +1690,45 @@ fn estimate_groups(
             }
         }
     }
-    let est = planner::estimate(
-        &[combined],
-        if words.len() == 1 { domain } else { u64::MAX },
-    );
-    let groups = est.groups.max(1);
-    Ok(if words.len() == 1 {
-        groups.min(domain)
+    let domain = if words.len() == 1 { domain } else { u64::MAX };
+    let mut est = planner::estimate(&[combined], domain, hints);
+    est.groups = est.groups.max(1);
+    Ok(est)
+}
+
+/// The expected table's size against the device's memory tiers, read now (free memory changes
+/// between queries): shared memory per block, L2, free device memory.
+fn table_fit(base: &Base, opts: &GpuOptions, direct: bool) -> String {
+    let info = &base.gpu.info;
+    let words = (base.layout.words + base.key_words.len().max(1)) as u64;
+    let (slots, what) = if direct {
+        (base.template.domain, "direct table")
     } else {
-        groups
-    }
-    .min(total.max(1)))
+        let fill = opts.params.fill_factor.max(0.01);
+        (
+            (base.estimate.groups as f64 / fill) as u64,
+            "hash table at the fill factor",
+        )
+    };
+    let bytes = slots.saturating_mul(8 * words);
+    // A driver query on the context the caller bound.
+    let free = cudarc::driver::result::mem_get_info().map_or(0, |(f, _)| f as u64);
+    let tier = if bytes <= info.shared_per_block as u64 {
+        "fits shared memory per block"
+    } else if bytes <= info.l2_bytes {
+        "exceeds shared memory, fits L2"
+    } else if bytes <= free {
+        "exceeds L2, fits free device memory"
+    } else {
+        "exceeds free device memory"
+    };
+    format!(
+        "{what} ~{} KiB: {tier} (shared/block {} KiB, L2 {} MiB, free {} MiB)",
+        bytes >> 10,
+        info.shared_per_block >> 10,
+        info.l2_bytes >> 20,
+        free >> 20
+    )
 }
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.

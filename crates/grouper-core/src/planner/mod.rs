@@ -1,10 +1,9 @@
 //! The planner: estimate the number of groups, then choose a strategy and its parameters
 //! (DESIGN §5; Karnagel §4's rules for the CPU side).
 //!
-//! The estimate uses what key normalization already knows, the key *domain* (an upper bound from
-//! min/max statistics and dictionary sizes), and a sample of key words with the GEE estimator
-//! (Charikar et al.), which is unbiased for both few and many groups within a factor of
-//! `sqrt(N/n)` (with linear extrapolation when nearly every sampled key is unique). The rules are few and measured (see `grouper bench cpu-sweep`):
+//! The estimate ([`estimate()`]) comes from statistics, the key range, or a sketch of the first
+//! rows, and says which. The rules are few and measured (see `grouper bench cpu-sweep`); a
+//! device profile from `grouper calibrate` overrides them where it measured this machine:
 //!
 //! * domain ≤ [`perfect_limit`]: `perfect` — no hashing at all. Measured (`bench cpu-sweep`):
 //!   direct indexing beats hashing even at 2^20 groups, where neither fits cache, because it
@@ -20,15 +19,20 @@
 
 use std::fmt;
 
-use hashbrown::HashMap;
-
 use crate::cpu::{Params, Strategy};
 use crate::error::Result;
-use crate::hash::{murmur3, HashFn};
+use crate::hash::HashFn;
 use crate::table::check_fill_factor;
 
-/// Largest key domain for which `auto` picks direct indexing, whatever the memory.
-pub const PERFECT_MAX_DOMAIN: u64 = 1 << 23;
+mod estimate;
+
+pub use estimate::{estimate, key_bits, Estimate, Hints, Source, SAMPLE_ROWS, SKETCH_ROWS};
+
+/// Largest key domain for which `auto` picks direct indexing, whatever the memory. Measured
+/// (`bench cpu-sweep`, 2^25 rows): at 2^24 uniform groups direct indexing (2.4 s) still beat
+/// sorting (3.0 s) and per-thread tables (5.8 s); the bound leaves room for the first batch's
+/// range to widen by an eighth.
+pub const PERFECT_MAX_DOMAIN: u64 = 1 << 25;
 
 /// Memory all threads' direct-index arrays may take together.
 pub const PERFECT_BUDGET_BYTES: u64 = 1 << 30;
@@ -48,99 +52,6 @@ pub fn perfect_limit(state_bytes: usize, threads: usize) -> u64 {
 pub fn direct_index_limit(state_bytes: usize, threads: usize, budget: u64) -> u64 {
     let per_group = (state_bytes as u64 + 1) * threads.max(1) as u64; // +1: the presence flag
     budget / per_group
-}
-
-/// Rows sampled for the group-count estimate.
-pub const SAMPLE_ROWS: usize = 1 << 16;
-
-/// What the planner knows about the input before aggregating.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Estimate {
-    /// Input rows.
-    pub rows: usize,
-    /// Upper bound on groups from the key encoding.
-    pub domain: u64,
-    /// Estimated number of groups.
-    pub groups: u64,
-    /// Rows in the sample the estimate came from.
-    pub sampled: usize,
-    /// Distinct keys in the sample.
-    pub distinct: u64,
-}
-
-impl fmt::Display for Estimate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "rows={} key_domain={} est_groups={} (sample: {} rows, {} distinct)",
-            self.rows, self.domain, self.groups, self.sampled, self.distinct
-        )
-    }
-}
-
-/// Estimates the group count from a sample of key words at pseudo-random positions (a strided
-/// sample would alias with periodic keys).
-pub fn estimate(words: &[Vec<u64>], domain: u64) -> Estimate {
-    let rows: usize = words.iter().map(Vec::len).sum();
-    let mut starts = Vec::with_capacity(words.len());
-    let mut base = 0usize;
-    for ws in words {
-        starts.push(base);
-        base += ws.len();
-    }
-    let sampled = rows.min(SAMPLE_ROWS);
-    let mut freq: HashMap<u64, u32> = HashMap::new();
-    for k in 0..sampled {
-        let pos = if sampled == rows {
-            k
-        } else {
-            (murmur3(k as u64 ^ 0x5eed) % rows as u64) as usize
-        };
-        let m = starts.partition_point(|&s| s <= pos) - 1;
-        *freq.entry(words[m][pos - starts[m]]).or_default() += 1;
-    }
-    let distinct = freq.len() as f64;
-    let singletons = freq.values().filter(|&&c| c == 1).count() as f64;
-    let scale = if sampled == 0 {
-        0.0
-    } else {
-        (rows as f64 / sampled as f64).sqrt()
-    };
-    // GEE underestimates when almost every sampled key is unique; there the linear
-    // extrapolation (an overestimate by at most ~2x) is the safer table size.
-    let guess = if sampled > 0 && singletons > 0.9 * sampled as f64 {
-        distinct * rows as f64 / sampled as f64
-    } else {
-        scale * singletons + (distinct - singletons)
-    };
-    let groups = (guess.round() as u64)
-        .max(freq.len() as u64)
-        .min(domain)
-        .min(rows as u64);
-    Estimate {
-        rows,
-        domain,
-        groups,
-        sampled,
-        distinct: freq.len() as u64,
-    }
-}
-
-impl Estimate {
-    /// Whether the sampled keys fill the domain about as densely as uniform keys over all of
-    /// it would: then a direct-index table is mostly occupied, not a sparse waste of memory.
-    pub fn looks_dense(&self) -> bool {
-        let (n, d) = (self.sampled as f64, self.domain as f64);
-        let expected = d * (1.0 - (-n / d.max(1.0)).exp());
-        // 0.2: zipf(1.1) keys over 2^22 values (about a third of the uniform count) still ran
-        // faster indexed directly at 2^23 and 2^25 rows (bench cpu-sweep).
-        self.distinct as f64 >= 0.2 * expected
-    }
-
-    /// Whether nearly every sampled key is distinct: very many groups, little reduction.
-    pub fn nearly_unique(&self) -> bool {
-        self.sampled >= 1024 && self.distinct as f64 >= 0.9 * self.sampled as f64
-    }
 }
 
 /// Domains up to this size are indexed directly however sparsely the sample fills them
@@ -237,7 +148,7 @@ pub fn choose(estimate: Estimate, overrides: &Overrides, perfect_limit: u64) -> 
     // Size tables for the estimate with headroom; growth handles underestimates.
     let initial_groups = overrides
         .initial_groups
-        .unwrap_or((estimate.groups as usize).saturating_mul(5) / 4 + 16);
+        .unwrap_or((estimate.table_groups() as usize).saturating_mul(5) / 4 + 16);
     Ok(Decision {
         strategy,
         params: Params {
@@ -255,17 +166,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn estimates_few_and_many_groups() {
-        let few: Vec<Vec<u64>> = vec![(0..1_000_000u64).map(|i| i % 100).collect()];
-        let e = estimate(&few, 1 << 40);
-        assert_eq!(e.groups, 100);
-        let many: Vec<Vec<u64>> = vec![(0..1_000_000u64).collect()];
-        let e = estimate(&many, 1 << 40);
-        assert!(e.groups > 500_000, "{e}");
-        assert_eq!(estimate(&[], 1).groups, 0);
-    }
-
-    #[test]
     fn small_domains_go_perfect() {
         let e = Estimate {
             rows: 10,
@@ -273,6 +173,9 @@ mod tests {
             groups: 6,
             sampled: 10,
             distinct: 6,
+            sketched: (10, 6),
+            source: Source::Range,
+            key_bits: 3,
         };
         let limit = perfect_limit(24, 2);
         let auto = Overrides::default();
@@ -297,6 +200,9 @@ mod tests {
             groups: 2000,
             sampled: 1 << 16,
             distinct: 2000,
+            sketched: (1 << 16, 2000),
+            source: Source::Sketch,
+            key_bits: 22,
         };
         assert_eq!(
             choose(sparse, &auto, limit).unwrap().strategy,
@@ -322,7 +228,8 @@ mod tests {
             Strategy::Sort
         );
         // The bound is memory: many threads or big states index less directly.
-        assert_eq!(perfect_limit(24, 2), PERFECT_MAX_DOMAIN);
+        assert_eq!(perfect_limit(24, 2), (1 << 30) / (25 * 2));
+        assert_eq!(perfect_limit(8, 1), PERFECT_MAX_DOMAIN);
         assert_eq!(perfect_limit(1023, 64), (1 << 30) / (1024 * 64));
     }
 }
