@@ -26,6 +26,7 @@ use crate::input::{morsels, InputBatch, QuerySpec};
 use crate::keys::KeyCodec;
 use crate::partial::PartialGroups;
 use crate::planner::{self, Decision, Hints, Overrides};
+use crate::profile::Profile;
 use crate::table::check_fill_factor;
 
 /// How to run a query; the default lets the planner decide everything.
@@ -65,6 +66,8 @@ pub struct Aggregation {
     state_bytes: usize,
     /// What the input's statistics say, for the estimate.
     hints: Hints,
+    /// This machine's calibration, consulted before the planner's rules.
+    profile: Option<Arc<Profile>>,
     plan: RwLock<Option<Plan>>,
 }
 
@@ -83,11 +86,17 @@ pub struct Worker {
 impl Aggregation {
     /// A query; fails when a key or aggregate is unsupported or an option is invalid.
     pub fn new(spec: QuerySpec, overrides: Overrides) -> Result<Arc<Self>> {
-        Self::with_hints(spec, overrides, Hints::default())
+        Self::informed(spec, overrides, Hints::default(), None)
     }
 
-    /// A query whose input's statistics (`hints`: rows, distinct keys) inform the estimate.
-    pub fn with_hints(spec: QuerySpec, overrides: Overrides, hints: Hints) -> Result<Arc<Self>> {
+    /// A query whose input's statistics (`hints`: rows, distinct keys) inform the estimate, and
+    /// whose strategy this machine's `profile` informs.
+    pub fn informed(
+        spec: QuerySpec,
+        overrides: Overrides,
+        hints: Hints,
+        profile: Option<Arc<Profile>>,
+    ) -> Result<Arc<Self>> {
         spec.output_types()?;
         if let Some(f) = overrides.fill_factor {
             check_fill_factor(f)?;
@@ -110,6 +119,7 @@ impl Aggregation {
             forced_perfect_limit,
             state_bytes,
             hints,
+            profile,
             plan: RwLock::new(None),
         }))
     }
@@ -148,7 +158,12 @@ impl Aggregation {
             .encode(&batch.keys, batch.num_rows())?
             .unwrap_or_default();
         let estimate = planner::estimate(&[words], codec.domain(), self.hints);
-        let decision = planner::choose(estimate, &self.overrides, self.perfect_limit)?;
+        let decision = planner::choose(
+            estimate,
+            &self.overrides,
+            self.perfect_limit,
+            self.profile.as_deref(),
+        )?;
         if decision.strategy == Strategy::Perfect {
             dense::check_domain(codec.domain())?;
             if self.overrides.strategy == Some(Strategy::Perfect)
@@ -447,7 +462,7 @@ pub fn aggregate(
         rows: Some(rows),
         distinct: None,
     };
-    let agg = Aggregation::with_hints(spec.clone(), *options, hints)?;
+    let agg = Aggregation::informed(spec.clone(), *options, hints, None)?;
     let morsels = morsels(batches);
     let workers = run_workers(
         morsels.len(),

@@ -36,6 +36,7 @@ pub mod input;
 pub mod keys;
 pub mod partial;
 pub mod planner;
+pub mod profile;
 pub mod reference;
 mod strings;
 pub mod table;

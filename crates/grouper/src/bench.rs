@@ -37,6 +37,9 @@ pub enum BenchCommand {
     /// The runtime tuner (Rosenfeld's Algorithm 1) against the exhaustive search over launch
     /// shapes, per strategy, group count and key kind: quality, cost, overhead, effort.
     Tuner(crate::tuner_bench::TunerArgs),
+    /// auto against the best fixed strategy at every sweep point (CPU or GPU, uniform and
+    /// zipf, dense and hashed keys): the regret, JSON and SVG plots of the regions.
+    Regret(crate::regret::RegretArgs),
 }
 
 #[derive(Args, Debug)]
@@ -73,6 +76,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::GpuSweep(a) => crate::gpu_bench::gpu_sweep(a).await,
         BenchCommand::Q1(a) => crate::q1_bench::q1(a).await,
         BenchCommand::Tuner(a) => crate::tuner_bench::tuner(a).await,
+        BenchCommand::Regret(a) => crate::regret::regret(a).await,
     }
 }
 
@@ -89,6 +93,16 @@ pub(crate) fn write_json(path: &std::path::Path, result: &serde_json::Value) -> 
 
 /// Median wall-clock milliseconds of `sql` on `ctx` (after one warm-up run).
 pub(crate) async fn time_sql(ctx: &SessionContext, sql: &str, reps: usize) -> Result<f64> {
+    let runs = time_sql_runs(ctx, sql, reps).await?;
+    Ok(runs[runs.len() / 2])
+}
+
+/// Wall-clock milliseconds of `reps` runs of `sql` on `ctx` (after one warm-up run), sorted.
+pub(crate) async fn time_sql_runs(
+    ctx: &SessionContext,
+    sql: &str,
+    reps: usize,
+) -> Result<Vec<f64>> {
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
     collect(Arc::clone(&plan), ctx.task_ctx()).await?;
     let mut runs = Vec::with_capacity(reps);
@@ -99,7 +113,7 @@ pub(crate) async fn time_sql(ctx: &SessionContext, sql: &str, reps: usize) -> Re
         runs.push(t.elapsed().as_secs_f64() * 1e3);
     }
     runs.sort_by(f64::total_cmp);
-    Ok(runs[runs.len() / 2])
+    Ok(runs)
 }
 
 /// The engines of a sweep: name and session config.
@@ -138,21 +152,41 @@ fn engines(threads: usize, strategies: bool) -> Vec<(String, GrouperConfig)> {
     out
 }
 
+/// Runs `sql` once more and returns its GroupByExec, if the plan has one.
+async fn last_group_by(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<Option<Arc<dyn datafusion::physical_plan::ExecutionPlan>>> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    let mut stack = vec![plan];
+    while let Some(p) = stack.pop() {
+        if p.downcast_ref::<grouper::exec::GroupByExec>().is_some() {
+            return Ok(Some(p));
+        }
+        stack.extend(p.children().into_iter().cloned());
+    }
+    Ok(None)
+}
+
 /// Runs `sql` once more and returns the GPU report of its GroupByExec, if it ran on the GPU.
 pub(crate) async fn last_gpu_report(
     ctx: &SessionContext,
     sql: &str,
 ) -> Result<Option<grouper_core::gpu::GpuReport>> {
-    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
-    collect(Arc::clone(&plan), ctx.task_ctx()).await?;
-    let mut stack = vec![plan];
-    while let Some(p) = stack.pop() {
-        if let Some(g) = p.downcast_ref::<grouper::exec::GroupByExec>() {
-            return Ok(g.last_gpu_report());
-        }
-        stack.extend(p.children().into_iter().cloned());
-    }
-    Ok(None)
+    Ok(last_group_by(ctx, sql).await?.and_then(|p| {
+        p.downcast_ref::<grouper::exec::GroupByExec>()
+            .and_then(|g| g.last_gpu_report())
+    }))
+}
+
+/// Runs `sql` once more and returns the CPU strategy its GroupByExec ran, if on the CPU.
+pub(crate) async fn last_cpu_strategy(ctx: &SessionContext, sql: &str) -> Result<Option<String>> {
+    Ok(last_group_by(ctx, sql).await?.and_then(|p| {
+        p.downcast_ref::<grouper::exec::GroupByExec>()
+            .and_then(|g| g.last_decision())
+            .map(|d| d.strategy.name().to_string())
+    }))
 }
 
 /// Runs DuckDB on `batches` (written to a temporary Parquet file, loaded into memory there).
@@ -333,17 +367,6 @@ pub(crate) fn git_commit() -> String {
         .map_or_else(|| "unknown".into(), |s| s.trim().to_string())
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
 async fn cpu_sweep(a: SweepArgs) -> Result<()> {
     let threads = a
         .threads
@@ -452,7 +475,7 @@ async fn cpu_sweep(a: SweepArgs) -> Result<()> {
     }
     let result = json!({
         "benchmark": "cpu-sweep",
-        "device": format!("{} ({} threads used)", cpu_model(), threads),
+        "device": format!("{} ({} threads used)", grouper::profile_store::cpu_model(), threads),
         "commit": git_commit(),
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "query": SWEEP_SQL,

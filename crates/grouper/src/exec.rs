@@ -39,6 +39,7 @@ use futures::{StreamExt, TryStreamExt};
 use grouper_core::expr::Expr;
 use grouper_core::gpu::{ColumnBounds, Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
 use grouper_core::planner::{Decision, Hints, Overrides};
+use grouper_core::profile::Profile;
 use grouper_core::{InputBatch, QuerySpec};
 
 use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
@@ -74,6 +75,8 @@ pub struct Engine {
     pub backend: Backend,
     /// CPU strategy and table parameters fixed by the user.
     pub overrides: Overrides,
+    /// This CPU's profile from `grouper calibrate`, if one is stored.
+    pub cpu_profile: Option<Arc<Profile>>,
     /// GPU strategy, kernel parameters, resident or batched.
     pub gpu: GpuOptions,
     /// The CPU worker pool.
@@ -780,10 +783,11 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         + Send
         + 'static,
 ) -> Result<T> {
-    let agg = grouper_core::Aggregation::with_hints(
+    let agg = grouper_core::Aggregation::informed(
         plan.spec.clone(),
         engine.overrides,
         statistics_hints(&input, plan),
+        engine.cpu_profile.clone(),
     )
     .map_err(external)?;
     let parts = input.output_partitioning().partition_count();

@@ -204,6 +204,47 @@ fn time_kernel(p: &mut Prepared, reps: usize, groups: usize) -> Result<(f64, f64
     Ok((k[k.len() / 2], w[w.len() / 2]))
 }
 
+/// Kernel times of `auto` (as `opts` plan it) and of every GPU strategy that applies to
+/// `batch` (resident), for those `wants` names; the strategy `auto` chose. Each result's
+/// group count is checked against `distinct`.
+pub(crate) fn time_strategies(
+    batch: RecordBatch,
+    distinct: usize,
+    opts: &GpuOptions,
+    reps: usize,
+    wants: impl Fn(&str) -> bool,
+) -> Result<(GpuStrategy, serde_json::Map<String, Value>)> {
+    let key_type = batch.schema().field(0).data_type().clone();
+    let mut auto = Prepared::new(&sweep_query(key_type), &[batch], opts)?;
+    let mut runs: Vec<(String, Prepared)> = Vec::new();
+    for s in GpuStrategy::ALL {
+        if !wants(s.name()) || (s == GpuStrategy::ThreadPrivate && distinct > 64) {
+            continue; // its private tables hold at most 64 groups
+        }
+        let forced = GpuOptions {
+            strategy: Some(s),
+            profile: None,
+            ..opts.clone()
+        };
+        match auto.retarget(&forced) {
+            Ok(p) => runs.push((s.name().to_string(), p)),
+            Err(GrouperError::InvalidOption(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let chosen = auto.report().strategy;
+    let mut ms = serde_json::Map::new();
+    if wants("auto") {
+        let (auto_ms, _) = time_kernel(&mut auto, reps, distinct)?;
+        ms.insert("auto".into(), json!(auto_ms));
+    }
+    for (name, p) in runs.iter_mut() {
+        let (k, _) = time_kernel(p, reps, distinct)?;
+        ms.insert(name.clone(), json!(k));
+    }
+    Ok((chosen, ms))
+}
+
 pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
     for s in a.strategies.iter().filter(|s| *s != "auto") {
         s.parse::<GpuStrategy>()
@@ -244,37 +285,12 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         let (torch_dense, torch_general) = (tp["dense_ms"].as_f64(), tp["general_ms"].as_f64());
         for scattered in [false, true] {
             let (batch, kind) = sweep_batch(&dense, scattered, &values)?;
-            let key_type = batch.schema().field(0).data_type().clone();
             let key_bytes = if scattered { 8 } else { 4 };
             let opts = GpuOptions {
                 resident: true,
                 ..Default::default()
             };
-            let mut auto = Prepared::new(&sweep_query(key_type), &[batch], &opts)?;
-            let mut runs: Vec<(String, Prepared)> = Vec::new();
-            for s in GpuStrategy::ALL {
-                if !a.wants(s.name()) || (s == GpuStrategy::ThreadPrivate && g > 64) {
-                    continue; // its private tables hold at most 64 groups
-                }
-                match auto.retarget(&GpuOptions {
-                    strategy: Some(s),
-                    ..opts.clone()
-                }) {
-                    Ok(p) => runs.push((s.name().to_string(), p)),
-                    Err(GrouperError::InvalidOption(_)) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            let chosen = auto.report().strategy;
-            let mut ms = serde_json::Map::new();
-            if a.wants("auto") {
-                let (auto_ms, _) = time_kernel(&mut auto, a.reps, distinct)?;
-                ms.insert("auto".into(), json!(auto_ms));
-            }
-            for (name, p) in runs.iter_mut() {
-                let (k, _) = time_kernel(p, a.reps, distinct)?;
-                ms.insert(name.clone(), json!(k));
-            }
+            let (chosen, ms) = time_strategies(batch, distinct, &opts, a.reps, |s| a.wants(s))?;
             let torch_ms = if scattered {
                 torch_general
             } else {

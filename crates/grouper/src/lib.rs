@@ -23,6 +23,7 @@ pub mod difftest;
 pub mod exec;
 pub mod fuse;
 pub mod hybrid;
+pub mod profile_store;
 pub mod rule;
 pub mod session;
 pub mod synthetic;

@@ -11,9 +11,13 @@
 )]
 
 mod bench;
+mod calibrate;
 mod cli;
 mod gpu_bench;
+mod plots;
 mod q1_bench;
+mod regret;
+mod strategy_sweep;
 mod tuner_bench;
 
 use std::process::ExitCode;

@@ -13,6 +13,7 @@ use grouper_core::gpu::{Gpu, GpuOptions};
 use grouper_core::planner::Overrides;
 
 use crate::exec::Engine;
+use crate::profile_store;
 use crate::rule::GrouperRule;
 
 /// Which engine aggregates.
@@ -76,6 +77,9 @@ pub struct GrouperConfig {
     /// Memory budget of the session in bytes: grouper's aggregation state and DataFusion's
     /// operators (which spill where they can) draw from one pool; `None` is unbounded.
     pub memory_limit: Option<usize>,
+    /// Plan from the rules alone, ignoring this machine's device profiles (`grouper
+    /// calibrate`); by default a profile, where one is stored, decides before the rules.
+    pub no_profile: bool,
 }
 
 /// DataFusion batch size of GPU and hybrid sessions.
@@ -121,11 +125,22 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
             .thread_name(|i| format!("grouper-{i}"))
             .build()
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let mut gpu = config.gpu.clone();
+        let mut cpu_profile = None;
+        if !config.no_profile {
+            cpu_profile = profile_store::load(&profile_store::cpu_key(threads));
+            if gpu.profile.is_none() && config.backend != Backend::Cpu {
+                gpu.profile = Gpu::get()
+                    .ok()
+                    .and_then(|g| profile_store::load(&profile_store::gpu_key(&g.info)));
+            }
+        }
         builder =
             builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(Arc::new(Engine {
                 backend: config.backend,
                 overrides: config.overrides,
-                gpu: config.gpu.clone(),
+                cpu_profile,
+                gpu,
                 pool: Arc::new(pool),
             }))));
     }

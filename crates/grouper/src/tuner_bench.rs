@@ -72,6 +72,9 @@ pub struct TunerArgs {
     /// Where to write the JSON result.
     #[arg(long, default_value = "bench/results/tuner.json")]
     out: PathBuf,
+    /// Folder of the SVG plots of each exhaustive search (Rosenfeld's Fig. 2).
+    #[arg(long, default_value = "bench/results/plots")]
+    plots: PathBuf,
 }
 
 /// One tuned run judged against the exhaustive times of the configurations it could pick.
@@ -327,6 +330,24 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                 all.push((j.quality, j.cost, j.overhead, j.effort));
                 let mut shapes: Vec<(&GpuConfig, &f64)> = table.iter().collect();
                 shapes.sort_by(|x, y| x.1.total_cmp(y.1));
+                // Rosenfeld's Fig. 2: the space at the best shape's items per thread.
+                if let Some((best, _)) = shapes.first() {
+                    let cells: Vec<(u32, u32, f64)> = shapes
+                        .iter()
+                        .filter(|(c, _)| c.items == best.items)
+                        .map(|(c, ms)| (c.blocks_per_sm, c.threads, **ms))
+                        .collect();
+                    crate::plots::shape_space(
+                        &a.plots
+                            .join(format!("tuner-space-{kind}-2^{gl}-{}.svg", s.name())),
+                        &format!(
+                            "{} on {kind} keys, 2^{gl} groups, {} items/thread: darker is faster",
+                            s.name(),
+                            best.items
+                        ),
+                        &cells,
+                    )?;
+                }
                 per_strategy.insert(
                     s.name().into(),
                     json!({

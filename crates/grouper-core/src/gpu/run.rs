@@ -39,6 +39,7 @@ use crate::expr::Expr;
 use crate::keys::{KeyCodec, PackedKind};
 use crate::partial::PartialGroups;
 use crate::planner;
+use crate::profile::{KeyKind, Profile};
 use crate::table::check_fill_factor;
 use crate::tune::Hyper;
 
@@ -154,6 +155,9 @@ pub struct GpuOptions {
     /// search reaches is an NVRTC compile on the query's path (0.1 s, seconds for block_local
     /// on a cold kernel cache).
     pub tune: Option<Hyper>,
+    /// This device's profile from `grouper calibrate`: where it measured near the estimate,
+    /// its fastest strategy (and tuned launch shape) is the plan; elsewhere the rules decide.
+    pub profile: Option<Arc<Profile>>,
 }
 
 impl Default for GpuOptions {
@@ -169,6 +173,7 @@ impl Default for GpuOptions {
             cache_bytes: 16 << 30,
             cpu_filter: false,
             tune: None,
+            profile: None,
         }
     }
 }
@@ -1840,6 +1845,27 @@ pub(super) fn choose(
     };
     if let Some(s) = opts.strategy {
         return pick(s, "forced".into());
+    }
+    // The device profile, where it measured near the estimate: the fastest strategy there
+    // that applies to this query (a direct table needs dense keys in a small domain).
+    let dense = global_direct_ok && domain <= groups.saturating_mul(4).max(1 << 16);
+    let kind = if dense {
+        KeyKind::Dense
+    } else {
+        KeyKind::Hashed
+    };
+    if let Some(advice) = opts.profile.as_deref().and_then(|p| p.advise(kind, groups)) {
+        for (name, _) in &advice.ranked {
+            let Ok(s) = name.parse::<GpuStrategy>() else {
+                continue;
+            };
+            if s == GpuStrategy::ThreadPrivate && groups as f64 > 64.0 * fill {
+                continue;
+            }
+            if let Ok(c) = pick(s, advice.to_string()) {
+                return Ok(c);
+            }
+        }
     }
     if registers_ok {
         return pick(

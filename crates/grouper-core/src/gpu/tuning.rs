@@ -12,6 +12,7 @@ use super::run::{choose, Base, GpuOptions, Prepared};
 use super::variant::Variant;
 use super::GpuStrategy;
 use crate::error::Result;
+use crate::profile::KeyKind;
 use crate::tune::{Config, Step, Tuner};
 
 /// A launch shape the tuner may pick.
@@ -109,6 +110,26 @@ impl Tuning {
             threads: planned.spec.threads,
             items: p.items_per_thread,
         }];
+        // The shape calibration's tuner found for this strategy near this group count: the
+        // search refines it rather than starting over.
+        let kind = match planned.spec.strategy.is_perfect() {
+            true => KeyKind::Dense,
+            false => KeyKind::Hashed,
+        };
+        if let Some((blocks_per_sm, threads, items)) = opts
+            .profile
+            .as_deref()
+            .and_then(|pr| pr.advise(kind, base.est_groups))
+            .filter(|a| a.ranked.first().map(|r| r.0) == Some(planned.spec.strategy.name()))
+            .and_then(|a| a.point.shape)
+        {
+            starts.push(Config {
+                strategy: planned.spec.strategy,
+                blocks_per_sm,
+                threads,
+                items,
+            });
+        }
         if opts.strategy.is_none() {
             for s in same_table(planned.spec.strategy).filter(|&s| s != planned.spec.strategy) {
                 // Private tables help only groups few enough to fit them.

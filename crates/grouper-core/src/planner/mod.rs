@@ -22,6 +22,7 @@ use std::fmt;
 use crate::cpu::{Params, Strategy};
 use crate::error::Result;
 use crate::hash::HashFn;
+use crate::profile::{KeyKind, Profile};
 use crate::table::check_fill_factor;
 
 mod estimate;
@@ -98,14 +99,39 @@ pub struct Overrides {
 pub const DEFAULT_FILL: f64 = 0.5;
 
 /// Chooses strategy and parameters; `perfect_limit` is the largest domain to index directly.
-pub fn choose(estimate: Estimate, overrides: &Overrides, perfect_limit: u64) -> Result<Decision> {
+/// `profile`, this machine's calibration, decides before the rules where it measured near the
+/// estimate.
+pub fn choose(
+    estimate: Estimate,
+    overrides: &Overrides,
+    perfect_limit: u64,
+    profile: Option<&Profile>,
+) -> Result<Decision> {
     let fill_factor = overrides.fill_factor.unwrap_or(DEFAULT_FILL);
     check_fill_factor(fill_factor)?;
-    let (strategy, reason) = match overrides.strategy {
-        Some(s) => (s, format!("{s} was requested")),
+    let indexable = estimate.domain.saturating_add(estimate.domain / 8) <= perfect_limit;
+    let dense = indexable && (estimate.domain <= ALWAYS_PERFECT_DOMAIN || estimate.looks_dense());
+    let kind = if dense {
+        KeyKind::Dense
+    } else {
+        KeyKind::Hashed
+    };
+    let profiled = profile
+        .and_then(|p| p.advise(kind, estimate.groups))
+        .and_then(|a| {
+            let s = a
+                .ranked
+                .iter()
+                .filter_map(|(n, _)| n.parse::<Strategy>().ok())
+                .find(|&s| s != Strategy::Perfect || indexable)?;
+            Some((s, a.to_string()))
+        });
+    let (strategy, reason) = match (overrides.strategy, profiled) {
+        (Some(s), _) => (s, format!("{s} was requested")),
+        (None, Some(advised)) => advised,
         // The first batch's range grows by an eighth if later keys fall outside it: plan for
         // that, so a direct-index choice does not have to be abandoned midway.
-        None if estimate.domain.saturating_add(estimate.domain / 8) > perfect_limit
+        (None, None) if estimate.domain.saturating_add(estimate.domain / 8) > perfect_limit
             && estimate.nearly_unique() =>
         {
             (
@@ -116,28 +142,28 @@ pub fn choose(estimate: Estimate, overrides: &Overrides, perfect_limit: u64) -> 
                 ),
             )
         }
-        None if estimate.domain.saturating_add(estimate.domain / 8) > perfect_limit => (
+        (None, None) if estimate.domain.saturating_add(estimate.domain / 8) > perfect_limit => (
             Strategy::ThreadLocal,
             format!(
                 "the key domain ({}) is too wide for direct indexing (≤ {perfect_limit}); per-thread tables with a partitioned merge",
                 estimate.domain
             ),
         ),
-        None if estimate.domain <= ALWAYS_PERFECT_DOMAIN => (
+        (None, None) if estimate.domain <= ALWAYS_PERFECT_DOMAIN => (
             Strategy::Perfect,
             format!(
                 "the key domain ({}) fits a direct-index table (≤ {ALWAYS_PERFECT_DOMAIN} always direct)",
                 estimate.domain
             ),
         ),
-        None if estimate.looks_dense() => (
+        (None, None) if estimate.looks_dense() => (
             Strategy::Perfect,
             format!(
                 "the key domain ({}) fits a direct-index table (≤ {perfect_limit}) and the sample fills it densely",
                 estimate.domain
             ),
         ),
-        None => (
+        (None, None) => (
             Strategy::ThreadLocal,
             format!(
                 "the key domain ({}) is sparsely filled by the sample ({} distinct of {}); per-thread tables with a partitioned merge",
@@ -164,6 +190,7 @@ pub fn choose(estimate: Estimate, overrides: &Overrides, perfect_limit: u64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::Point;
 
     #[test]
     fn small_domains_go_perfect() {
@@ -179,20 +206,23 @@ mod tests {
         };
         let limit = perfect_limit(24, 2);
         let auto = Overrides::default();
-        assert_eq!(choose(e, &auto, limit).unwrap().strategy, Strategy::Perfect);
+        assert_eq!(
+            choose(e, &auto, limit, None).unwrap().strategy,
+            Strategy::Perfect
+        );
         let wide = Estimate {
             domain: 1 << 40,
             ..e
         };
         assert_eq!(
-            choose(wide, &auto, limit).unwrap().strategy,
+            choose(wide, &auto, limit, None).unwrap().strategy,
             Strategy::ThreadLocal
         );
         let bad = Overrides {
             fill_factor: Some(1.5),
             ..Default::default()
         };
-        assert!(choose(e, &bad, limit).is_err());
+        assert!(choose(e, &bad, limit, None).is_err());
         // A wide domain that the sample fills sparsely goes to hashing; a dense one stays direct.
         let sparse = Estimate {
             rows: 1 << 16,
@@ -205,7 +235,7 @@ mod tests {
             key_bits: 22,
         };
         assert_eq!(
-            choose(sparse, &auto, limit).unwrap().strategy,
+            choose(sparse, &auto, limit, None).unwrap().strategy,
             Strategy::ThreadLocal
         );
         let dense = Estimate {
@@ -214,7 +244,7 @@ mod tests {
             ..sparse
         };
         assert_eq!(
-            choose(dense, &auto, limit).unwrap().strategy,
+            choose(dense, &auto, limit, None).unwrap().strategy,
             Strategy::Perfect
         );
         let unique = Estimate {
@@ -224,9 +254,31 @@ mod tests {
             ..sparse
         };
         assert_eq!(
-            choose(unique, &auto, limit).unwrap().strategy,
+            choose(unique, &auto, limit, None).unwrap().strategy,
             Strategy::Sort
         );
+        // A device profile measured near the estimate decides before the rules, within what
+        // applies: it may not index a domain too wide for memory.
+        let profile = Profile {
+            device: "test".into(),
+            points: vec![Point {
+                kind: KeyKind::Hashed,
+                groups_log2: 11,
+                ms: vec![("perfect".into(), 1.0), ("shared".into(), 2.0)],
+                shape: None,
+            }],
+        };
+        let d = choose(sparse, &auto, limit, Some(&profile)).unwrap();
+        assert_eq!(d.strategy, Strategy::Perfect, "{d}");
+        assert!(d.reason.starts_with("device profile"), "{d}");
+        let d = choose(unique, &auto, limit, Some(&profile)).unwrap();
+        assert_eq!(d.strategy, Strategy::Sort, "too far from 2^11: {d}");
+        let wide_sparse = Estimate {
+            domain: 1 << 40,
+            ..sparse
+        };
+        let d = choose(wide_sparse, &auto, limit, Some(&profile)).unwrap();
+        assert_eq!(d.strategy, Strategy::Shared, "{d}");
         // The bound is memory: many threads or big states index less directly.
         assert_eq!(perfect_limit(24, 2), (1 << 30) / (25 * 2));
         assert_eq!(perfect_limit(8, 1), PERFECT_MAX_DOMAIN);

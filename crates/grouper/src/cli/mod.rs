@@ -40,6 +40,9 @@ enum Command {
     Bench(crate::bench::BenchCommand),
     /// List the GPUs grouper can use, with their properties, or say why there are none.
     Devices,
+    /// Measure every strategy on this machine's GPU and CPU and store the device profile
+    /// (fastest strategy per key kind and group count) that sessions then plan from.
+    Calibrate(crate::calibrate::CalibrateArgs),
     /// Differential testing: random cases on every backend and strategy against DuckDB.
     Difftest(difftest::DifftestArgs),
 }
@@ -105,6 +108,9 @@ pub struct EngineArgs {
     /// Each shape it reaches compiles once (then comes from the kernel cache).
     #[arg(long)]
     pub tune: bool,
+    /// Plan from the rules alone: ignore this machine's device profile (`grouper calibrate`).
+    #[arg(long)]
+    pub no_profile: bool,
     /// Memory budget for the query, e.g. 512M or 4G: aggregation state and DataFusion's
     /// operators share it; a query that needs more fails with a clear error (DataFusion's
     /// sorts spill first).
@@ -216,9 +222,11 @@ impl EngineArgs {
                 cache_bytes: self.gpu_cache as u64,
                 cpu_filter: self.cpu_filter,
                 tune: self.tune.then(Hyper::default),
+                profile: None,
             },
             threads: self.threads,
             memory_limit: self.memory_limit,
+            no_profile: self.no_profile,
         }
     }
 }
@@ -348,6 +356,7 @@ pub fn run() -> Result<()> {
             query::gen_synthetic(&spec, &output)
         }
         Command::Bench(b) => rt.block_on(crate::bench::run(b)),
+        Command::Calibrate(c) => rt.block_on(crate::calibrate::calibrate(c)),
     }
 }
 

@@ -1,0 +1,191 @@
+//! A device profile: which strategy `grouper calibrate` measured fastest on this machine, per
+//! key kind and group count (the crossover points), and the launch shape the tuner found.
+//!
+//! The papers' point (Rosenfeld §1: a configuration tuned for one GPU runs up to 21× slower on
+//! another) is that rules written for one device misplace the crossovers on the next. The
+//! planner consults a profile before its rules, where one was measured near the estimate;
+//! without one, or away from its points, the rules decide. Storage (JSON in the user's cache
+//! directory, keyed by device, driver and version) is the command-line tool's job.
+
+use std::fmt;
+
+/// Keys of a calibration point: dense keys fill a small domain (a direct-index table
+/// applies); hashed keys are scattered over a wide one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// Keys `0..groups`.
+    Dense,
+    /// Keys scattered over the 64-bit range.
+    Hashed,
+}
+
+impl KeyKind {
+    /// Name in profiles and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyKind::Dense => "dense",
+            KeyKind::Hashed => "hashed",
+        }
+    }
+
+    /// Parses [`KeyKind::name`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "dense" => Some(KeyKind::Dense),
+            "hashed" => Some(KeyKind::Hashed),
+            _ => None,
+        }
+    }
+}
+
+/// One measured point: every strategy's time at `2^groups_log2` groups of `kind` keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Key kind.
+    pub kind: KeyKind,
+    /// log2 of the group count.
+    pub groups_log2: u32,
+    /// (strategy name, milliseconds) for each strategy that ran.
+    pub ms: Vec<(String, f64)>,
+    /// The tuner's best launch shape for the fastest strategy (blocks per SM, threads per
+    /// block, items per thread), when calibration tuned it.
+    pub shape: Option<(u32, u32, u32)>,
+}
+
+impl Point {
+    /// The fastest strategy and its time.
+    pub fn best(&self) -> Option<(&str, f64)> {
+        self.ms
+            .iter()
+            .filter(|(_, t)| t.is_finite())
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(s, t)| (s.as_str(), *t))
+    }
+}
+
+/// A machine's profile: the device it was measured on and its points.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Profile {
+    /// Device (GPU name and driver, or CPU model and threads) and grouper version.
+    pub device: String,
+    /// Measured points.
+    pub points: Vec<Point>,
+}
+
+/// How far (in log2 groups) a point may be from an estimate and still decide for it.
+pub const NEAR_LOG2: f64 = 1.5;
+
+/// What a profile says for one estimate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advice<'a> {
+    /// The point it comes from.
+    pub point: &'a Point,
+    /// Strategies of the point, fastest first.
+    pub ranked: Vec<(&'a str, f64)>,
+}
+
+impl fmt::Display for Advice<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ranked: Vec<String> = self
+            .ranked
+            .iter()
+            .take(3)
+            .map(|(s, t)| format!("{s} {t:.2} ms"))
+            .collect();
+        write!(
+            f,
+            "device profile: at 2^{} {} groups measured {}",
+            self.point.groups_log2,
+            self.point.kind.name(),
+            ranked.join(", ")
+        )
+    }
+}
+
+impl Profile {
+    /// The point of `kind` nearest to `groups` (within [`NEAR_LOG2`]), its strategies ranked.
+    pub fn advise(&self, kind: KeyKind, groups: u64) -> Option<Advice<'_>> {
+        let at = (groups.max(1) as f64).log2();
+        let point = self
+            .points
+            .iter()
+            .filter(|p| p.kind == kind && p.best().is_some())
+            .map(|p| ((p.groups_log2 as f64 - at).abs(), p))
+            .filter(|(d, _)| *d <= NEAR_LOG2)
+            .min_by(|a, b| {
+                a.0.total_cmp(&b.0)
+                    .then(b.1.groups_log2.cmp(&a.1.groups_log2))
+            })?
+            .1;
+        let mut ranked: Vec<(&str, f64)> = point
+            .ms
+            .iter()
+            .filter(|(_, t)| t.is_finite())
+            .map(|(s, t)| (s.as_str(), *t))
+            .collect();
+        ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+        Some(Advice { point, ranked })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(kind: KeyKind, log2: u32, ms: &[(&str, f64)]) -> Point {
+        Point {
+            kind,
+            groups_log2: log2,
+            ms: ms.iter().map(|(s, t)| (s.to_string(), *t)).collect(),
+            shape: None,
+        }
+    }
+
+    #[test]
+    fn advises_the_nearest_point_of_the_kind() {
+        let p = Profile {
+            device: "test".into(),
+            points: vec![
+                point(
+                    KeyKind::Hashed,
+                    11,
+                    &[("block_local", 2.0), ("global", 3.0)],
+                ),
+                point(
+                    KeyKind::Hashed,
+                    13,
+                    &[("block_local", 4.0), ("global", 3.0)],
+                ),
+                point(KeyKind::Dense, 11, &[("perfect_shared", 1.0)]),
+            ],
+        };
+        let a = p.advise(KeyKind::Hashed, 1 << 11).unwrap();
+        assert_eq!(a.ranked[0].0, "block_local");
+        let a = p.advise(KeyKind::Hashed, 1 << 13).unwrap();
+        assert_eq!(a.ranked, vec![("global", 3.0), ("block_local", 4.0)]);
+        // Halfway: the larger group count (tables only grow).
+        assert_eq!(
+            p.advise(KeyKind::Hashed, 1 << 12)
+                .unwrap()
+                .point
+                .groups_log2,
+            13
+        );
+        // Too far from any point, or no point of the kind: the rules decide.
+        assert!(p.advise(KeyKind::Hashed, 1 << 20).is_none());
+        assert!(p.advise(KeyKind::Dense, 1 << 20).is_none());
+        assert!(Profile::default().advise(KeyKind::Dense, 1).is_none());
+        let text = p.advise(KeyKind::Dense, 2048).unwrap().to_string();
+        assert!(
+            text.contains("2^11 dense groups measured perfect_shared 1.00 ms"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn failed_strategies_never_win() {
+        let p = point(KeyKind::Dense, 3, &[("a", f64::INFINITY), ("b", 5.0)]);
+        assert_eq!(p.best(), Some(("b", 5.0)));
+        assert_eq!(point(KeyKind::Dense, 3, &[]).best(), None);
+    }
+}
