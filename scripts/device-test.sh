@@ -2,10 +2,13 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner]
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret]
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
 # shapes; TUNER_ARGS adds arguments), JSON at $OUT/tuner.json.
+# regret: for each backend in REGRET_BACKENDS (default "gpu"), `grouper calibrate` (CAL_ARGS)
+# stores the device profile, then `grouper bench regret` (REGRET_ARGS) scores auto with it
+# against every fixed strategy; JSON, the profile and an archive of the SVG plots under $OUT.
 # q1: `grouper bench q1` (TPC-H Q1 from host RAM in every transfer mode, hybrid, CPU, DuckDB;
 # Q1_ARGS adds arguments, e.g. --sf 10), JSON at $OUT/q1.json.
 # difftest: `grouper difftest` against DuckDB on every CPU and GPU target for DIFFTEST_MINUTES
@@ -91,6 +94,19 @@ if [ "$what" = tuner ]; then
   # shellcheck disable=SC2086
   /tmp/grouper bench tuner --out "$OUT/tuner.json" ${TUNER_ARGS:-} 2>&1 | tee "$OUT/tuner.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if [ "$what" = regret ]; then
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  for b in ${REGRET_BACKENDS:-gpu}; do
+    # shellcheck disable=SC2086
+    /tmp/grouper calibrate --devices "$b" ${CAL_ARGS:-} 2>&1 | tee "$OUT/calibrate-$b.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    # shellcheck disable=SC2086
+    /tmp/grouper bench regret --backend "$b" --out "$OUT/regret-$b.json" --plots "$OUT/plots" ${REGRET_ARGS:-} 2>&1 | tee "$OUT/regret-$b.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  done
+  cp "$GROUPER_CACHE_DIR"/profile-*.json "$OUT/" 2>/dev/null
+  [ -d "$OUT/plots" ] && tar -C "$OUT" -czf "$OUT/plots.tgz" plots && rm -rf "$OUT/plots"
 fi
 if [ "$what" = difftest ] || [ "$what" = faults ]; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
