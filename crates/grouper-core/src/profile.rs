@@ -104,19 +104,30 @@ impl fmt::Display for Advice<'_> {
 
 impl Profile {
     /// The point of `kind` nearest to `groups` (within [`NEAR_LOG2`]), its strategies ranked.
+    /// Between two points that disagree on the fastest strategy a crossover lies somewhere
+    /// in between, unmeasured: then there is no advice and the rules decide.
     pub fn advise(&self, kind: KeyKind, groups: u64) -> Option<Advice<'_>> {
         let at = (groups.max(1) as f64).log2();
-        let point = self
-            .points
-            .iter()
-            .filter(|p| p.kind == kind && p.best().is_some())
-            .map(|p| ((p.groups_log2 as f64 - at).abs(), p))
-            .filter(|(d, _)| *d <= NEAR_LOG2)
-            .min_by(|a, b| {
-                a.0.total_cmp(&b.0)
-                    .then(b.1.groups_log2.cmp(&a.1.groups_log2))
-            })?
-            .1;
+        let near = |below: bool| {
+            self.points
+                .iter()
+                .filter(|p| p.kind == kind && p.best().is_some())
+                .map(|p| (p.groups_log2 as f64 - at, p))
+                .filter(|(d, _)| d.abs() <= NEAR_LOG2 && (*d <= 0.0) == below)
+                .min_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
+        };
+        let point = match (near(true), near(false)) {
+            (Some((d, p)), _) if d.abs() < 0.25 => p,
+            (Some((_, p)), Some((_, q))) if p.best().map(|b| b.0) != q.best().map(|b| b.0) => {
+                return None
+            }
+            (Some((d, p)), Some((e, q))) => match d.abs() < e.abs() {
+                true => p,
+                false => q,
+            },
+            (Some((_, p)), None) | (None, Some((_, p))) => p,
+            (None, None) => return None,
+        };
         let mut ranked: Vec<(&str, f64)> = point
             .ms
             .iter()

@@ -76,6 +76,9 @@ pub struct RegretArgs {
     /// Folder of the SVG plots.
     #[arg(long, default_value = "bench/results/plots")]
     plots: PathBuf,
+    /// Only these distributions (uniform, zipf; default both).
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    dists: Vec<String>,
 }
 
 /// The regret sweep's distributions.
@@ -117,7 +120,9 @@ pub async fn regret(a: RegretArgs) -> Result<()> {
         "dist", "keys", "groups", "auto", "auto ms", "best", "best ms", "regret"
     );
     let mut points: Vec<Value> = Vec::new();
-    for dist in DISTS {
+    let wanted =
+        |d: &Dist| a.dists.is_empty() || a.dists.iter().any(|w| d.name().starts_with(w.as_str()));
+    for dist in DISTS.into_iter().filter(wanted) {
         for kind in [KeyKind::Dense, KeyKind::Hashed] {
             for g in (a.min_groups_log2..=max).step_by(2) {
                 let p = PointSpec {
