@@ -174,14 +174,17 @@ mod tests {
         assert_eq!(a.ranked[0].0, "block_local");
         let a = p.advise(KeyKind::Hashed, 1 << 13).unwrap();
         assert_eq!(a.ranked, vec![("global", 3.0), ("block_local", 4.0)]);
-        // Halfway: the larger group count (tables only grow).
-        assert_eq!(
-            p.advise(KeyKind::Hashed, 1 << 12)
-                .unwrap()
-                .point
-                .groups_log2,
-            13
-        );
+        // Between points that disagree: a crossover unmeasured, the rules decide.
+        assert!(p.advise(KeyKind::Hashed, 1 << 12).is_none());
+        let agree = Profile {
+            device: "test".into(),
+            points: vec![
+                p.points[0].clone(),
+                point(KeyKind::Hashed, 13, &[("block_local", 1.0)]),
+            ],
+        };
+        let a = agree.advise(KeyKind::Hashed, 1 << 12).unwrap();
+        assert_eq!(a.ranked[0].0, "block_local");
         // Too far from any point, or no point of the kind: the rules decide.
         assert!(p.advise(KeyKind::Hashed, 1 << 20).is_none());
         assert!(p.advise(KeyKind::Dense, 1 << 20).is_none());
