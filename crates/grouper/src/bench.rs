@@ -117,7 +117,7 @@ pub(crate) async fn time_sql_runs(
 }
 
 /// The engines of a sweep: name and session config.
-fn engines(threads: usize, strategies: bool) -> Vec<(String, GrouperConfig)> {
+pub(crate) fn engines(threads: usize, strategies: bool) -> Vec<(String, GrouperConfig)> {
     let mut out = vec![(
         "auto".to_string(),
         GrouperConfig {

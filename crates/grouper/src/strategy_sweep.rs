@@ -15,10 +15,8 @@ use arrow::array::{ArrayRef, Float32Array, Int32Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
 use grouper::synthetic::{self, Dist, KeyType, Spec};
-use grouper::{Backend, GrouperConfig};
-use grouper_core::cpu::Strategy;
+use grouper::Backend;
 use grouper_core::gpu::GpuOptions;
-use grouper_core::planner::Overrides;
 use grouper_core::profile::{KeyKind, Profile};
 use rayon::prelude::*;
 use serde_json::{json, Map, Value};
@@ -191,29 +189,12 @@ pub async fn cpu_point(
             })
             .collect()
     };
-    let mut engines: Vec<(String, GrouperConfig)> = vec![(
-        "auto".into(),
-        GrouperConfig {
-            backend: Backend::Cpu,
-            threads: Some(threads),
-            no_profile,
-            ..Default::default()
-        },
-    )];
-    for s in Strategy::ALL {
-        engines.push((
-            s.name().to_string(),
-            GrouperConfig {
-                backend: Backend::Cpu,
-                overrides: Overrides {
-                    strategy: Some(s),
-                    ..Default::default()
-                },
-                threads: Some(threads),
-                no_profile: true,
-                ..Default::default()
-            },
-        ));
+    // The sweep's engines, less DataFusion's own; auto stays on the CPU.
+    let mut engines = crate::bench::engines(threads, true);
+    engines.retain(|(n, _)| n != "datafusion");
+    for (n, c) in engines.iter_mut() {
+        c.backend = Backend::Cpu;
+        c.no_profile = no_profile || n != "auto";
     }
     let sql = "SELECT k, sum(v), count(*) FROM t GROUP BY k";
     let mut ms = Map::new();
