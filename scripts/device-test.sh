@@ -20,6 +20,8 @@
 # of each kernel's source (atomics: native or CAS loops) under $OUT/profile/.
 # BENCH_ARGS adds arguments to `grouper bench gpu-sweep`; TEST_FILTER selects GPU tests.
 # DuckDB for the Q1 peer comes from wheels carried in .whl/ (see scripts/device-prepare.sh).
+# The kernel cache and profiles come back as $OUT/cache.tgz; copied to .device/cache.tgz, the
+# next call starts from them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -34,6 +36,14 @@ fi
 mkdir -p "$OUT"
 what=${1:-all}
 status=0
+# The kernel cache and device profiles of an earlier call, when carried back in .device/
+# (NVRTC compiles dominate a cold run; the machine's /tmp does not outlive it).
+if [ -f .device/cache.tgz ]; then
+  mkdir -p "$GROUPER_CACHE_DIR" && tar -C "$GROUPER_CACHE_DIR" -xzf .device/cache.tgz
+fi
+save_cache() { [ -d "$GROUPER_CACHE_DIR" ] && tar -C "$GROUPER_CACHE_DIR" -czf "$OUT/cache.tgz" .; }
+trap save_cache EXIT
+trap 'exit 143' TERM INT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 if [ "$what" = tests ] || [ "$what" = all ]; then
   mkdir -p /tmp/grouper-tests

@@ -1,5 +1,5 @@
 //! A device profile: which strategy `grouper calibrate` measured fastest on this machine, per
-//! key kind and group count (the crossover points), and the launch shape the tuner found.
+//! key kind, skew and group count (the crossover points), and the launch shape the tuner found.
 //!
 //! The papers' point (Rosenfeld §1: a configuration tuned for one GPU runs up to 21× slower on
 //! another) is that rules written for one device misplace the crossovers on the next. The
@@ -38,11 +38,15 @@ impl KeyKind {
     }
 }
 
-/// One measured point: every strategy's time at `2^groups_log2` groups of `kind` keys.
+/// One measured point: every strategy's time at `2^groups_log2` groups of `kind` keys,
+/// uniform or skewed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
     /// Key kind.
     pub kind: KeyKind,
+    /// Whether the keys were skewed (zipf): hot keys rank the strategies differently (one
+    /// shared table serializes their updates; per-block tables absorb them).
+    pub skewed: bool,
     /// log2 of the group count.
     pub groups_log2: u32,
     /// (strategy name, milliseconds) for each strategy that ran.
@@ -94,8 +98,9 @@ impl fmt::Display for Advice<'_> {
             .collect();
         write!(
             f,
-            "device profile: at 2^{} {} groups measured {}",
+            "device profile: at 2^{} {}{} groups measured {}",
             self.point.groups_log2,
+            if self.point.skewed { "skewed " } else { "" },
             self.point.kind.name(),
             ranked.join(", ")
         )
@@ -103,15 +108,17 @@ impl fmt::Display for Advice<'_> {
 }
 
 impl Profile {
-    /// The point of `kind` nearest to `groups` (within [`NEAR_LOG2`]), its strategies ranked.
-    /// Between two points that disagree on the fastest strategy a crossover lies somewhere
-    /// in between, unmeasured: then there is no advice and the rules decide.
-    pub fn advise(&self, kind: KeyKind, groups: u64) -> Option<Advice<'_>> {
+    /// The point of `kind` and skew nearest to `groups` (within [`NEAR_LOG2`]), its
+    /// strategies ranked. Between two points that disagree on the fastest strategy a crossover
+    /// lies somewhere in between, unmeasured: then there is no advice and the rules decide.
+    /// Skewed keys take advice only from skewed points (a profile calibrated on uniform keys
+    /// ranks shared tables first where hot keys make them the slowest).
+    pub fn advise(&self, kind: KeyKind, skewed: bool, groups: u64) -> Option<Advice<'_>> {
         let at = (groups.max(1) as f64).log2();
         let near = |below: bool| {
             self.points
                 .iter()
-                .filter(|p| p.kind == kind && p.best().is_some())
+                .filter(|p| p.kind == kind && p.skewed == skewed && p.best().is_some())
                 .map(|p| (p.groups_log2 as f64 - at, p))
                 .filter(|(d, _)| d.abs() <= NEAR_LOG2 && (*d <= 0.0) == below)
                 .min_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
@@ -146,6 +153,7 @@ mod tests {
     fn point(kind: KeyKind, log2: u32, ms: &[(&str, f64)]) -> Point {
         Point {
             kind,
+            skewed: false,
             groups_log2: log2,
             ms: ms.iter().map(|(s, t)| (s.to_string(), *t)).collect(),
             shape: None,
@@ -170,12 +178,12 @@ mod tests {
                 point(KeyKind::Dense, 11, &[("perfect_shared", 1.0)]),
             ],
         };
-        let a = p.advise(KeyKind::Hashed, 1 << 11).unwrap();
+        let a = p.advise(KeyKind::Hashed, false, 1 << 11).unwrap();
         assert_eq!(a.ranked[0].0, "block_local");
-        let a = p.advise(KeyKind::Hashed, 1 << 13).unwrap();
+        let a = p.advise(KeyKind::Hashed, false, 1 << 13).unwrap();
         assert_eq!(a.ranked, vec![("global", 3.0), ("block_local", 4.0)]);
         // Between points that disagree: a crossover unmeasured, the rules decide.
-        assert!(p.advise(KeyKind::Hashed, 1 << 12).is_none());
+        assert!(p.advise(KeyKind::Hashed, false, 1 << 12).is_none());
         let agree = Profile {
             device: "test".into(),
             points: vec![
@@ -183,16 +191,40 @@ mod tests {
                 point(KeyKind::Hashed, 13, &[("block_local", 1.0)]),
             ],
         };
-        let a = agree.advise(KeyKind::Hashed, 1 << 12).unwrap();
+        let a = agree.advise(KeyKind::Hashed, false, 1 << 12).unwrap();
         assert_eq!(a.ranked[0].0, "block_local");
         // Too far from any point, or no point of the kind: the rules decide.
-        assert!(p.advise(KeyKind::Hashed, 1 << 20).is_none());
-        assert!(p.advise(KeyKind::Dense, 1 << 20).is_none());
-        assert!(Profile::default().advise(KeyKind::Dense, 1).is_none());
-        let text = p.advise(KeyKind::Dense, 2048).unwrap().to_string();
+        assert!(p.advise(KeyKind::Hashed, false, 1 << 20).is_none());
+        assert!(p.advise(KeyKind::Dense, false, 1 << 20).is_none());
+        assert!(Profile::default()
+            .advise(KeyKind::Dense, false, 1)
+            .is_none());
+        let text = p.advise(KeyKind::Dense, false, 2048).unwrap().to_string();
         assert!(
             text.contains("2^11 dense groups measured perfect_shared 1.00 ms"),
             "{text}"
+        );
+        // Skewed keys: only skewed points advise.
+        assert!(p.advise(KeyKind::Hashed, true, 1 << 11).is_none());
+        let mut skewed = p.clone();
+        skewed.points.push(Point {
+            skewed: true,
+            ..point(
+                KeyKind::Hashed,
+                11,
+                &[("global", 9.0), ("block_local", 1.0)],
+            )
+        });
+        let a = skewed.advise(KeyKind::Hashed, true, 1 << 11).unwrap();
+        assert_eq!(a.ranked[0].0, "block_local");
+        assert!(a.to_string().contains("2^11 skewed hashed groups"), "{a}");
+        assert_eq!(
+            skewed
+                .advise(KeyKind::Hashed, false, 1 << 13)
+                .unwrap()
+                .ranked[0]
+                .0,
+            "global"
         );
     }
 

@@ -975,3 +975,71 @@ fn the_tuner_switches_shapes_between_chunks_and_keeps_the_table() {
         .unwrap();
     assert!(out.report.tuning.is_none());
 }
+
+/// A plan made for the first batch's few groups is made again as the groups seen outgrow it:
+/// the next chunks run the strategy chosen for the count seen, on the same table, and the
+/// result is the reference's. Hot keys keep per-block tables however many groups there are.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn the_plan_changes_between_chunks_as_groups_outgrow_the_estimate() {
+    if !have_gpu() {
+        return;
+    }
+    let per = 1usize << 16;
+    let rows = 4 * per;
+    // The first batch: 40 keys. The next three: every row a new key.
+    let scatter = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64;
+    let uniform: Vec<i64> = (0..rows as u64)
+        .map(|i| scatter(if i < per as u64 { i % 40 } else { i }))
+        .collect();
+    // Skewed: half the rows on one hot key, from the first batch on.
+    let hot: Vec<i64> = (0..rows as u64)
+        .map(|i| match i {
+            i if i % 2 == 0 => scatter(7),
+            i if i < per as u64 => scatter(i % 40),
+            i => scatter(i),
+        })
+        .collect();
+    for (what, keys) in [("uniform", uniform), ("hot key", hot)] {
+        let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(keys))];
+        let (vals, aggs) = values(rows, 5, 21);
+        let c = case(keys, vals, &aggs, 4);
+        let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+        let bounds = bounds_of(&c.batches);
+        let opts = GpuOptions {
+            batch_rows: 1 << 14,
+            ..Default::default()
+        };
+        let out = run_streamed(&c, &bounds, &opts, 1).unwrap();
+        same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let r = &out.report;
+        eprintln!(
+            "{what}: planned {} ({}); {:?}",
+            r.strategy, r.reason, r.switches
+        );
+        assert_eq!(r.strategy, GpuStrategy::BlockLocal, "{what}: {r:?}");
+        match what {
+            "uniform" => {
+                assert!(
+                    r.switches.iter().any(|s| s.contains("-> global")),
+                    "{what}: {:?}",
+                    r.switches
+                );
+                assert!(r.switches.len() <= 10, "{:?}", r.switches);
+            }
+            _ => assert!(
+                r.switches.iter().all(|s| !s.contains("-> global")),
+                "{what}: {:?}",
+                r.switches
+            ),
+        }
+        // Forced, the strategy stays.
+        let forced = GpuOptions {
+            strategy: Some(GpuStrategy::BlockLocal),
+            ..opts
+        };
+        let out = run_streamed(&c, &bounds, &forced, 1).unwrap();
+        same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(out.report.switches.is_empty(), "{:?}", out.report.switches);
+    }
+}

@@ -1,11 +1,12 @@
 //! `grouper calibrate`: measure every strategy at group counts 2^1, 2^3, … for dense and hashed
-//! keys on this machine's GPU (if there is one) and CPU, and store the device profile — the
+//! keys, uniform and zipf(1.1), on this machine's GPU (if there is one) and CPU, and store the
+//! device profile — the
 //! fastest strategy per point, hence the crossover points, and with `--tune` the launch shape
 //! the runtime tuner found for it — in the user's cache directory. Sessions plan from it
 //! before the rules; the tuner starts from its shapes.
 //!
-//! The points sit at odd powers of two so that `bench regret` (even powers, and zipf keys,
-//! which calibration never sees) scores the profile away from where it was measured.
+//! The points sit at odd powers of two so that `bench regret` (even powers) scores the profile
+//! away from where it was measured.
 
 use anyhow::Result;
 use clap::Args;
@@ -42,6 +43,10 @@ pub struct CalibrateArgs {
     tune: bool,
 }
 
+/// The skewed keys calibration measures: zipf(1.1), whose hottest key takes ~10% of the rows
+/// at every group count (the skew of `bench regret`'s zipf points).
+const CALIBRATED_SKEW: Dist = Dist::Zipf(1.1);
+
 pub async fn calibrate(a: CalibrateArgs) -> Result<()> {
     let threads = a
         .threads
@@ -69,10 +74,13 @@ pub async fn calibrate(a: CalibrateArgs) -> Result<()> {
             device: key,
             points: Vec::new(),
         };
-        for kind in [KeyKind::Dense, KeyKind::Hashed] {
+        let series = [Dist::Uniform, CALIBRATED_SKEW]
+            .into_iter()
+            .flat_map(|d| [(d, KeyKind::Dense), (d, KeyKind::Hashed)]);
+        for (dist, kind) in series {
             for g in (1..=max).step_by(2) {
                 let p = PointSpec {
-                    dist: Dist::Uniform,
+                    dist,
                     kind,
                     groups_log2: g,
                     rows: 1 << rows_log2,
@@ -89,7 +97,8 @@ pub async fn calibrate(a: CalibrateArgs) -> Result<()> {
                     }
                 }
                 println!(
-                    "  {:<6} 2^{:<3} best {:<17} {:>9.3} ms{}",
+                    "  {:<7} {:<6} 2^{:<3} best {:<17} {:>9.3} ms{}",
+                    dist.name(),
                     kind.name(),
                     g,
                     best.as_ref().map_or("-", |b| b.0.as_str()),

@@ -309,7 +309,10 @@ fn gpu_summary(r: &GpuReport, fused: bool) -> String {
     ) + &r.tuning.as_ref().map_or_else(
         || "; tuner off (the planner's launch shape; --tune searches it)".to_string(),
         |t| format!("; {t}"),
-    )
+    ) + &match r.switches.as_slice() {
+        [] => String::new(),
+        s => format!("; re-planned as groups grew: {}", s.join("; ")),
+    }
 }
 
 impl ExecutionPlan for GroupByExec {

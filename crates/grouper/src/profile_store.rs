@@ -106,6 +106,7 @@ pub fn to_json(p: &Profile) -> Value {
         "device": p.device,
         "points": p.points.iter().map(|pt| json!({
             "keys": pt.kind.name(),
+            "skewed": pt.skewed,
             "groups_log2": pt.groups_log2,
             "ms": pt.ms.iter().map(|(s, t)| (s.clone(), json!(t))).collect::<serde_json::Map<_, _>>(),
             "best": pt.best().map(|b| b.0),
@@ -127,6 +128,8 @@ pub fn from_json(v: &Value) -> Option<Profile> {
             });
             Some(Point {
                 kind: KeyKind::parse(p.get("keys")?.as_str()?)?,
+                // Profiles from before skew was calibrated hold uniform points only.
+                skewed: p.get("skewed").and_then(Value::as_bool).unwrap_or(false),
                 groups_log2: p.get("groups_log2")?.as_u64()? as u32,
                 ms: p
                     .get("ms")?
@@ -154,12 +157,17 @@ mod tests {
             device: "Some GPU driver 13000 grouper 0.1.0".into(),
             points: vec![Point {
                 kind: KeyKind::Hashed,
+                skewed: true,
                 groups_log2: 21,
                 ms: vec![("block_local".into(), 21.8), ("global".into(), 22.7)],
                 shape: Some((4, 512, 2)),
             }],
         };
         assert_eq!(from_json(&to_json(&p)), Some(p.clone()));
+        // A point stored without the skew flag is a uniform one.
+        let mut old = to_json(&p);
+        old["points"][0].as_object_mut().unwrap().remove("skewed");
+        assert!(!from_json(&old).unwrap().points[0].skewed);
         assert!(from_json(&json!({"points": 3})).is_none());
         let a = path_for("NVIDIA H100 80GB HBM3 driver 13000 grouper 0.1.0").unwrap();
         let b = path_for("NVIDIA H100 80GB HBM3 driver 13010 grouper 0.1.0").unwrap();

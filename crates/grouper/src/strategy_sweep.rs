@@ -71,6 +71,7 @@ impl Measured {
     pub fn profile_point(&self, p: &PointSpec) -> grouper_core::profile::Point {
         grouper_core::profile::Point {
             kind: p.kind,
+            skewed: matches!(p.dist, Dist::Zipf(_) | Dist::HeavyHitter),
             groups_log2: p.groups_log2,
             ms: self
                 .ms

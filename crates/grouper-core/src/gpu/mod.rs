@@ -24,6 +24,7 @@ pub mod encode;
 pub mod image;
 pub mod layout;
 pub mod pipeline;
+mod replan;
 pub mod run;
 pub mod stream;
 mod table;

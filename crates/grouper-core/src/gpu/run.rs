@@ -27,6 +27,7 @@ use super::encode::{native_bits, Encoding};
 use super::image::ImageLayout;
 use super::layout::{to_accumulator, Layout, ROWS_WORD};
 use super::pipeline::{alloc_pinned, drive, Budget, Claim, Feed, Produce, SLOTS};
+use super::replan::Replan;
 use super::stream::{Batches, Chunker, ColumnBounds};
 use super::table::{fill_limit, gpu_err, ColPtrs, DeviceTable};
 use super::tuning::{GpuConfig, TuneReport, Tuning};
@@ -256,6 +257,9 @@ pub struct GpuReport {
     pub rows_run: u64,
     /// What the runtime tuner did (across this query's runs so far), if it ran.
     pub tuning: Option<TuneReport>,
+    /// Strategy switches between chunks in the last run, when the groups seen outgrew the
+    /// plan (each says after which chunk, from what to what, and why).
+    pub switches: Vec<String>,
 }
 
 /// Result columns (keys, then aggregates) and the report.
@@ -946,7 +950,7 @@ impl Prepared {
             .bind_to_thread()
             .map_err(gpu_err("binding the CUDA context"))?;
         let info = &base.gpu.info;
-        let (planned, choice, compiled) = Variant::compile(&base, opts)?;
+        let (planned, choice, compiled) = Variant::compile(&base, opts, Demand::of(&base))?;
         let tuning = Tuning::new(&base, opts, &planned);
         let report = GpuReport {
             device: info.name.clone(),
@@ -988,6 +992,7 @@ impl Prepared {
             rows: base.rows,
             rows_run: 0,
             tuning: tuning.as_ref().map(Tuning::report),
+            switches: Vec::new(),
         };
         Ok(Prepared {
             merge_entries: compiled.function("merge_entries")?,
@@ -1254,6 +1259,12 @@ impl Prepared {
             (None, None, None) => Feed::Gather(&fill),
         };
         let mut rows_run = 0u64;
+        // Without the tuner, the planner may switch kernels between chunks as groups grow.
+        let mut replan = match tuning {
+            None => Replan::new(self),
+            Some(_) => None,
+        };
+        let mut current = self.planned.clone();
         let mut on_chunk = |rows: usize, cols: &ColPtrs| -> Result<()> {
             let rows = rows as u64;
             rows_run += rows;
@@ -1261,8 +1272,8 @@ impl Prepared {
             let (config, v) = match tuning.as_mut() {
                 Some(t) => t.pick(self, |v| scratch.fit(self, &stream, v, &budget))?,
                 None => {
-                    scratch.fit(self, &stream, &self.planned, &budget)?;
-                    (None, self.planned.clone())
+                    scratch.fit(self, &stream, &current, &budget)?;
+                    (None, current.clone())
                 }
             };
             if config.is_some() {
@@ -1291,6 +1302,11 @@ impl Prepared {
             } else {
                 settle(&mut pending, tuning)?;
             }
+            if let Some(r) = replan.as_mut() {
+                if let Some(next) = r.after_chunk(self, &current, groups)? {
+                    current = next;
+                }
+            }
             Ok(())
         };
         drive(
@@ -1315,6 +1331,7 @@ impl Prepared {
         self.report.kernel_ms = t0.elapsed_ms(&t1).map_err(err("reading events"))? as f64;
         self.report.grows = grows;
         self.report.groups = groups;
+        self.report.switches = replan.map(|r| r.switches).unwrap_or_default();
         self.report.rows_run = rows_run;
         Ok(table)
     }
@@ -1736,14 +1753,76 @@ fn table_fit(base: &Base, opts: &GpuOptions, direct: bool) -> String {
     )
 }
 
+/// What the planner knows of a query's keys when it chooses: their domain, the groups and
+/// rows expected, and how hot the hottest key is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Demand {
+    /// Key domain (`u64::MAX` when unbounded).
+    pub(super) domain: u64,
+    /// Expected groups.
+    pub(super) groups: u64,
+    /// Input rows.
+    pub(super) rows: u64,
+    /// Share of the rows the hottest key takes.
+    pub(super) top_share: f64,
+    /// Whether the keys are skewed ([`planner::Estimate::skewed`]).
+    pub(super) skewed: bool,
+}
+
+impl Demand {
+    /// The demand of a prepared input, from its estimate.
+    pub(super) fn of(base: &Base) -> Self {
+        Demand {
+            domain: base.template.domain,
+            groups: base.est_groups,
+            rows: base.rows,
+            top_share: base.estimate.top_share(),
+            skewed: base.estimate.skewed(),
+        }
+    }
+
+    /// The demand once `groups` have been seen, more than planned for: uniform keys' hottest
+    /// share shrinks with the groups; a skewed input's hot keys stay as hot.
+    pub(super) fn grown(self, groups: u64) -> Self {
+        let top_share = match self.skewed {
+            true => self.top_share,
+            false => self.top_share * self.groups.max(1) as f64 / groups.max(1) as f64,
+        };
+        Demand {
+            groups,
+            top_share: top_share.min(self.top_share),
+            ..self
+        }
+    }
+
+    /// Uniform keys: no key hotter than its share of `groups`.
+    #[cfg(test)]
+    pub(super) fn uniform(domain: u64, groups: u64, rows: u64) -> Self {
+        Demand {
+            domain,
+            groups,
+            rows,
+            top_share: 1.0 / groups.max(1) as f64,
+            skewed: false,
+        }
+    }
+}
+
 /// The planner's choice (or the forced strategy, checked), sized from the device.
 pub(super) fn choose(
     opts: &GpuOptions,
     layout: &Layout,
     key_words: usize,
-    (domain, groups, rows): (u64, u64, u64),
+    demand: Demand,
     info: &super::DeviceInfo,
 ) -> Result<Choice> {
+    let Demand {
+        domain,
+        groups,
+        rows,
+        top_share,
+        skewed,
+    } = demand;
     let w = layout.words as u64;
     let k = key_words.max(1) as u64;
     let fill = opts.params.fill_factor;
@@ -1854,7 +1933,11 @@ pub(super) fn choose(
     } else {
         KeyKind::Hashed
     };
-    if let Some(advice) = opts.profile.as_deref().and_then(|p| p.advise(kind, groups)) {
+    if let Some(advice) = opts
+        .profile
+        .as_deref()
+        .and_then(|p| p.advise(kind, skewed, groups))
+    {
         for (name, _) in &advice.ranked {
             let Ok(s) = name.parse::<GpuStrategy>() else {
                 continue;
@@ -1877,6 +1960,20 @@ pub(super) fn choose(
         return pick(
             GpuStrategy::PerfectShared,
             format!("key domain {domain} fits shared memory ({shared_copies} copies per block)"),
+        );
+    }
+    // A key this hot funnels its rows' atomics into one address of a device-memory table,
+    // which serializes them; per-block shared tables take them in parallel on every SM.
+    let hot_limit = info.hot_key_share();
+    let contended = top_share >= hot_limit;
+    if contended {
+        return pick(
+            GpuStrategy::BlockLocal,
+            format!(
+                "the hottest key takes {:.2}% of the rows (≥ {:.3}%): in one device-memory table its atomics serialize; per-block shared tables absorb it, the rest overflows",
+                100.0 * top_share,
+                100.0 * hot_limit
+            ),
         );
     }
     if global_direct_ok && domain <= groups.saturating_mul(4).max(rows).max(1 << 16) {
@@ -1947,7 +2044,14 @@ mod tests {
                     strategy: Some(GpuStrategy::PerfectShared),
                     ..opts.clone()
                 };
-                let c = choose(&forced, &layout, 1, (domain, domain, 1 << 28), &info).unwrap();
+                let c = choose(
+                    &forced,
+                    &layout,
+                    1,
+                    Demand::uniform(domain, domain, 1 << 28),
+                    &info,
+                )
+                .unwrap();
                 let shared = 8 * w * domain * c.copies as u64;
                 assert!(c.copies >= 1 && c.copies <= c.threads, "{domain}: {c:?}");
                 if 8 * w * domain + 1024 > info.shared_per_sm as u64 / 2 {
@@ -1969,7 +2073,14 @@ mod tests {
                     "domain {domain}: room for more copies than {c:?}"
                 );
             }
-            let auto = choose(&opts, &layout, 1, (4096, 4096, 1 << 28), &info).unwrap();
+            let auto = choose(
+                &opts,
+                &layout,
+                1,
+                Demand::uniform(4096, 4096, 1 << 28),
+                &info,
+            )
+            .unwrap();
             assert_eq!(auto.strategy, GpuStrategy::PerfectShared, "{auto:?}");
         }
         // A block size the user fixed is kept: the table then costs occupancy.
@@ -1981,7 +2092,14 @@ mod tests {
             },
             ..opts.clone()
         };
-        let c = choose(&fixed, &layout(1), 1, (4096, 4096, 1 << 28), &info).unwrap();
+        let c = choose(
+            &fixed,
+            &layout(1),
+            1,
+            Demand::uniform(4096, 4096, 1 << 28),
+            &info,
+        )
+        .unwrap();
         assert_eq!((c.threads, c.copies), (256, 1));
         // block_local: 1024 groups at fill 0.5 need 2048 slots of 4 words (key, rows, sum,
         // seen): 64 KiB, which only blocks of 1024 threads may take at full occupancy.
@@ -1989,9 +2107,87 @@ mod tests {
             strategy: Some(GpuStrategy::BlockLocal),
             ..opts.clone()
         };
-        let c = choose(&forced, &layout(1), 1, (u64::MAX, 1024, 1 << 28), &info).unwrap();
+        let c = choose(
+            &forced,
+            &layout(1),
+            1,
+            Demand::uniform(u64::MAX, 1024, 1 << 28),
+            &info,
+        )
+        .unwrap();
         assert_eq!((c.threads, c.local_slots), (1024, 2048));
-        let c = choose(&forced, &layout(1), 1, (u64::MAX, 64, 1 << 28), &info).unwrap();
+        let c = choose(
+            &forced,
+            &layout(1),
+            1,
+            Demand::uniform(u64::MAX, 64, 1 << 28),
+            &info,
+        )
+        .unwrap();
         assert_eq!((c.threads, c.local_slots), (256, 128));
+    }
+
+    #[test]
+    fn hot_keys_keep_out_of_one_device_memory_table() {
+        let info = h100();
+        let opts = GpuOptions::default();
+        // Dense keys over 2^16 values, uniform: a direct table in device memory.
+        let uniform = Demand::uniform(1 << 16, 1 << 16, 1 << 28);
+        let c = choose(&opts, &layout(1), 1, uniform, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::PerfectGlobal, "{c:?}");
+        // The same keys zipf-distributed: the hottest takes ~11% of the rows.
+        let zipf = Demand {
+            top_share: 0.11,
+            skewed: true,
+            ..uniform
+        };
+        let c = choose(&opts, &layout(1), 1, zipf, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        assert!(
+            c.reason.contains("hottest key takes 11.00%"),
+            "{}",
+            c.reason
+        );
+        // Hashed keys, many groups: the global hash table unless a key is hot.
+        let wide = Demand::uniform(u64::MAX, 1 << 20, 1 << 28);
+        let c = choose(&opts, &layout(1), 1, wide, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::Global, "{c:?}");
+        let hot = Demand {
+            top_share: 2.0 * info.hot_key_share(),
+            ..wide
+        };
+        let c = choose(&opts, &layout(1), 1, hot, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        // Shared-memory strategies already spread hot keys: the rules keep them.
+        let small = Demand {
+            top_share: 0.3,
+            skewed: true,
+            ..Demand::uniform(1024, 1024, 1 << 28)
+        };
+        let c = choose(&opts, &layout(1), 1, small, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::PerfectShared, "{c:?}");
+        // Re-planned for more groups than estimated: uniform keys cool down, skewed stay hot.
+        let few = Demand {
+            top_share: 1.0 / 40.0,
+            ..Demand::uniform(u64::MAX, 40, 1 << 28)
+        };
+        let c = choose(&opts, &layout(1), 1, few, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        let grown = few.grown(1 << 20);
+        assert!(grown.top_share < 1e-4, "{grown:?}");
+        let c = choose(&opts, &layout(1), 1, grown, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::Global, "{c:?}");
+        let skewed = Demand {
+            skewed: true,
+            ..few
+        };
+        assert_eq!(skewed.grown(1 << 20).top_share, skewed.top_share);
+        // A forced strategy stays forced.
+        let forced = GpuOptions {
+            strategy: Some(GpuStrategy::Global),
+            ..opts
+        };
+        let c = choose(&forced, &layout(1), 1, hot, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::Global);
     }
 }

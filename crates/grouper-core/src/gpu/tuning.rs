@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use super::run::{choose, Base, GpuOptions, Prepared};
+use super::run::{choose, Base, Demand, GpuOptions, Prepared};
 use super::variant::Variant;
 use super::GpuStrategy;
 use crate::error::Result;
@@ -119,7 +119,7 @@ impl Tuning {
         if let Some((blocks_per_sm, threads, items)) = opts
             .profile
             .as_deref()
-            .and_then(|pr| pr.advise(kind, base.est_groups))
+            .and_then(|pr| pr.advise(kind, base.estimate.skewed(), base.est_groups))
             .filter(|a| a.ranked.first().map(|r| r.0) == Some(planned.spec.strategy.name()))
             .and_then(|a| a.point.shape)
         {
@@ -141,7 +141,7 @@ impl Tuning {
                     strategy: Some(s),
                     ..opts.clone()
                 };
-                let dims = (base.template.domain, base.est_groups, base.rows);
+                let dims = Demand::of(base);
                 if let Ok(c) = choose(&forced, &base.layout, base.key_words.len(), dims, info) {
                     let blocks_per_sm = match s {
                         GpuStrategy::ThreadPrivate => 2,
@@ -223,7 +223,7 @@ impl Tuning {
         opts.params.threads_per_block = Some(c.threads);
         opts.params.blocks_per_sm = Some(c.blocks_per_sm);
         opts.params.items_per_thread = c.items;
-        let made = Variant::compile(&p.base, &opts)
+        let made = Variant::compile(&p.base, &opts, Demand::of(&p.base))
             .ok()
             .map(|(v, _, compiled)| {
                 self.compile_ms += compiled.compile_ms;

@@ -12,7 +12,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig};
 use super::codegen::{self, KernelSpec};
 use super::compile::{self, Compiled};
 use super::pipeline::Budget;
-use super::run::{choose, Base, Choice, GpuOptions, Prepared};
+use super::run::{choose, Base, Choice, Demand, GpuOptions, Prepared};
 use super::table::{gpu_err, DeviceTable};
 use super::GpuStrategy;
 use crate::error::{GrouperError, Result};
@@ -29,18 +29,17 @@ pub(super) struct Variant {
 }
 
 impl Variant {
-    /// Chooses the strategy for `opts` (or checks the forced one), generates and compiles its
-    /// kernels; the module also holds the table kernels (`merge_entries`, `init_table`).
-    pub(super) fn compile(base: &Base, opts: &GpuOptions) -> Result<(Variant, Choice, Compiled)> {
+    /// Chooses the strategy for `opts` and `demand` (or checks the forced one), generates and
+    /// compiles its kernels; the module also holds the table kernels (`merge_entries`,
+    /// `init_table`).
+    pub(super) fn compile(
+        base: &Base,
+        opts: &GpuOptions,
+        demand: Demand,
+    ) -> Result<(Variant, Choice, Compiled)> {
         let info = &base.gpu.info;
         let p = &opts.params;
-        let choice = choose(
-            opts,
-            &base.layout,
-            base.key_words.len(),
-            (base.template.domain, base.est_groups, base.rows),
-            info,
-        )?;
+        let choice = choose(opts, &base.layout, base.key_words.len(), demand, info)?;
         let spec = KernelSpec {
             strategy: choice.strategy,
             threads: choice.threads,

@@ -25,6 +25,10 @@ use crate::hash::murmur3;
 /// Rows sampled, at pseudo-random positions, for exact key frequencies.
 pub const SAMPLE_ROWS: usize = 1 << 16;
 
+/// How many times its mean frequency the hottest sampled key must have for the keys to count
+/// as skewed: zipf(1.1) keys over 2^8 values or more have 50× and beyond, uniform keys under 10×.
+pub const SKEW_FACTOR: f64 = 16.0;
+
 /// Rows the HyperLogLog sketch reads at most.
 pub const SKETCH_ROWS: usize = 1 << 22;
 
@@ -77,13 +81,16 @@ pub struct Estimate {
     pub source: Source,
     /// Bits of the packed key (what a table stores per key; 64 per word beyond one word).
     pub key_bits: u32,
+    /// Rows of the frequency sample that its most frequent key takes: how hot the hottest
+    /// group is (a strategy with one shared table serializes its updates).
+    pub top_count: u64,
 }
 
 impl fmt::Display for Estimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "rows={} key_domain={} key_bits={} est_groups={} from {} (sample: {} rows, {} distinct; sketch: {} rows, ~{} distinct)",
+            "rows={} key_domain={} key_bits={} est_groups={} from {} (sample: {} rows, {} distinct, top key {:.2}%{}; sketch: {} rows, ~{} distinct)",
             self.rows,
             self.domain,
             self.key_bits,
@@ -91,6 +98,8 @@ impl fmt::Display for Estimate {
             self.source,
             self.sampled,
             self.distinct,
+            100.0 * self.top_share(),
+            if self.skewed() { ", skewed" } else { "" },
             self.sketched.0,
             self.sketched.1
         )
@@ -106,6 +115,21 @@ impl Estimate {
         // 0.2: zipf(1.1) keys over 2^22 values (about a third of the uniform count) still ran
         // faster indexed directly at 2^23 and 2^25 rows (bench cpu-sweep).
         self.distinct as f64 >= 0.2 * expected
+    }
+
+    /// Share of the input's rows the hottest key is expected to take (from the sample).
+    pub fn top_share(&self) -> f64 {
+        self.top_count as f64 / self.sampled.max(1) as f64
+    }
+
+    /// Whether the keys are skewed: the sample's hottest key is at least [`SKEW_FACTOR`]
+    /// times as frequent as its average key, by more than uniform keys' spread. (Uniform
+    /// keys' hottest count is a few times the mean at most: ~8 with a mean of 1, ~1.3 with
+    /// a mean of 256.) Skewed inputs plan from the profile's skewed points, and strategies
+    /// that funnel every row into one table avoid them (hot keys serialize its updates).
+    pub fn skewed(&self) -> bool {
+        let mean = self.sampled as f64 / self.distinct.max(1) as f64;
+        self.sampled >= 1024 && self.top_count as f64 >= SKEW_FACTOR * mean + SKEW_FACTOR
     }
 
     /// Whether nearly every sampled key is distinct: very many groups, little reduction.
@@ -145,6 +169,7 @@ pub fn estimate(words: &[Vec<u64>], domain: u64, hints: Hints) -> Estimate {
     let (sampled, freq) = frequencies(at_hand, &word_at);
     let sketched = sketch(at_hand, &word_at);
     let distinct = freq.len() as u64;
+    let top_count = freq.values().copied().max().unwrap_or(0) as u64;
     let chao1 = chao1(&freq, sampled, rows);
     let from_sketch = chao1.max(sketched.1);
     let (groups, source) = match hints.distinct {
@@ -161,6 +186,7 @@ pub fn estimate(words: &[Vec<u64>], domain: u64, hints: Hints) -> Estimate {
         sketched,
         source,
         key_bits: key_bits(domain),
+        top_count,
     }
 }
 
@@ -310,6 +336,37 @@ mod tests {
         assert_eq!(e.table_groups(), 1 << 16);
     }
 
+    #[test]
+    fn skew_is_told_from_uniform_keys() {
+        // Zipf-like keys: rank r with weight 1/r over 2^12 ranks, against uniform keys at the
+        // group counts where uniform maxima spread most (a mean of ~1 per key).
+        let weights: Vec<f64> = (1..=4096).map(|r| 1.0 / r as f64).collect();
+        let total: f64 = weights.iter().sum();
+        let mut cdf = Vec::with_capacity(weights.len());
+        let mut acc = 0.0;
+        for w in &weights {
+            acc += w / total;
+            cdf.push(acc);
+        }
+        let zipf: Vec<Vec<u64>> = vec![(0..1u64 << 18)
+            .map(|i| {
+                let u = (murmur3(i) >> 11) as f64 / (1u64 << 53) as f64;
+                cdf.partition_point(|&c| c < u) as u64
+            })
+            .collect()];
+        let e = estimate(&zipf, u64::MAX, Hints::default());
+        assert!(e.skewed(), "{e}");
+        assert!(e.top_share() > 0.1, "{e}");
+        assert!(e.to_string().contains(", skewed"), "{e}");
+        for groups in [4u64, 256, 1 << 12, 1 << 16, 1 << 20] {
+            let e = estimate(&uniform(1 << 18, groups), u64::MAX, Hints::default());
+            assert!(!e.skewed(), "{groups}: {e}");
+            assert!(e.top_share() < 2.0 / groups as f64 + 1e-3, "{groups}: {e}");
+        }
+        // Too small a sample says nothing.
+        assert!(!estimate(&[vec![1, 1, 1, 2]], u64::MAX, Hints::default()).skewed());
+    }
+
     proptest! {
         /// The estimate stays within its bounds: at least what the sample saw, at most the
         /// domain and the rows.
@@ -323,6 +380,12 @@ mod tests {
             prop_assert!(e.groups <= e.rows as u64);
             let exact = words[0].iter().collect::<std::collections::HashSet<_>>().len() as u64;
             prop_assert_eq!(e.distinct, exact);
+            // Every row of a sample this small is read: the hottest key's count is exact.
+            let mut counts = std::collections::HashMap::new();
+            for k in &words[0] {
+                *counts.entry(*k).or_insert(0u64) += 1;
+            }
+            prop_assert_eq!(e.top_count, counts.values().copied().max().unwrap_or(0));
         }
     }
 }

@@ -27,7 +27,9 @@ use crate::table::check_fill_factor;
 
 mod estimate;
 
-pub use estimate::{estimate, key_bits, Estimate, Hints, Source, SAMPLE_ROWS, SKETCH_ROWS};
+pub use estimate::{
+    estimate, key_bits, Estimate, Hints, Source, SAMPLE_ROWS, SKETCH_ROWS, SKEW_FACTOR,
+};
 
 /// Largest key domain for which `auto` picks direct indexing, whatever the memory. Measured
 /// (`bench cpu-sweep`, 2^25 rows): at 2^24 uniform groups direct indexing (2.4 s) still beat
@@ -117,7 +119,7 @@ pub fn choose(
         KeyKind::Hashed
     };
     let profiled = profile
-        .and_then(|p| p.advise(kind, estimate.groups))
+        .and_then(|p| p.advise(kind, estimate.skewed(), estimate.groups))
         .and_then(|a| {
             let s = a
                 .ranked
@@ -203,6 +205,7 @@ mod tests {
             sketched: (10, 6),
             source: Source::Range,
             key_bits: 3,
+            top_count: 2,
         };
         let limit = perfect_limit(24, 2);
         let auto = Overrides::default();
@@ -233,6 +236,7 @@ mod tests {
             sketched: (1 << 16, 2000),
             source: Source::Sketch,
             key_bits: 22,
+            top_count: 100,
         };
         assert_eq!(
             choose(sparse, &auto, limit, None).unwrap().strategy,
@@ -263,6 +267,7 @@ mod tests {
             device: "test".into(),
             points: vec![Point {
                 kind: KeyKind::Hashed,
+                skewed: false,
                 groups_log2: 11,
                 ms: vec![("perfect".into(), 1.0), ("shared".into(), 2.0)],
                 shape: None,
@@ -279,6 +284,15 @@ mod tests {
         };
         let d = choose(wide_sparse, &auto, limit, Some(&profile)).unwrap();
         assert_eq!(d.strategy, Strategy::Shared, "{d}");
+        // Skewed keys take no advice from uniform points: the rules decide.
+        let hot = Estimate {
+            top_count: 20_000,
+            ..wide_sparse
+        };
+        assert!(hot.skewed());
+        let d = choose(hot, &auto, limit, Some(&profile)).unwrap();
+        assert_eq!(d.strategy, Strategy::ThreadLocal, "{d}");
+        assert!(!d.reason.starts_with("device profile"), "{d}");
         // The bound is memory: many threads or big states index less directly.
         assert_eq!(perfect_limit(24, 2), (1 << 30) / (25 * 2));
         assert_eq!(perfect_limit(8, 1), PERFECT_MAX_DOMAIN);

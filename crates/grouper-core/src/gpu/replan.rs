@@ -1,0 +1,87 @@
+//! Re-planning between chunks: when the groups a run has seen outgrow what its plan was sized
+//! for (the estimate was low), the planner chooses again with the count seen, and the next
+//! chunks run its choice — say per-block shared tables giving way to the one device-memory
+//! table once the groups no longer fit shared memory (Karnagel §4: the region boundaries are
+//! group counts). Hash strategies all write the same global table, so the groups aggregated so
+//! far carry over and switching costs only the new kernels' compile (cached on disk after the
+//! first time).
+
+use super::run::{choose, Demand, Prepared};
+use super::variant::Variant;
+use crate::error::Result;
+
+/// How far the groups seen must outgrow the count the current plan was made for before the
+/// planner is asked again: a doubling, so a run re-plans at most log2(groups) times.
+const GROWTH: u64 = 2;
+
+/// The re-planner of one run.
+pub(super) struct Replan {
+    /// Groups the current plan was made for.
+    planned_for: u64,
+    /// Chunks run so far.
+    chunks: u64,
+    /// What changed, for `--explain`.
+    pub(super) switches: Vec<String>,
+}
+
+impl Replan {
+    /// A re-planner for a run of `p`, unless its strategy is fixed: forced, tuned (the tuner
+    /// owns the choice), or a direct table (its size is the key domain, known up front).
+    pub(super) fn new(p: &Prepared) -> Option<Self> {
+        let s = p.planned.spec.strategy;
+        if p.opts.strategy.is_some() || p.opts.tune.is_some() || s.is_perfect() {
+            return None;
+        }
+        Some(Replan {
+            planned_for: p.base.est_groups.max(1),
+            chunks: 0,
+            switches: Vec::new(),
+        })
+    }
+
+    /// After a chunk, with `groups` in the table: the kernels the next chunks run, if the
+    /// planner now chooses other ones (another hash strategy, or another shared-table size).
+    pub(super) fn after_chunk(
+        &mut self,
+        p: &Prepared,
+        current: &Variant,
+        groups: u64,
+    ) -> Result<Option<Variant>> {
+        self.chunks += 1;
+        if groups <= self.planned_for.saturating_mul(GROWTH) {
+            return Ok(None);
+        }
+        self.planned_for = groups;
+        let demand = Demand::of(&p.base).grown(groups);
+        let base = &p.base;
+        let info = &base.gpu.info;
+        let c = choose(&p.opts, &base.layout, base.key_words.len(), demand, info)?;
+        let spec = &current.spec;
+        if c.strategy.is_perfect()
+            || (c.strategy == spec.strategy
+                && c.local_slots == spec.local_slots
+                && c.threads == spec.threads)
+        {
+            return Ok(None);
+        }
+        let (v, _, compiled) = Variant::compile(base, &p.opts, demand)?;
+        self.switches.push(format!(
+            "after chunk {} ({groups} groups seen, ~{} planned): {} -> {} ({}; compile {:.0} ms)",
+            self.chunks,
+            base.est_groups,
+            describe(current),
+            describe(&v),
+            c.reason,
+            compiled.compile_ms
+        ));
+        Ok(Some(v))
+    }
+}
+
+/// A variant in a few words: strategy, and its shared table's slots where it has one.
+fn describe(v: &Variant) -> String {
+    match v.spec.local_slots {
+        0 => v.spec.strategy.to_string(),
+        slots => format!("{} ({slots} slots)", v.spec.strategy),
+    }
+}
