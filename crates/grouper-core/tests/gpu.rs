@@ -992,11 +992,12 @@ fn the_plan_changes_between_chunks_as_groups_outgrow_the_estimate() {
     let uniform: Vec<i64> = (0..rows as u64)
         .map(|i| scatter(if i < per as u64 { i % 40 } else { i }))
         .collect();
-    // Skewed: half the rows on one hot key, from the first batch on.
+    // Skewed: half the rows on one hot key from the first batch on (where the other half
+    // spreads over 1000 keys: the hot one is 500 times as frequent as the average).
     let hot: Vec<i64> = (0..rows as u64)
         .map(|i| match i {
-            i if i % 2 == 0 => scatter(7),
-            i if i < per as u64 => scatter(i % 40),
+            i if i % 2 == 0 => scatter(1 << 40),
+            i if i < per as u64 => scatter(i % 2000),
             i => scatter(i),
         })
         .collect();

@@ -40,7 +40,7 @@ impl Replan {
     }
 
     /// After a chunk, with `groups` in the table: the kernels the next chunks run, if the
-    /// planner now chooses other ones (another hash strategy, or another shared-table size).
+    /// planner now chooses another hash strategy.
     pub(super) fn after_chunk(
         &mut self,
         p: &Prepared,
@@ -56,12 +56,10 @@ impl Replan {
         let base = &p.base;
         let info = &base.gpu.info;
         let c = choose(&p.opts, &base.layout, base.key_words.len(), demand, info)?;
-        let spec = &current.spec;
-        if c.strategy.is_perfect()
-            || (c.strategy == spec.strategy
-                && c.local_slots == spec.local_slots
-                && c.threads == spec.threads)
-        {
+        // Only another strategy is worth new kernels mid-run (an NVRTC compile when the disk
+        // cache has not seen them: measured 2–6 s on an H100); a larger shared table for the
+        // same strategy is left to the next query's plan.
+        if c.strategy.is_perfect() || c.strategy == current.spec.strategy {
             return Ok(None);
         }
         let (v, _, compiled) = Variant::compile(base, &p.opts, demand)?;
