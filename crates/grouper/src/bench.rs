@@ -107,13 +107,18 @@ pub(crate) async fn time_sql_runs(
     collect(Arc::clone(&plan), ctx.task_ctx()).await?;
     let mut runs = Vec::with_capacity(reps);
     for _ in 0..reps.max(1) {
-        let plan = ctx.sql(sql).await?.create_physical_plan().await?;
-        let t = Instant::now();
-        collect(plan, ctx.task_ctx()).await?;
-        runs.push(t.elapsed().as_secs_f64() * 1e3);
+        runs.push(time_sql_once(ctx, sql).await?);
     }
     runs.sort_by(f64::total_cmp);
     Ok(runs)
+}
+
+/// Wall-clock milliseconds of one run of `sql` on `ctx` (planning excluded).
+pub(crate) async fn time_sql_once(ctx: &SessionContext, sql: &str) -> Result<f64> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    let t = Instant::now();
+    collect(plan, ctx.task_ctx()).await?;
+    Ok(t.elapsed().as_secs_f64() * 1e3)
 }
 
 /// The engines of a sweep: name and session config.

@@ -118,8 +118,15 @@ pub fn choose(
     } else {
         KeyKind::Hashed
     };
+    // Dense points are found by the key domain: what a direct table's size and merge cost
+    // grow with, and known exactly, while a first batch's group estimate of skewed keys runs
+    // low (zipf keys over 2^18 values looked like 2^14 groups, where a direct index still wins).
+    let at = match kind {
+        KeyKind::Dense => estimate.domain,
+        KeyKind::Hashed => estimate.groups,
+    };
     let profiled = profile
-        .and_then(|p| p.advise(kind, estimate.skewed(), estimate.groups))
+        .and_then(|p| p.advise(kind, estimate.skewed(), at))
         .and_then(|a| {
             let s = a
                 .ranked
@@ -293,6 +300,33 @@ mod tests {
         let d = choose(hot, &auto, limit, Some(&profile)).unwrap();
         assert_eq!(d.strategy, Strategy::ThreadLocal, "{d}");
         assert!(!d.reason.starts_with("device profile"), "{d}");
+        // Dense keys are located by their domain: skewed keys over 2^18 values whose first
+        // batch suggests 2^14 groups plan from the points at 2^17 and 2^19.
+        let skewed_dense = |log2: u32, best: &str| Point {
+            kind: KeyKind::Dense,
+            skewed: true,
+            groups_log2: log2,
+            ms: vec![(best.into(), 1.0), ("shared".into(), 9.0)],
+            shape: None,
+        };
+        let profile = Profile {
+            device: "test".into(),
+            points: vec![
+                skewed_dense(13, "perfect"),
+                skewed_dense(15, "perfect"),
+                skewed_dense(17, "thread_local"),
+                skewed_dense(19, "thread_local"),
+            ],
+        };
+        let zipf = Estimate {
+            domain: 1 << 18,
+            groups: 1 << 14,
+            top_count: 7000,
+            ..sparse
+        };
+        assert!(zipf.skewed());
+        let d = choose(zipf, &auto, limit, Some(&profile)).unwrap();
+        assert_eq!(d.strategy, Strategy::ThreadLocal, "{d}");
         // The bound is memory: many threads or big states index less directly.
         assert_eq!(perfect_limit(24, 2), (1 << 30) / (25 * 2));
         assert_eq!(perfect_limit(8, 1), PERFECT_MAX_DOMAIN);
