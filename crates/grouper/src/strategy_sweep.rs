@@ -232,7 +232,7 @@ pub async fn cpu_point(
                 groups == distinct,
                 "auto: {groups} groups, expected {distinct}"
             );
-            chosen = crate::bench::last_cpu_strategy(&ctx, sql)
+            chosen = crate::bench::last_cpu_strategy(ctx, sql)
                 .await?
                 .unwrap_or_else(|| "?".into());
         }
