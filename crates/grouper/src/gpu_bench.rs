@@ -183,7 +183,8 @@ pub(crate) fn sweep_query(key_type: DataType) -> GpuQuery {
 }
 
 /// Median kernel milliseconds of `p` (after a warm-up), checking the group count.
-fn time_kernel(p: &mut Prepared, reps: usize, groups: usize) -> Result<(f64, f64)> {
+/// One full run of `p` (warming it up), checked to find `groups` groups.
+fn check_groups(p: &mut Prepared, groups: usize) -> Result<()> {
     let first = p.run()?;
     anyhow::ensure!(
         first.num_rows == groups,
@@ -191,17 +192,13 @@ fn time_kernel(p: &mut Prepared, reps: usize, groups: usize) -> Result<(f64, f64
         first.report.strategy,
         first.num_rows
     );
-    let mut k = Vec::with_capacity(reps);
-    let mut w = Vec::with_capacity(reps);
-    for _ in 0..reps.max(1) {
-        // Timed runs skip reading back and finalizing millions of groups on the host.
-        let r = p.run_kernels()?;
-        k.push(r.kernel_ms);
-        w.push(r.total_ms);
-    }
-    k.sort_by(f64::total_cmp);
-    w.sort_by(f64::total_cmp);
-    Ok((k[k.len() / 2], w[w.len() / 2]))
+    Ok(())
+}
+
+/// The median of `xs` (upper median when even; NaN when empty).
+pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Kernel times of `auto` (as `opts` plan it) and of every GPU strategy that applies to
@@ -215,7 +212,7 @@ pub(crate) fn time_strategies(
     wants: impl Fn(&str) -> bool,
 ) -> Result<(GpuStrategy, serde_json::Map<String, Value>)> {
     let key_type = batch.schema().field(0).data_type().clone();
-    let mut auto = Prepared::new(&sweep_query(key_type), &[batch], opts)?;
+    let auto = Prepared::new(&sweep_query(key_type), &[batch], opts)?;
     let mut runs: Vec<(String, Prepared)> = Vec::new();
     for s in GpuStrategy::ALL {
         if !wants(s.name()) || (s == GpuStrategy::ThreadPrivate && distinct > 64) {
@@ -233,15 +230,26 @@ pub(crate) fn time_strategies(
         }
     }
     let chosen = auto.report().strategy;
-    let mut ms = serde_json::Map::new();
     if wants("auto") {
-        let (auto_ms, _) = time_kernel(&mut auto, reps, distinct)?;
-        ms.insert("auto".into(), json!(auto_ms));
+        runs.insert(0, ("auto".into(), auto));
     }
-    for (name, p) in runs.iter_mut() {
-        let (k, _) = time_kernel(p, reps, distinct)?;
-        ms.insert(name.clone(), json!(k));
+    // Each checked once, then timed taking turns: clocks and the machine's other load drift
+    // over seconds, and `auto` runs the kernels of a fixed strategy, so turns keep them
+    // comparable.
+    for (_, p) in runs.iter_mut() {
+        check_groups(p, distinct)?;
     }
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(reps); runs.len()];
+    for _ in 0..reps.max(1) {
+        for ((_, p), t) in runs.iter_mut().zip(times.iter_mut()) {
+            t.push(p.run_kernels()?.kernel_ms);
+        }
+    }
+    let ms = runs
+        .iter()
+        .zip(times)
+        .map(|((name, _), t)| (name.clone(), json!(median(t))))
+        .collect();
     Ok((chosen, ms))
 }
 

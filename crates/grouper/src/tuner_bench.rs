@@ -31,7 +31,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::bench::{git_commit, write_json};
-use crate::gpu_bench::{dense_keys, draws, sweep_batch, sweep_query};
+use crate::gpu_bench::{dense_keys, draws, median, sweep_batch, sweep_query};
 
 #[derive(Args, Debug)]
 pub struct TunerArgs {
@@ -242,11 +242,6 @@ fn judge(t: &TuneReport, passes: usize, chunks: usize, table: &HashMap<GpuConfig
         effort,
         json,
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 pub async fn tuner(a: TunerArgs) -> Result<()> {
