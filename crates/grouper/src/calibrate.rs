@@ -10,13 +10,12 @@
 
 use anyhow::Result;
 use clap::Args;
-use grouper::synthetic::Dist;
 use grouper_core::gpu::{Gpu, GpuStrategy};
 use grouper_core::profile::{KeyKind, Profile};
 use serde_json::json;
 
 use crate::bench::git_commit;
-use crate::regret::SweepDevice;
+use crate::regret::{SweepDevice, SweepSize, DISTS};
 use crate::strategy_sweep::{cpu_point, gpu_point, gpu_tuned_shape, PointSpec};
 use grouper::profile_store;
 
@@ -25,32 +24,16 @@ pub struct CalibrateArgs {
     /// Which devices: cpu, gpu (default: the GPU if there is one, and the CPU).
     #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
     devices: Vec<SweepDevice>,
-    /// log2 of the rows per point (default: 22 on the CPU, 26 on the GPU).
-    #[arg(long)]
-    rows_log2: Option<u32>,
-    /// log2 of the largest group count (default: the rows' log2).
-    #[arg(long)]
-    max_groups_log2: Option<u32>,
-    /// Timed runs per strategy and point (the median is kept).
-    #[arg(long, default_value_t = 3)]
-    reps: usize,
-    /// CPU worker threads (default: all cores); the profile is keyed by it.
-    #[arg(long)]
-    threads: Option<usize>,
+    #[command(flatten)]
+    size: SweepSize,
     /// GPU: also run the runtime tuner on each point's fastest strategy and store its shape
     /// (an NVRTC compile per shape it reaches: minutes on a cold kernel cache).
     #[arg(long)]
     tune: bool,
 }
 
-/// The skewed keys calibration measures: zipf(1.1), whose hottest key takes ~10% of the rows
-/// at every group count (the skew of `bench regret`'s zipf points).
-const CALIBRATED_SKEW: Dist = Dist::Zipf(1.1);
-
 pub async fn calibrate(a: CalibrateArgs) -> Result<()> {
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = a.size.threads();
     let devices = if a.devices.is_empty() {
         let mut d = Vec::new();
         match Gpu::get() {
@@ -63,18 +46,16 @@ pub async fn calibrate(a: CalibrateArgs) -> Result<()> {
         a.devices.clone()
     };
     for device in devices {
-        let key = match device {
-            SweepDevice::Gpu => profile_store::gpu_key(&Gpu::get()?.info),
-            SweepDevice::Cpu => profile_store::cpu_key(threads),
-        };
-        let rows_log2 = a.rows_log2.unwrap_or(device.rows_log2());
-        let max = a.max_groups_log2.unwrap_or(rows_log2);
+        let key = device.profile_key(threads)?;
+        let (rows_log2, max) = a.size.extent(device);
         println!("calibrating {key}: 2^{rows_log2} rows, groups 2^1..2^{max}");
         let mut profile = Profile {
             device: key,
             points: Vec::new(),
         };
-        let series = [Dist::Uniform, CALIBRATED_SKEW]
+        // The distributions `bench regret` scores: uniform, and zipf(1.1), whose hottest key
+        // takes ~10% of the rows at every group count.
+        let series = DISTS
             .into_iter()
             .flat_map(|d| [(d, KeyKind::Dense), (d, KeyKind::Hashed)]);
         for (dist, kind) in series {
@@ -86,8 +67,8 @@ pub async fn calibrate(a: CalibrateArgs) -> Result<()> {
                     rows: 1 << rows_log2,
                 };
                 let m = match device {
-                    SweepDevice::Gpu => gpu_point(&p, a.reps, None)?,
-                    SweepDevice::Cpu => cpu_point(&p, a.reps, threads, true).await?,
+                    SweepDevice::Gpu => gpu_point(&p, a.size.reps, None)?,
+                    SweepDevice::Cpu => cpu_point(&p, a.size.reps, threads, true).await?,
                 };
                 let mut point = m.profile_point(&p);
                 let best = point.best().map(|(s, t)| (s.to_string(), t));
@@ -124,7 +105,7 @@ fn save(profile: &Profile, a: &CalibrateArgs, rows_log2: u32) -> Result<std::pat
             "commit": git_commit(),
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "rows": 1u64 << rows_log2,
-            "reps": a.reps,
+            "reps": a.size.reps,
         }),
     )
 }

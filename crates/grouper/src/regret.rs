@@ -45,6 +45,46 @@ impl SweepDevice {
             SweepDevice::Gpu => 26,
         }
     }
+
+    /// The key under which this device's profile is stored: GPU name and driver, or CPU model
+    /// and `threads`.
+    pub fn profile_key(self, threads: usize) -> Result<String> {
+        Ok(match self {
+            SweepDevice::Gpu => profile_store::gpu_key(&Gpu::get()?.info),
+            SweepDevice::Cpu => profile_store::cpu_key(threads),
+        })
+    }
+}
+
+/// How large a sweep is: what `grouper calibrate` and `bench regret` share.
+#[derive(Args, Debug)]
+pub struct SweepSize {
+    /// log2 of the rows per point (default: 22 on the CPU, 26 on the GPU).
+    #[arg(long)]
+    rows_log2: Option<u32>,
+    /// log2 of the largest group count (default: the rows' log2).
+    #[arg(long)]
+    max_groups_log2: Option<u32>,
+    /// Timed runs per strategy and point (GPU: their median counts; CPU: the fastest).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// CPU worker threads (default: all cores); CPU profiles are keyed by it.
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+impl SweepSize {
+    /// CPU worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// (log2 rows, log2 of the largest group count) on `device`.
+    pub fn extent(&self, device: SweepDevice) -> (u32, u32) {
+        let rows_log2 = self.rows_log2.unwrap_or(device.rows_log2());
+        (rows_log2, self.max_groups_log2.unwrap_or(rows_log2))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -52,21 +92,11 @@ pub struct RegretArgs {
     /// Which strategies: the CPU's or the GPU's.
     #[arg(long, value_enum, default_value = "cpu")]
     backend: SweepDevice,
-    /// log2 of the rows per point (default: 22 on the CPU, 26 on the GPU).
-    #[arg(long)]
-    rows_log2: Option<u32>,
-    /// log2 of the smallest group count.
+    #[command(flatten)]
+    size: SweepSize,
+    /// log2 of the smallest group count (the sweep steps by 2^2).
     #[arg(long, default_value_t = 0)]
     min_groups_log2: u32,
-    /// log2 of the largest group count (steps of 2^2; default: the rows' log2).
-    #[arg(long)]
-    max_groups_log2: Option<u32>,
-    /// Timed runs per strategy and point (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    reps: usize,
-    /// CPU worker threads (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
     /// Score `auto` planned from the rules alone, ignoring a stored device profile.
     #[arg(long)]
     no_profile: bool,
@@ -85,24 +115,12 @@ pub struct RegretArgs {
 pub const DISTS: [Dist; 2] = [Dist::Uniform, Dist::Zipf(1.1)];
 
 pub async fn regret(a: RegretArgs) -> Result<()> {
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let rows_log2 = a.rows_log2.unwrap_or(a.backend.rows_log2());
-    let max = a.max_groups_log2.unwrap_or(rows_log2);
-    let (device, profile) = match a.backend {
-        SweepDevice::Gpu => {
-            let g = Gpu::get()?;
-            let key = profile_store::gpu_key(&g.info);
-            let p = (!a.no_profile).then(|| profile_store::load(&key)).flatten();
-            (key, p)
-        }
-        SweepDevice::Cpu => {
-            let key = profile_store::cpu_key(threads);
-            let p = (!a.no_profile).then(|| profile_store::load(&key)).flatten();
-            (key, p)
-        }
-    };
+    let threads = a.size.threads();
+    let (rows_log2, max) = a.size.extent(a.backend);
+    let device = a.backend.profile_key(threads)?;
+    let profile = (!a.no_profile)
+        .then(|| profile_store::load(&device))
+        .flatten();
     println!(
         "{device}: {}",
         if profile.is_some() {
@@ -132,8 +150,8 @@ pub async fn regret(a: RegretArgs) -> Result<()> {
                     rows: 1 << rows_log2,
                 };
                 let m = match a.backend {
-                    SweepDevice::Gpu => gpu_point(&p, a.reps, profile.clone())?,
-                    SweepDevice::Cpu => cpu_point(&p, a.reps, threads, a.no_profile).await?,
+                    SweepDevice::Gpu => gpu_point(&p, a.size.reps, profile.clone())?,
+                    SweepDevice::Cpu => cpu_point(&p, a.size.reps, threads, a.no_profile).await?,
                 };
                 print_row(&p, &m);
                 points.push(point_json(&p, &m));
@@ -189,7 +207,7 @@ fn result(a: &RegretArgs, device: &str, rows_log2: u32, threads: usize, points: 
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "query": "SELECT k, SUM(v), COUNT(*) FROM t GROUP BY k",
         "rows": 1u64 << rows_log2,
-        "reps": a.reps,
+        "reps": a.size.reps,
         "profile_used": !a.no_profile,
         "summary": {
             "points": regrets.len(), "within_10pct": within, "worst_regret": worst,

@@ -33,7 +33,7 @@ impl Replan {
             return None;
         }
         Some(Replan {
-            planned_for: p.base.est_groups.max(1),
+            planned_for: p.base.estimate.groups.max(1),
             chunks: 0,
             switches: Vec::new(),
         })
@@ -66,7 +66,7 @@ impl Replan {
         self.switches.push(format!(
             "after chunk {} ({groups} groups seen, ~{} planned): {} -> {} ({}; compile {:.0} ms)",
             self.chunks,
-            base.est_groups,
+            base.estimate.groups,
             describe(current),
             describe(&v),
             c.reason,

@@ -464,8 +464,7 @@ pub(crate) struct Base {
     images: Option<Vec<PinnedHostSlice<u8>>>,
     /// Resident: each chunk's image on the device.
     resident: Option<Vec<CudaSlice<u8>>>,
-    pub(super) est_groups: u64,
-    /// The estimate `est_groups` came from, with its source.
+    /// The group-count estimate and what it rests on.
     pub(super) estimate: planner::Estimate,
     pub(super) rows: u64,
     /// Rows per chunk (the largest chunk's).
@@ -814,7 +813,6 @@ impl Base {
 
         let domain = key_words.first().map_or(1, |k| k.codec.domain());
         let estimate = estimate_groups(&key_words, &key_inputs, domain, rows)?;
-        let est_groups = estimate.groups;
         let non_null_args = query
             .aggregates
             .iter()
@@ -890,7 +888,6 @@ impl Base {
             pieces,
             images,
             resident,
-            est_groups,
             estimate,
             rows,
             batch_rows,
@@ -958,7 +955,7 @@ impl Prepared {
             reason: choice.reason,
             key_words: base.key_words.len().max(1),
             domain: base.template.domain,
-            est_groups: base.est_groups,
+            est_groups: base.estimate.groups,
             estimate: format!(
                 "{}; {}",
                 base.estimate,
@@ -1753,6 +1750,15 @@ fn table_fit(base: &Base, opts: &GpuOptions, direct: bool) -> String {
     )
 }
 
+/// Slots of a `thread_private` table at most: one per thread in device memory, so only few.
+const PRIVATE_SLOTS: u64 = 64;
+
+/// Whether `groups` fit `thread_private` tables at fill factor `fill`: beyond, every thread's
+/// table overflows and the strategy only adds a pass.
+pub(super) fn private_tables_hold(groups: u64, fill: f64) -> bool {
+    groups as f64 / fill <= PRIVATE_SLOTS as f64
+}
+
 /// What the planner knows of a query's keys when it chooses: their domain, the groups and
 /// rows expected, and how hot the hottest key is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1774,7 +1780,7 @@ impl Demand {
     pub(super) fn of(base: &Base) -> Self {
         Demand {
             domain: base.template.domain,
-            groups: base.est_groups,
+            groups: base.estimate.groups,
             rows: base.rows,
             top_share: base.estimate.top_share(),
             skewed: base.estimate.skewed(),
@@ -1889,7 +1895,7 @@ pub(super) fn choose(
             .unwrap_or((largest, pow2_floor(at_full(largest) / bytes).min(want)))
     };
     let block_slots = |g: u64| block_plan(g).1;
-    let private_slots = pow2_at_least(((groups as f64 / fill) as u64).clamp(16, 64));
+    let private_slots = pow2_at_least(((groups as f64 / fill) as u64).clamp(16, PRIVATE_SLOTS));
     let pick = |strategy: GpuStrategy, reason: String| -> Result<Choice> {
         let default_threads = opts.params.threads_per_block.unwrap_or(256);
         let (threads, copies, local_slots) = match strategy {
@@ -1942,7 +1948,7 @@ pub(super) fn choose(
             let Ok(s) = name.parse::<GpuStrategy>() else {
                 continue;
             };
-            if s == GpuStrategy::ThreadPrivate && groups as f64 > 64.0 * fill {
+            if s == GpuStrategy::ThreadPrivate && !private_tables_hold(groups, fill) {
                 continue;
             }
             if let Ok(c) = pick(s, advice.to_string()) {

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use super::run::{choose, Base, Demand, GpuOptions, Prepared};
+use super::run::{choose, private_tables_hold, Base, Demand, GpuOptions, Prepared};
 use super::variant::Variant;
 use super::GpuStrategy;
 use crate::error::Result;
@@ -119,7 +119,7 @@ impl Tuning {
         if let Some((blocks_per_sm, threads, items)) = opts
             .profile
             .as_deref()
-            .and_then(|pr| pr.advise(kind, base.estimate.skewed(), base.est_groups))
+            .and_then(|pr| pr.advise(kind, base.estimate.skewed(), base.estimate.groups))
             .filter(|a| a.ranked.first().map(|r| r.0) == Some(planned.spec.strategy.name()))
             .and_then(|a| a.point.shape)
         {
@@ -133,7 +133,8 @@ impl Tuning {
         if opts.strategy.is_none() {
             for s in same_table(planned.spec.strategy).filter(|&s| s != planned.spec.strategy) {
                 // Private tables help only groups few enough to fit them.
-                if s == GpuStrategy::ThreadPrivate && base.est_groups as f64 / p.fill_factor > 64.0
+                if s == GpuStrategy::ThreadPrivate
+                    && !private_tables_hold(base.estimate.groups, p.fill_factor)
                 {
                     continue;
                 }
