@@ -2,8 +2,9 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret]
-#   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named)
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret ...]
+#   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
+#   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
 # shapes; TUNER_ARGS adds arguments), JSON at $OUT/tuner.json.
 # regret: for each backend in REGRET_BACKENDS (default "gpu"), `grouper calibrate` (CAL_ARGS)
@@ -34,7 +35,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH=/tmp/site
 fi
 mkdir -p "$OUT"
-what=${1:-all}
+modes=" ${*:-all} "
+# Whether mode $1 was asked for.
+wants() { [[ $modes == *" $1 "* ]]; }
 status=0
 # The kernel cache and device profiles of an earlier call, when carried back in .device/
 # (NVRTC compiles dominate a cold run; the machine's /tmp does not outlive it).
@@ -45,7 +48,7 @@ save_cache() { [ -d "$GROUPER_CACHE_DIR" ] && tar -C "$GROUPER_CACHE_DIR" -czf "
 trap save_cache EXIT
 trap 'exit 143' TERM INT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if wants tests || wants all; then
   mkdir -p /tmp/grouper-tests
   for z in .device/tests/*.xz; do
     t=/tmp/grouper-tests/$(basename "$z" .xz)
@@ -56,7 +59,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   done
 fi
-if [ -f .device/bin/grouper.xz ] && { [ "$what" = bench ] || [ "$what" = all ]; }; then
+if [ -f .device/bin/grouper.xz ] && { wants bench || wants all; }; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   /tmp/grouper devices | tee "$OUT/devices.txt" || status=1
   if [ -n "${SMOKE:-}" ]; then
@@ -68,7 +71,7 @@ if [ -f .device/bin/grouper.xz ] && { [ "$what" = bench ] || [ "$what" = all ]; 
   /tmp/grouper bench gpu-sweep --python python3 --out "$OUT/gpu-sweep.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
-if [ "$what" = profile ]; then
+if wants profile; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   mkdir -p "$OUT/profile"
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -92,20 +95,20 @@ if [ "$what" = profile ]; then
   # A device call brings back at most 8 files: one archive.
   tar -C "$OUT" -czf "$OUT/profile.tgz" profile && rm -rf "$OUT/profile"
 fi
-if [ "$what" = q1 ]; then
+if wants q1; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   /tmp/grouper demo --backend hybrid --explain 2>&1 | grep -o "GroupByExec.*" | tee "$OUT/hybrid-explain.txt"
   # shellcheck disable=SC2086
   /tmp/grouper bench q1 --python python3 --out "$OUT/q1.json" ${Q1_ARGS:-} 2>&1 | tee "$OUT/q1.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
-if [ "$what" = tuner ]; then
+if wants tuner; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   # shellcheck disable=SC2086
   /tmp/grouper bench tuner --out "$OUT/tuner.json" ${TUNER_ARGS:-} 2>&1 | tee "$OUT/tuner.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
-if [ "$what" = regret ]; then
+if wants regret; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   for b in ${REGRET_BACKENDS:-gpu}; do
     if [ -z "${SKIP_CALIBRATE:-}" ]; then
@@ -120,16 +123,16 @@ if [ "$what" = regret ]; then
   cp "$GROUPER_CACHE_DIR"/profile-*.json "$OUT/" 2>/dev/null
   [ -d "$OUT/plots" ] && tar -C "$OUT" -czf "$OUT/plots.tgz" plots && rm -rf "$OUT/plots"
 fi
-if [ "$what" = difftest ] || [ "$what" = faults ]; then
+if wants difftest || wants faults; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
 fi
-if [ "$what" = difftest ]; then
+if wants difftest; then
   /tmp/grouper difftest --python python3 --seed "${DIFFTEST_SEED:-7}" --minutes "${DIFFTEST_MINUTES:-6}" \
     --save "$OUT/difftest-cases" --json "$OUT/difftest-gpu.json" 2>&1 | tail -60 | tee "$OUT/difftest.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   [ -d "$OUT/difftest-cases" ] && tar -C "$OUT" -czf "$OUT/difftest-cases.tgz" difftest-cases && rm -rf "$OUT/difftest-cases"
 fi
-if [ "$what" = faults ]; then
+if wants faults; then
   f="$OUT/faults.log"
   printf 'k,v\n1,10\n1,20\n2,5\n' > /tmp/g.csv
   sql="SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k"

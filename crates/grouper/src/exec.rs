@@ -45,7 +45,7 @@ use grouper_core::{InputBatch, QuerySpec};
 use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
 
 use crate::fuse::Fused;
-use crate::hybrid::{ChunkQueue, QueueSourceExec};
+use crate::hybrid::{ChunkQueue, QueueSourceExec, Split};
 use crate::session::Backend;
 
 /// The expressions of one aggregate's argument: `None` for `COUNT(*)`.
@@ -79,6 +79,8 @@ pub struct Engine {
     pub cpu_profile: Option<Arc<Profile>>,
     /// GPU strategy, kernel parameters, resident or batched.
     pub gpu: GpuOptions,
+    /// How co-processing divides the chunks.
+    pub hybrid_split: Split,
     /// The CPU worker pool.
     pub pool: Arc<rayon::ThreadPool>,
 }
@@ -687,7 +689,7 @@ async fn run_hybrid(
         .await
         .map_err(external)?
         .map_err(external)?;
-    let queue = Arc::new(ChunkQueue::new(prepared.chunk_rows()));
+    let queue = Arc::new(ChunkQueue::new(prepared.chunk_rows(), engine.hybrid_split));
     let pieces: Vec<Vec<(usize, usize, usize)>> = (0..queue.chunks())
         .map(|i| prepared.chunk_pieces(i).to_vec())
         .collect();

@@ -16,6 +16,9 @@
 //! its first an optimistic [`CPU_PRIOR_NS_PER_ROW`]): otherwise the GPU takes it, and the query
 //! does not wait on a slow last CPU chunk. Until the GPU's pace is known (a few chunks past its
 //! initial burst of copies) CPU workers wait; once the GPU is done they take what is left.
+//!
+//! A [`Split::Static`] share instead hands the CPU a fixed part of the chunks up front (the
+//! best static split is what the dynamic one is measured against: `bench q1 --hybrid-splits`).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -52,10 +55,36 @@ enum Claim {
 /// the GPU would finish sooner even at that speed.
 pub const CPU_PRIOR_NS_PER_ROW: f64 = 10.0;
 
+/// How the chunks divide between the GPU and the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Split {
+    /// Both take chunks from one queue, the CPU only while it would finish before the GPU.
+    #[default]
+    Dynamic,
+    /// The CPU takes this share (0 to 1) of the chunks, the last ones, whatever the speeds;
+    /// the GPU the others.
+    Static(f64),
+}
+
+impl Split {
+    /// A static CPU share from the user: a number from 0 to 1.
+    pub fn cpu_share(share: f64) -> std::result::Result<Self, String> {
+        if (0.0..=1.0).contains(&share) {
+            Ok(Self::Static(share))
+        } else {
+            Err(format!(
+                "a CPU share is a fraction from 0 to 1, not {share}"
+            ))
+        }
+    }
+}
+
 /// The chunks of one input, handed out once each, and the GPU's measured pace.
 #[derive(Debug)]
 pub struct ChunkQueue {
     next: AtomicUsize,
+    /// A static split: the first chunk of the CPU's part, and its next chunk.
+    cpu_part: Option<(usize, AtomicUsize)>,
     /// Rows of each chunk.
     rows: Vec<usize>,
     /// Nanoseconds per chunk the GPU takes (0 until measured).
@@ -71,10 +100,19 @@ pub struct ChunkQueue {
 }
 
 impl ChunkQueue {
-    /// A queue over chunks of `rows` rows each.
-    pub fn new(rows: Vec<usize>) -> Self {
+    /// A queue over chunks of `rows` rows each, divided as `split` says.
+    pub fn new(rows: Vec<usize>, split: Split) -> Self {
+        let cpu_part = match split {
+            Split::Dynamic => None,
+            Split::Static(share) => {
+                let cpu = (share.clamp(0.0, 1.0) * rows.len() as f64).round() as usize;
+                let first = rows.len() - cpu.min(rows.len());
+                Some((first, AtomicUsize::new(first)))
+            }
+        };
         Self {
             next: AtomicUsize::new(0),
+            cpu_part,
             rows,
             gpu_ns: AtomicU64::new(0),
             gpu_last: Mutex::new(None),
@@ -85,11 +123,13 @@ impl ChunkQueue {
         }
     }
 
-    /// The next chunk, if `take(chunk)` agrees.
+    /// The next chunk of the shared queue (of the GPU's part, when the split is static), if
+    /// `take(chunk)` agrees.
     fn claim_if(&self, take: impl Fn(usize) -> bool) -> Option<usize> {
+        let end = self.cpu_part.as_ref().map_or(self.rows.len(), |c| c.0);
         let mut i = self.next.load(Ordering::Acquire);
         loop {
-            if i >= self.rows.len() || !take(i) {
+            if i >= end || !take(i) {
                 return None;
             }
             match self
@@ -126,6 +166,13 @@ impl ChunkQueue {
 
     /// A CPU worker's claim, given how long its last chunk took (`None`: none yet).
     fn cpu_claim(&self, cpu_ns: Option<u64>) -> Claim {
+        if let Some((_, next)) = &self.cpu_part {
+            let i = next.fetch_add(1, Ordering::AcqRel);
+            return match self.rows.get(i) {
+                Some(&rows) => self.cpu_took(i, rows),
+                None => Claim::Done,
+            };
+        }
         let gpu_done = self.gpu_done.load(Ordering::Acquire);
         // The first claims come in a burst (the pipeline's copies ahead): no pace yet.
         let known = self.gpu_claims.load(Ordering::Relaxed) > gpu::SLOTS + 2;
@@ -143,14 +190,16 @@ impl ChunkQueue {
             });
             gpu_done || ((self.rows.len() - i - 1) as u64).saturating_mul(gpu) >= cpu
         });
-        let Some(i) = taken else {
-            return Claim::Done;
-        };
+        match taken {
+            Some(i) => self.cpu_took(i, self.rows.get(i).copied().unwrap_or(0)),
+            None => Claim::Done,
+        }
+    }
+
+    /// Counts chunk `i` of `rows` rows as the CPU's.
+    fn cpu_took(&self, i: usize, rows: usize) -> Claim {
         self.cpu_chunks.fetch_add(1, Ordering::Relaxed);
-        self.cpu_rows.fetch_add(
-            self.rows.get(i).copied().unwrap_or(0) as u64,
-            Ordering::Relaxed,
-        );
+        self.cpu_rows.fetch_add(rows as u64, Ordering::Relaxed);
         Claim::Take(i)
     }
 
@@ -315,7 +364,7 @@ mod tests {
 
     #[test]
     fn every_chunk_is_claimed_once() {
-        let q = Arc::new(ChunkQueue::new(vec![10; 1000]));
+        let q = Arc::new(ChunkQueue::new(vec![10; 1000], Split::Dynamic));
         let seen = Arc::new(Mutex::new(Vec::new()));
         std::thread::scope(|s| {
             for t in 0..4 {
@@ -347,7 +396,7 @@ mod tests {
 
     #[test]
     fn a_slow_cpu_leaves_the_last_chunks_to_the_gpu() {
-        let q = ChunkQueue::new(vec![100; 20]);
+        let q = ChunkQueue::new(vec![100; 20], Split::Dynamic);
         // No GPU pace yet: the CPU waits.
         assert_eq!(q.cpu_claim(Some(5_000)), Claim::Wait);
         for i in 0..=gpu::SLOTS + 2 {
@@ -364,5 +413,27 @@ mod tests {
         // Once the GPU stops, the CPU takes the rest.
         q.gpu_finished();
         assert_eq!(q.cpu_claim(Some(1 << 40)), Claim::Take(16));
+    }
+
+    #[test]
+    fn a_static_split_gives_the_cpu_its_share_whatever_the_speeds() {
+        let q = ChunkQueue::new(vec![100; 20], Split::Static(0.25));
+        // No pace known, a slow CPU: it takes its five chunks all the same, the last five.
+        for i in 15..20 {
+            assert_eq!(q.cpu_claim(Some(1 << 40)), Claim::Take(i));
+        }
+        assert_eq!(q.cpu_claim(None), Claim::Done);
+        let gpu: Vec<usize> = std::iter::from_fn(|| q.gpu_claim()).collect();
+        assert_eq!(gpu, (0..15).collect::<Vec<_>>());
+        assert_eq!(q.cpu_share(), (500, 5));
+        // The ends: all to one side.
+        let all_gpu = ChunkQueue::new(vec![1; 4], Split::Static(0.0));
+        assert_eq!(all_gpu.cpu_claim(None), Claim::Done);
+        assert_eq!(std::iter::from_fn(|| all_gpu.gpu_claim()).count(), 4);
+        let all_cpu = ChunkQueue::new(vec![1; 4], Split::Static(1.0));
+        assert_eq!(all_cpu.gpu_claim(), None);
+        assert_eq!(all_cpu.cpu_share(), (0, 0));
+        assert!(Split::cpu_share(1.5).is_err() && Split::cpu_share(-0.1).is_err());
+        assert_eq!(Split::cpu_share(0.5), Ok(Split::Static(0.5)));
     }
 }

@@ -18,6 +18,7 @@ use clap::Args;
 use datafusion::catalog::MemTable;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use grouper::hybrid::Split;
 use grouper::{Backend, GrouperConfig};
 use grouper_core::gpu::{Gpu, GpuOptions, GpuReport, Prepared};
 use rayon::prelude::*;
@@ -47,6 +48,10 @@ pub struct Q1Args {
     /// Only these modes (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]
     modes: Vec<String>,
+    /// Also co-process with these static CPU shares of the chunks (comma-separated fractions),
+    /// and report the measured split (`hybrid`) against the best of them.
+    #[arg(long, value_delimiter = ',', value_parser = parse_share)]
+    hybrid_splits: Vec<f64>,
     /// Where to write the JSON result.
     #[arg(long, default_value = "bench/results/q1.json")]
     out: PathBuf,
@@ -172,13 +177,51 @@ fn same_q1(ours: &[Vec<String>], theirs: &[Vec<String>]) -> std::result::Result<
     Ok(())
 }
 
-fn context(backend: Backend, gpu: GpuOptions, threads: usize) -> Result<SessionContext> {
+fn parse_share(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("'{s}' is not a fraction from 0 to 1")),
+    }
+}
+
+fn context(
+    backend: Backend,
+    gpu: GpuOptions,
+    threads: usize,
+    hybrid_split: Split,
+) -> Result<SessionContext> {
     Ok(grouper::session_context(&GrouperConfig {
         backend,
         gpu,
         threads: Some(threads),
+        hybrid_split,
         ..Default::default()
     })?)
+}
+
+/// The measured split (`hybrid`) against the static splits: the best static share, and the
+/// dynamic wall time over the best static one (the target: within 10%).
+fn split_summary(modes: &serde_json::Map<String, Value>, shares: &[f64]) -> Value {
+    let wall = |name: &str| modes.get(name).and_then(|m| m["wall_ms"].as_f64());
+    let statics: Vec<(f64, f64)> = shares
+        .iter()
+        .filter_map(|&s| wall(&static_name(s)).map(|ms| (s, ms)))
+        .collect();
+    let best = statics.iter().copied().min_by(|x, y| x.1.total_cmp(&y.1));
+    match (wall("hybrid"), best) {
+        (Some(dynamic), Some((share, ms))) => json!({
+            "dynamic_ms": dynamic,
+            "dynamic_cpu_share": modes.get("hybrid").and_then(|m| m["split_gpu_fraction"].as_f64()).map(|g| 1.0 - g),
+            "static_ms": statics.iter().map(|(s, ms)| json!([s, ms])).collect::<Vec<_>>(),
+            "best_static_cpu_share": share, "best_static_ms": ms,
+            "dynamic_vs_best_static": dynamic / ms,
+        }),
+        _ => Value::Null,
+    }
+}
+
+fn static_name(share: f64) -> String {
+    format!("hybrid_static_cpu_{share}")
 }
 
 async fn q1_rows(ctx: &SessionContext) -> Result<Vec<Vec<String>>> {
@@ -295,7 +338,7 @@ pub async fn q1(a: Q1Args) -> Result<()> {
             if !wanted(name) && name != "cpu" {
                 continue;
             }
-            let ctx = context(backend, opts, threads)?;
+            let ctx = context(backend, opts, threads, Split::Dynamic)?;
             ctx.register_table(
                 "lineitem",
                 Arc::new(MemTable::try_new(Arc::clone(&schema), parts.clone())?),
@@ -305,6 +348,31 @@ pub async fn q1(a: Q1Args) -> Result<()> {
             // Release this mode's cached, pinned input before the next one prepares its own.
             grouper_core::gpu::cache::clear();
         }
+        for &share in &a.hybrid_splits {
+            let name = static_name(share);
+            let ctx = context(
+                Backend::Hybrid,
+                GpuOptions::default(),
+                threads,
+                Split::Static(share),
+            )?;
+            ctx.register_table(
+                "lineitem",
+                Arc::new(MemTable::try_new(Arc::clone(&schema), parts.clone())?),
+            )?;
+            let entry = measure(&name, Backend::Hybrid, &ctx, a.reps, &mut reference).await?;
+            ms.insert(name, entry);
+            grouper_core::gpu::cache::clear();
+        }
+        let split = split_summary(&ms, &a.hybrid_splits);
+        if let Some(r) = split["dynamic_vs_best_static"].as_f64() {
+            println!(
+                "hybrid: measured split {:.1} ms vs best static (CPU share {}) {:.1} ms = {r:.3}x",
+                split["dynamic_ms"].as_f64().unwrap_or(f64::NAN),
+                split["best_static_cpu_share"],
+                split["best_static_ms"].as_f64().unwrap_or(f64::NAN),
+            );
+        }
         // The same table as Parquet files (one per partition): a query on files, and DuckDB's
         // input.
         let dir = std::env::temp_dir().join(format!("grouper-q1-{}", std::process::id()));
@@ -313,7 +381,7 @@ pub async fn q1(a: Q1Args) -> Result<()> {
             if !wanted(name) {
                 continue;
             }
-            let ctx = context(backend, opts, threads)?;
+            let ctx = context(backend, opts, threads, Split::Dynamic)?;
             ctx.register_parquet(
                 "lineitem",
                 dir.to_string_lossy().as_ref(),
@@ -325,7 +393,8 @@ pub async fn q1(a: Q1Args) -> Result<()> {
         }
         // Saved before DuckDB runs (its load of a large scale factor is the slow part).
         results.push(
-            json!({ "sf": sf, "rows": rows, "threads": threads, "modes": ms, "duckdb": null }),
+            json!({ "sf": sf, "rows": rows, "threads": threads, "modes": ms,
+            "hybrid_split": split, "duckdb": null }),
         );
         write(&a, &gpu, h2d, &stream, &results)?;
         let mut duck = json!(null);

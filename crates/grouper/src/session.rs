@@ -13,6 +13,7 @@ use grouper_core::gpu::{Gpu, GpuOptions};
 use grouper_core::planner::Overrides;
 
 use crate::exec::Engine;
+use crate::hybrid::Split;
 use crate::profile_store;
 use crate::rule::GrouperRule;
 
@@ -80,6 +81,9 @@ pub struct GrouperConfig {
     /// Plan from the rules alone, ignoring this machine's device profiles (`grouper
     /// calibrate`); by default a profile, where one is stored, decides before the rules.
     pub no_profile: bool,
+    /// Co-processing (`--backend hybrid`): how the chunks divide between the GPU and the CPU
+    /// (by their measured speeds, unless a static share is asked for).
+    pub hybrid_split: Split,
 }
 
 /// DataFusion batch size of GPU and hybrid sessions.
@@ -141,6 +145,7 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
                 overrides: config.overrides,
                 cpu_profile,
                 gpu,
+                hybrid_split: config.hybrid_split,
                 pool: Arc::new(pool),
             }))));
     }

@@ -15,7 +15,7 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use rayon::prelude::*;
 
@@ -1223,8 +1223,11 @@ impl Prepared {
         let event = || ctx.new_event(timing).map_err(err("creating events"));
         let (t0, t1) = (event()?, event()?);
         // Chunk timing for the tuner, one chunk behind: a chunk's events are read after the
-        // next chunk's kernel is queued, so waiting for them never leaves the stream idle and
-        // the time is the kernel's, not the host's launch latency.
+        // next chunk's kernel is queued, so waiting for them never leaves the stream idle. The
+        // events enclose the chunk's aggregation kernel only (as Rosenfeld times a block's
+        // AGGREGATE kernel): a hash table's overflow check waits on the host, whose wake-up
+        // jitter (~10 µs against kernels of 50–300 µs) would otherwise dominate the noise the
+        // tuner's windows must sit out, and growing the table costs the same whatever the shape.
         let marks = [(event()?, event()?), (event()?, event()?)];
         let mut pending: Option<(GpuConfig, u64, usize)> = None;
         let mut mark = 0usize;
@@ -1273,12 +1276,6 @@ impl Prepared {
                     (None, current.clone())
                 }
             };
-            if config.is_some() {
-                marks[mark]
-                    .0
-                    .record(&stream)
-                    .map_err(err("recording an event"))?;
-            }
             self.run_chunk(
                 &stream,
                 &v,
@@ -1287,12 +1284,9 @@ impl Prepared {
                 (&mut table, &mut ctrl, &mut lists, &mut scratch),
                 (&mut groups, &mut grows),
                 &budget,
+                config.map(|_| &marks[mark]),
             )?;
             if let Some(c) = config {
-                marks[mark]
-                    .1
-                    .record(&stream)
-                    .map_err(err("recording an event"))?;
                 settle(&mut pending, tuning)?;
                 pending = Some((c, rows, mark));
                 mark = 1 - mark;
@@ -1335,6 +1329,7 @@ impl Prepared {
 
     /// One chunk through launch shape `v`: its rows, then (hash tables) the trap: rows and
     /// spilled slots that found the table full are listed, the table grows, and they run again.
+    /// `timed`: events to record around the rows' aggregation kernel.
     #[allow(clippy::too_many_arguments)]
     fn run_chunk(
         &self,
@@ -1350,6 +1345,7 @@ impl Prepared {
         ),
         (groups, grows): (&mut u64, &mut u32),
         budget: &Budget,
+        timed: Option<&(CudaEvent, CudaEvent)>,
     ) -> Result<()> {
         let err = gpu_err;
         // Direct tables never fill up: no per-chunk counters, nothing to wait for.
@@ -1359,6 +1355,12 @@ impl Prepared {
                 .memcpy_htod(&[*groups, 0, 0, 0], ctrl)
                 .map_err(err("resetting counters"))?;
         }
+        let mark = |e: Option<&CudaEvent>| -> Result<()> {
+            e.map_or(Ok(()), |e| {
+                e.record(stream).map_err(err("recording an event"))
+            })
+        };
+        mark(timed.map(|t| &t.0))?;
         self.launch_rows(
             stream,
             v,
@@ -1370,6 +1372,7 @@ impl Prepared {
             &mut lists[0],
             scratch,
         )?;
+        mark(timed.map(|t| &t.1))?;
         if perfect {
             return Ok(());
         }

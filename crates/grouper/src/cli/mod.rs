@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
+use grouper::hybrid::Split;
 use grouper::Backend;
 use grouper_core::cpu::Strategy;
 use grouper_core::gpu::{GpuOptions, GpuParams, GpuStrategy};
@@ -100,7 +101,7 @@ pub struct EngineArgs {
     #[arg(long)]
     pub threads_per_block: Option<u32>,
     /// GPU: rows per thread per loop step (where the runtime tuner starts).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = GpuParams::default().items_per_thread)]
     pub items_per_thread: u32,
     /// GPU: the runtime tuner (Rosenfeld's Algorithm 1) searches blocks per multiprocessor,
     /// threads per block and items per thread between chunks, and the strategy among those of
@@ -111,6 +112,10 @@ pub struct EngineArgs {
     /// Plan from the rules alone: ignore this machine's device profile (`grouper calibrate`).
     #[arg(long)]
     pub no_profile: bool,
+    /// `--backend hybrid`: give the CPU this fixed share (0 to 1) of the input's chunks
+    /// instead of dividing them by the two sides' measured speeds (for comparisons).
+    #[arg(long, value_parser = parse_share)]
+    pub hybrid_cpu_share: Option<Split>,
     /// Memory budget for the query, e.g. 512M or 4G: aggregation state and DataFusion's
     /// operators share it; a query that needs more fails with a clear error (DataFusion's
     /// sorts spill first).
@@ -128,6 +133,15 @@ pub enum TransferArg {
 }
 
 /// Like [`parse_bytes`], also accepting 0.
+/// A static CPU share of co-processing: a fraction from 0 to 1.
+fn parse_share(s: &str) -> std::result::Result<Split, String> {
+    let share: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    Split::cpu_share(share)
+}
+
 fn parse_bytes_or_zero(s: &str) -> std::result::Result<usize, String> {
     if s.trim() == "0" {
         return Ok(0);
@@ -227,6 +241,7 @@ impl EngineArgs {
             threads: self.threads,
             memory_limit: self.memory_limit,
             no_profile: self.no_profile,
+            hybrid_split: self.hybrid_cpu_share.unwrap_or_default(),
         }
     }
 }
