@@ -21,7 +21,7 @@
 # of each kernel's source (atomics: native or CAS loops) under $OUT/profile/.
 # BENCH_ARGS adds arguments to `grouper bench gpu-sweep`; TEST_FILTER selects GPU tests.
 # DuckDB for the Q1 peer comes from wheels carried in .whl/ (see scripts/device-prepare.sh).
-# The kernel cache and profiles come back as $OUT/cache.tgz; copied to .device/cache.tgz, the
+# The kernel cache and profiles come back as $OUT/cache.txz; copied to .device/cache.txz, the
 # next call starts from them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,10 +41,15 @@ wants() { [[ $modes == *" $1 "* ]]; }
 status=0
 # The kernel cache and device profiles of an earlier call, when carried back in .device/
 # (NVRTC compiles dominate a cold run; the machine's /tmp does not outlive it).
-if [ -f .device/cache.tgz ]; then
-  mkdir -p "$GROUPER_CACHE_DIR" && tar -C "$GROUPER_CACHE_DIR" -xzf .device/cache.tgz
-fi
-save_cache() { [ -d "$GROUPER_CACHE_DIR" ] && tar -C "$GROUPER_CACHE_DIR" -czf "$OUT/cache.tgz" .; }
+for c in .device/cache.tgz .device/cache.txz; do
+  [ -f "$c" ] && mkdir -p "$GROUPER_CACHE_DIR" && tar -C "$GROUPER_CACHE_DIR" -xf "$c"
+done
+# xz: a device call returns files of at most 16 MiB (PTX compresses ~10x).
+# Written aside and renamed: an archive cut short by the call's time limit never comes back.
+save_cache() {
+  [ -d "$GROUPER_CACHE_DIR" ] && XZ_OPT=-9 tar -C "$GROUPER_CACHE_DIR" -cJf /tmp/cache.txz . \
+    && mv /tmp/cache.txz "$OUT/cache.txz"
+}
 trap save_cache EXIT
 trap 'exit 143' TERM INT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"

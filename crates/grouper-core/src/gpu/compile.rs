@@ -85,25 +85,25 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
     }
     let start = Instant::now();
     let path = disk_dir().map(|d| d.join(format!("{key:016x}.ptx")));
+    let load = |ptx: Ptx| {
+        gpu.ctx
+            .load_module(ptx)
+            .map_err(|e| GrouperError::Gpu(format!("loading the compiled kernels failed: {e}")))
+    };
     let cached = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
-    let (ptx, hit) = match cached {
-        Some(text) => (Ptx::from_src(text), CacheHit::Disk),
+    // A cached module that does not load (a file cut short, say) is compiled again.
+    let from_disk = cached.and_then(|text| load(Ptx::from_src(text)).ok());
+    let (module, hit) = match from_disk {
+        Some(m) => (m, CacheHit::Disk),
         None => {
             let ptx = nvrtc(src, &arch)?;
             if let Some(p) = &path {
                 // The disk cache is an optimisation: failing to write it is not an error.
-                let _ = p
-                    .parent()
-                    .map(std::fs::create_dir_all)
-                    .map(|_| std::fs::write(p, ptx.to_src()));
+                let _ = write_whole(p, &ptx.to_src());
             }
-            (ptx, CacheHit::Compiled)
+            (load(ptx)?, CacheHit::Compiled)
         }
     };
-    let module = gpu
-        .ctx
-        .load_module(ptx)
-        .map_err(|e| GrouperError::Gpu(format!("loading the compiled kernels failed: {e}")))?;
     memory
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -112,6 +112,19 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
         module,
         compile_ms: start.elapsed().as_secs_f64() * 1e3,
         source: hit,
+    })
+}
+
+/// Writes `text` to `path` through a temporary file and a rename, so that a process stopped
+/// mid-write (or another writing the same entry) never leaves a partial entry behind.
+fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
     })
 }
 
@@ -146,4 +159,24 @@ fn nvrtc(src: &str, arch: &str) -> Result<Ptx> {
         }
         other => GrouperError::Gpu(format!("kernel compilation failed: {other}")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_entry_is_written_whole_and_leaves_nothing_beside_it() {
+        let dir = std::env::temp_dir().join(format!("grouper-cache-test-{}", std::process::id()));
+        let path = dir.join("sub").join("abc.ptx");
+        write_whole(&path, "first").unwrap();
+        write_whole(&path, "second version").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "second version");
+        let names: Vec<_> = std::fs::read_dir(dir.join("sub"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("abc.ptx")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -69,6 +69,11 @@ impl Budget {
         self.used.set(self.used.get().saturating_sub(bytes));
     }
 
+    /// Bytes still free under the limit (`None`: no limit).
+    pub fn left(&self) -> Option<u64> {
+        self.limit.map(|l| l.saturating_sub(self.used.get()))
+    }
+
     /// The limit, if any.
     pub fn limit(&self) -> Option<u64> {
         self.limit

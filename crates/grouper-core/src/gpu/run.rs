@@ -1272,7 +1272,17 @@ impl Prepared {
             let (config, v) = match tuning.as_mut() {
                 Some(t) => t.pick(self, |v| scratch.fit(self, &stream, v, &budget))?,
                 None => {
-                    scratch.fit(self, &stream, &current, &budget)?;
+                    if let Err(e) = scratch.fit(self, &stream, &current, &budget) {
+                        // Under a tight memory limit, fewer blocks (the resident ones of a lean
+                        // kernel can be many) need less spill room.
+                        let fewer = budget
+                            .left()
+                            .map(|left| current.blocks_within(left, self.width() as u64))
+                            .filter(|&b| b < current.blocks)
+                            .ok_or(e)?;
+                        current.blocks = fewer;
+                        scratch.fit(self, &stream, &current, &budget)?;
+                    }
                     (None, current.clone())
                 }
             };

@@ -118,6 +118,21 @@ impl Variant {
     }
 }
 
+impl Variant {
+    /// Blocks of this shape whose scratch buffers fit in `bytes` of GPU memory, at least one
+    /// and at most its own: where a memory limit is tight a smaller grid still covers every
+    /// row (the kernels stride over the chunk), while each block keeps its spill room.
+    pub(super) fn blocks_within(&self, bytes: u64, width: u64) -> u32 {
+        let (spill, private) = self.scratch_slots();
+        let blocks = u64::from(self.blocks.max(1));
+        let per_block = (8 * (width + 1) * spill + 8 * width * private).div_ceil(blocks);
+        if per_block == 0 {
+            return self.blocks;
+        }
+        (bytes / per_block).clamp(1, blocks) as u32
+    }
+}
+
 /// The buffers launches write besides the global table: spilled entries with their two lists,
 /// and the per-thread private tables. Sized for the largest shape run so far; their contents
 /// live within one chunk (spills are merged, private tables flushed and reset by the launch).
