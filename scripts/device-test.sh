@@ -47,7 +47,7 @@ done
 # xz: a device call returns files of at most 16 MiB (PTX compresses ~10x).
 # Written aside and renamed: an archive cut short by the call's time limit never comes back.
 save_cache() {
-  [ -d "$GROUPER_CACHE_DIR" ] && XZ_OPT=-9 tar -C "$GROUPER_CACHE_DIR" -cJf /tmp/cache.txz . \
+  [ -d "$GROUPER_CACHE_DIR" ] && XZ_OPT="-9 -T0" tar -C "$GROUPER_CACHE_DIR" -cJf /tmp/cache.txz . \
     && mv /tmp/cache.txz "$OUT/cache.txz"
 }
 trap save_cache EXIT
