@@ -39,6 +39,9 @@ modes=" ${*:-all} "
 # Whether mode $1 was asked for.
 wants() { [[ $modes == *" $1 "* ]]; }
 status=0
+# RUN_LIMIT=seconds bounds each benchmark run (the call's own limit would kill this script
+# before it saves the kernel cache); their JSON is written point by point.
+limited() { if [ -n "${RUN_LIMIT:-}" ]; then timeout -k 10 "$RUN_LIMIT" "$@"; else "$@"; fi; }
 # The kernel cache and device profiles of an earlier call, when carried back in .device/
 # (NVRTC compiles dominate a cold run; the machine's /tmp does not outlive it).
 for c in .device/cache.tgz .device/cache.txz; do
@@ -104,13 +107,13 @@ if wants q1; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   /tmp/grouper demo --backend hybrid --explain 2>&1 | grep -o "GroupByExec.*" | tee "$OUT/hybrid-explain.txt"
   # shellcheck disable=SC2086
-  /tmp/grouper bench q1 --python python3 --out "$OUT/q1.json" ${Q1_ARGS:-} 2>&1 | tee "$OUT/q1.log"
+  limited /tmp/grouper bench q1 --python python3 --out "$OUT/q1.json" ${Q1_ARGS:-} 2>&1 | tee "$OUT/q1.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if wants tuner; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   # shellcheck disable=SC2086
-  /tmp/grouper bench tuner --out "$OUT/tuner.json" ${TUNER_ARGS:-} 2>&1 | tee "$OUT/tuner.log"
+  limited /tmp/grouper bench tuner --out "$OUT/tuner.json" ${TUNER_ARGS:-} 2>&1 | tee "$OUT/tuner.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if wants regret; then
@@ -122,7 +125,7 @@ if wants regret; then
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
     fi
     # shellcheck disable=SC2086
-    /tmp/grouper bench regret --backend "$b" --out "$OUT/regret-$b.json" --plots "$OUT/plots" ${REGRET_ARGS:-} 2>&1 | tee "$OUT/regret-$b.log"
+    limited /tmp/grouper bench regret --backend "$b" --out "$OUT/regret-$b.json" --plots "$OUT/plots" ${REGRET_ARGS:-} 2>&1 | tee "$OUT/regret-$b.log"
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   done
   cp "$GROUPER_CACHE_DIR"/profile-*.json "$OUT/" 2>/dev/null
