@@ -67,6 +67,14 @@ impl Point {
     }
 }
 
+/// The strategies a point measured, with their times.
+fn measured(p: &Point) -> Vec<(&str, f64)> {
+    p.ms.iter()
+        .filter(|(_, t)| t.is_finite() && *t > 0.0)
+        .map(|(s, t)| (s.as_str(), *t))
+        .collect()
+}
+
 /// A machine's profile: the device it was measured on and its points.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Profile {
@@ -82,9 +90,11 @@ pub const NEAR_LOG2: f64 = 1.5;
 /// What a profile says for one estimate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Advice<'a> {
-    /// The point it comes from.
+    /// The point it comes from (of two, the nearer).
     pub point: &'a Point,
-    /// Strategies of the point, fastest first.
+    /// The other point, when the estimate lies between two that disagree.
+    pub between: Option<&'a Point>,
+    /// Strategies of the point, fastest first (between two points: their times interpolated).
     pub ranked: Vec<(&'a str, f64)>,
 }
 
@@ -96,10 +106,19 @@ impl fmt::Display for Advice<'_> {
             .take(3)
             .map(|(s, t)| format!("{s} {t:.2} ms"))
             .collect();
+        let (at, measured) = match self.between {
+            Some(q) => (
+                format!(
+                    "between 2^{} and 2^{}",
+                    self.point.groups_log2, q.groups_log2
+                ),
+                "interpolated",
+            ),
+            None => (format!("at 2^{}", self.point.groups_log2), "measured"),
+        };
         write!(
             f,
-            "device profile: at 2^{} {}{} groups measured {}",
-            self.point.groups_log2,
+            "device profile: {at} {}{} groups {measured} {}",
             if self.point.skewed { "skewed " } else { "" },
             self.point.kind.name(),
             ranked.join(", ")
@@ -110,7 +129,9 @@ impl fmt::Display for Advice<'_> {
 impl Profile {
     /// The point of `kind` and skew nearest to `groups` (within [`NEAR_LOG2`]), its
     /// strategies ranked. Between two points that disagree on the fastest strategy a crossover
-    /// lies somewhere in between, unmeasured: then there is no advice and the rules decide.
+    /// lies in between: each strategy measured at both is ranked by its time interpolated
+    /// there (log time linear in log groups, as the regions' curves run on Karnagel's plots);
+    /// the nearer point alone would put the crossover at the midpoint whatever the curves.
     /// Skewed keys take advice only from skewed points (a profile calibrated on uniform keys
     /// ranks shared tables first where hot keys make them the slowest).
     pub fn advise(&self, kind: KeyKind, skewed: bool, groups: u64) -> Option<Advice<'_>> {
@@ -123,26 +144,38 @@ impl Profile {
                 .filter(|(d, _)| d.abs() <= NEAR_LOG2 && (*d <= 0.0) == below)
                 .min_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
         };
-        let point = match (near(true), near(false)) {
-            (Some((d, p)), _) if d.abs() < 0.25 => p,
-            (Some((_, p)), Some((_, q))) if p.best().map(|b| b.0) != q.best().map(|b| b.0) => {
-                return None
+        let (point, between, mut ranked) = match (near(true), near(false)) {
+            (Some((d, p)), _) if d.abs() < 0.25 => (p, None, measured(p)),
+            (Some((d, p)), Some((e, q))) if p.best().map(|b| b.0) != q.best().map(|b| b.0) => {
+                // The weight of the upper point: the estimate's share of the way to it.
+                let w = d.abs() / (d.abs() + e.abs());
+                let below = measured(p);
+                let ranked: Vec<(&str, f64)> = measured(q)
+                    .into_iter()
+                    .filter_map(|(s, tq)| {
+                        let tp = below.iter().find(|b| b.0 == s)?.1;
+                        Some((s, ((1.0 - w) * tp.ln() + w * tq.ln()).exp()))
+                    })
+                    .collect();
+                let (near, far) = if w <= 0.5 { (p, q) } else { (q, p) };
+                (near, Some(far), ranked)
             }
-            (Some((d, p)), Some((e, q))) => match d.abs() < e.abs() {
-                true => p,
-                false => q,
-            },
-            (Some((_, p)), None) | (None, Some((_, p))) => p,
+            (Some((d, p)), Some((e, q))) => {
+                let p = if d.abs() < e.abs() { p } else { q };
+                (p, None, measured(p))
+            }
+            (Some((_, p)), None) | (None, Some((_, p))) => (p, None, measured(p)),
             (None, None) => return None,
         };
-        let mut ranked: Vec<(&str, f64)> = point
-            .ms
-            .iter()
-            .filter(|(_, t)| t.is_finite())
-            .map(|(s, t)| (s.as_str(), *t))
-            .collect();
+        if ranked.is_empty() {
+            return None;
+        }
         ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
-        Some(Advice { point, ranked })
+        Some(Advice {
+            point,
+            between,
+            ranked,
+        })
     }
 }
 
@@ -182,8 +215,18 @@ mod tests {
         assert_eq!(a.ranked[0].0, "block_local");
         let a = p.advise(KeyKind::Hashed, false, 1 << 13).unwrap();
         assert_eq!(a.ranked, vec![("global", 3.0), ("block_local", 4.0)]);
-        // Between points that disagree: a crossover unmeasured, the rules decide.
-        assert!(p.advise(KeyKind::Hashed, false, 1 << 12).is_none());
+        // Between points that disagree: the times interpolated halfway (log scale).
+        let a = p.advise(KeyKind::Hashed, false, 1 << 12).unwrap();
+        assert_eq!(a.ranked[0].0, "block_local");
+        assert!((a.ranked[0].1 - (2.0f64 * 4.0).sqrt()).abs() < 1e-12);
+        assert!((a.ranked[1].1 - 3.0).abs() < 1e-12, "{:?}", a.ranked);
+        assert!(a.to_string().contains("between 2^11 and 2^13"), "{a}");
+        // Nearer one point, its times weigh more: at 2^12.5, 3/4 of the way to 2^13.
+        let a = p
+            .advise(KeyKind::Hashed, false, (2f64.powf(12.5)) as u64)
+            .unwrap();
+        assert_eq!(a.ranked[0].0, "global");
+        assert_eq!(a.point.groups_log2, 13);
         let agree = Profile {
             device: "test".into(),
             points: vec![

@@ -235,13 +235,16 @@ pub(crate) fn time_strategies(
     }
     // Each checked once, then timed taking turns: clocks and the machine's other load drift
     // over seconds, and `auto` runs the kernels of a fixed strategy, so turns keep them
-    // comparable.
+    // comparable. Each timed run follows an untimed one of its own: otherwise a run inherits
+    // the L2 and clocks the previous strategy left (`auto`, first in every turn, measured
+    // 5–12% slower than the very same kernels forced, right after a contended `global`).
     for (_, p) in runs.iter_mut() {
         check_groups(p, distinct)?;
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(reps); runs.len()];
     for _ in 0..reps.max(1) {
         for ((_, p), t) in runs.iter_mut().zip(times.iter_mut()) {
+            p.run_kernels()?;
             t.push(p.run_kernels()?.kernel_ms);
         }
     }
