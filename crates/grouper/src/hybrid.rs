@@ -79,6 +79,19 @@ impl Split {
     }
 }
 
+impl std::str::FromStr for Split {
+    type Err = String;
+
+    /// A static CPU share, as the user writes it (`0.05`).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let share: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a number"))?;
+        Self::cpu_share(share)
+    }
+}
+
 /// The chunks of one input, handed out once each, and the GPU's measured pace.
 #[derive(Debug)]
 pub struct ChunkQueue {
@@ -434,6 +447,7 @@ mod tests {
         assert_eq!(all_cpu.gpu_claim(), None);
         assert_eq!(all_cpu.cpu_share(), (0, 0));
         assert!(Split::cpu_share(1.5).is_err() && Split::cpu_share(-0.1).is_err());
-        assert_eq!(Split::cpu_share(0.5), Ok(Split::Static(0.5)));
+        assert_eq!(" 0.5".parse::<Split>(), Ok(Split::Static(0.5)));
+        assert!("half".parse::<Split>().is_err());
     }
 }

@@ -50,8 +50,8 @@ pub struct Q1Args {
     modes: Vec<String>,
     /// Also co-process with these static CPU shares of the chunks (comma-separated fractions),
     /// and report the measured split (`hybrid`) against the best of them.
-    #[arg(long, value_delimiter = ',', value_parser = parse_share)]
-    hybrid_splits: Vec<f64>,
+    #[arg(long, value_delimiter = ',', value_parser = <Split as std::str::FromStr>::from_str)]
+    hybrid_splits: Vec<Split>,
     /// Where to write the JSON result.
     #[arg(long, default_value = "bench/results/q1.json")]
     out: PathBuf,
@@ -177,13 +177,6 @@ fn same_q1(ours: &[Vec<String>], theirs: &[Vec<String>]) -> std::result::Result<
     Ok(())
 }
 
-fn parse_share(s: &str) -> std::result::Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
-        _ => Err(format!("'{s}' is not a fraction from 0 to 1")),
-    }
-}
-
 fn context(
     backend: Backend,
     gpu: GpuOptions,
@@ -201,11 +194,14 @@ fn context(
 
 /// The measured split (`hybrid`) against the static splits: the best static share, and the
 /// dynamic wall time over the best static one (the target: within 10%).
-fn split_summary(modes: &serde_json::Map<String, Value>, shares: &[f64]) -> Value {
+fn split_summary(modes: &serde_json::Map<String, Value>, splits: &[Split]) -> Value {
     let wall = |name: &str| modes.get(name).and_then(|m| m["wall_ms"].as_f64());
-    let statics: Vec<(f64, f64)> = shares
+    let statics: Vec<(f64, f64)> = splits
         .iter()
-        .filter_map(|&s| wall(&static_name(s)).map(|ms| (s, ms)))
+        .filter_map(|&s| match s {
+            Split::Static(share) => wall(&static_name(share)).map(|ms| (share, ms)),
+            Split::Dynamic => None,
+        })
         .collect();
     let best = statics.iter().copied().min_by(|x, y| x.1.total_cmp(&y.1));
     match (wall("hybrid"), best) {
@@ -348,14 +344,12 @@ pub async fn q1(a: Q1Args) -> Result<()> {
             // Release this mode's cached, pinned input before the next one prepares its own.
             grouper_core::gpu::cache::clear();
         }
-        for &share in &a.hybrid_splits {
+        for &split in &a.hybrid_splits {
+            let Split::Static(share) = split else {
+                continue; // the measured split is the `hybrid` mode
+            };
             let name = static_name(share);
-            let ctx = context(
-                Backend::Hybrid,
-                GpuOptions::default(),
-                threads,
-                Split::Static(share),
-            )?;
+            let ctx = context(Backend::Hybrid, GpuOptions::default(), threads, split)?;
             ctx.register_table(
                 "lineitem",
                 Arc::new(MemTable::try_new(Arc::clone(&schema), parts.clone())?),

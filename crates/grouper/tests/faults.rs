@@ -312,6 +312,18 @@ fn memory_budget_fails_clearly_and_a_large_one_answers() {
 }
 
 #[test]
+fn a_static_hybrid_share_must_be_a_fraction() {
+    fails_with(
+        &query(&["SELECT 1", "--hybrid-cpu-share", "1.5"]),
+        "a CPU share is a fraction from 0 to 1, not 1.5",
+    );
+    fails_with(
+        &query(&["SELECT 1", "--hybrid-cpu-share", "half"]),
+        "'half' is not a number",
+    );
+}
+
+#[test]
 fn gpu_faults_without_a_gpu() {
     if grouper_core::gpu::Gpu::get().is_ok() {
         eprintln!("a GPU is present: scripts/device-test.sh faults covers this machine");

@@ -114,7 +114,7 @@ pub struct EngineArgs {
     pub no_profile: bool,
     /// `--backend hybrid`: give the CPU this fixed share (0 to 1) of the input's chunks
     /// instead of dividing them by the two sides' measured speeds (for comparisons).
-    #[arg(long, value_parser = parse_share)]
+    #[arg(long, value_parser = <Split as std::str::FromStr>::from_str)]
     pub hybrid_cpu_share: Option<Split>,
     /// Memory budget for the query, e.g. 512M or 4G: aggregation state and DataFusion's
     /// operators share it; a query that needs more fails with a clear error (DataFusion's
@@ -133,15 +133,6 @@ pub enum TransferArg {
 }
 
 /// Like [`parse_bytes`], also accepting 0.
-/// A static CPU share of co-processing: a fraction from 0 to 1.
-fn parse_share(s: &str) -> std::result::Result<Split, String> {
-    let share: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number"))?;
-    Split::cpu_share(share)
-}
-
 fn parse_bytes_or_zero(s: &str) -> std::result::Result<usize, String> {
     if s.trim() == "0" {
         return Ok(0);
