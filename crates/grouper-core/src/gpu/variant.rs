@@ -116,9 +116,7 @@ impl Variant {
             _ => (1, 0),
         }
     }
-}
 
-impl Variant {
     /// Blocks of this shape whose scratch buffers fit in `bytes` of GPU memory, at least one
     /// and at most its own: where a memory limit is tight a smaller grid still covers every
     /// row (the kernels stride over the chunk), while each block keeps its spill room.
