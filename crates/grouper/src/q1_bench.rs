@@ -275,8 +275,7 @@ fn stream_rate(a: &Q1Args, h2d: f64) -> Result<Value> {
         for _ in 0..a.reps.max(1) {
             ms.push(p.run_kernels()?.kernel_ms);
         }
-        ms.sort_by(f64::total_cmp);
-        let t = ms[ms.len() / 2] * 1e-3;
+        let t = crate::gpu_bench::median(ms) * 1e-3;
         let r = p.report();
         let sent = rows as f64 * r.sent_bytes_per_row / t;
         let input = rows as f64 * r.raw_bytes_per_row / t;

@@ -149,9 +149,7 @@ fn exhaustive(
             continue;
         }
         // The first pass warms up (caches, table allocation); the median of the rest counts.
-        let mut timed = times.split_off(1);
-        timed.sort_by(f64::total_cmp);
-        table.insert(c, timed[timed.len() / 2]);
+        table.insert(c, median(times.split_off(1)));
     }
     Ok((table, compile_s))
 }
