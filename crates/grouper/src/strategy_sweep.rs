@@ -167,6 +167,24 @@ pub fn gpu_point(p: &PointSpec, reps: usize, profile: Option<Arc<Profile>>) -> R
     })
 }
 
+/// Regret beyond which a CPU point's `auto` and fastest fixed strategy are timed again.
+const RETIME_ABOVE: f64 = 0.05;
+
+/// Turns per rep of that second timing.
+const RETIME_TURNS: usize = 3;
+
+/// Positions of `auto` and of the fastest other engine among timed sessions.
+fn auto_and_fastest<N: AsRef<str>, C>(sessions: &[(N, C, f64)]) -> Option<(usize, usize)> {
+    let auto = sessions.iter().position(|s| s.0.as_ref() == "auto")?;
+    let fastest = sessions
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != auto)
+        .min_by(|x, y| x.1 .2.total_cmp(&y.1 .2))?
+        .0;
+    Some((auto, fastest))
+}
+
 /// CPU: fastest wall-clock times through DataFusion of `auto` (with this machine's CPU profile unless
 /// `no_profile`) and of every CPU strategy, on `threads` workers.
 pub async fn cpu_point(
@@ -221,6 +239,21 @@ pub async fn cpu_point(
     for _ in 0..reps.max(1) {
         for (_, ctx, best) in sessions.iter_mut() {
             *best = best.min(time_sql_once(ctx, sql).await?);
+        }
+    }
+    // Runs of 5–70 ms spread by ±20% on a 16-core host, so a point where `auto` looks more
+    // than `RETIME_ABOVE` slower than the fastest fixed strategy is timed again: the two of
+    // them take `RETIME_TURNS × reps` more turns, both keeping their fastest. A real miss
+    // (another strategy) stays a miss; the same code measured twice converges.
+    if let Some((a, f)) = auto_and_fastest(&sessions) {
+        let (ta, tf) = (sessions[a].2, sessions[f].2);
+        if ta > (1.0 + RETIME_ABOVE) * tf {
+            for _ in 0..RETIME_TURNS * reps.max(1) {
+                for i in [a, f] {
+                    let s = &mut sessions[i];
+                    s.2 = s.2.min(time_sql_once(&s.1, sql).await?);
+                }
+            }
         }
     }
     for (name, ctx, t) in &sessions {
@@ -278,4 +311,20 @@ pub fn gpu_tuned_shape(
         .as_ref()
         .and_then(|t| t.best)
         .map(|(c, _)| (c.blocks_per_sm, c.threads, c.items)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_is_retimed_against_the_fastest_other_engine() {
+        let timed = [("perfect", (), 2.0), ("auto", (), 3.0), ("sort", (), 1.0)];
+        assert_eq!(auto_and_fastest(&timed), Some((1, 2)));
+        // auto the fastest: the fastest of the others.
+        let timed = [("auto", (), 0.5), ("perfect", (), 2.0), ("sort", (), 1.0)];
+        assert_eq!(auto_and_fastest(&timed), Some((0, 2)));
+        assert_eq!(auto_and_fastest(&[("sort", (), 1.0)]), None);
+        assert_eq!(auto_and_fastest(&[("auto", (), 1.0)]), None);
+    }
 }

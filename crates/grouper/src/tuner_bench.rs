@@ -66,6 +66,9 @@ pub struct TunerArgs {
     /// Most passes over the input the tuner gets to converge.
     #[arg(long, default_value_t = 40)]
     max_passes: usize,
+    /// Only these key kinds (comma-separated: dense, scattered; default both).
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+    keys: Vec<TunerKeys>,
     /// Only these strategies (comma-separated GPU strategy names; default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     strategies: Vec<String>,
@@ -75,6 +78,15 @@ pub struct TunerArgs {
     /// Folder of the SVG plots of each exhaustive search (Rosenfeld's Fig. 2).
     #[arg(long, default_value = "bench/results/plots")]
     plots: PathBuf,
+}
+
+/// The sweep's key kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TunerKeys {
+    /// u32 keys 0..groups: direct tables apply.
+    Dense,
+    /// u64 keys spread over the 64-bit range: hash tables only.
+    Scattered,
 }
 
 /// One tuned run judged against the exhaustive times of the configurations it could pick.
@@ -287,6 +299,14 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
         let g = 1u64 << gl;
         let (dense, distinct) = dense_keys(&r, g);
         for scattered in [false, true] {
+            let wanted = if scattered {
+                TunerKeys::Scattered
+            } else {
+                TunerKeys::Dense
+            };
+            if !a.keys.is_empty() && !a.keys.contains(&wanted) {
+                continue;
+            }
             let (batch, kind) = sweep_batch(&dense, scattered, &values)?;
             let query: GpuQuery = sweep_query(batch.schema().field(0).data_type().clone());
             let planned = Prepared::new(&query, &[batch], &options(&a))?;

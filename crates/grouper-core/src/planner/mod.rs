@@ -268,6 +268,27 @@ mod tests {
             choose(unique, &auto, limit, None).unwrap().strategy,
             Strategy::Sort
         );
+        // A first batch of 8192 rows, 94% distinct, from 2^22 rows over 2^16 groups: 64 rows a
+        // group is plenty of reduction for tables.
+        let first_batch = Estimate {
+            rows: 1 << 22,
+            sampled: 8192,
+            distinct: 7700,
+            groups: 1 << 16,
+            ..unique
+        };
+        assert_eq!(
+            choose(first_batch, &auto, limit, None).unwrap().strategy,
+            Strategy::ThreadLocal
+        );
+        let few_rows_each = Estimate {
+            groups: 1 << 20,
+            ..first_batch
+        };
+        assert_eq!(
+            choose(few_rows_each, &auto, limit, None).unwrap().strategy,
+            Strategy::Sort
+        );
         // A device profile measured near the estimate decides before the rules, within what
         // applies: it may not index a domain too wide for memory.
         let profile = Profile {
