@@ -211,9 +211,17 @@ pub async fn cpu_point(
     // The sweep's engines, less DataFusion's own; auto stays on the CPU.
     let mut engines = crate::bench::engines(threads, true);
     engines.retain(|(n, _)| n != "datafusion");
+    // One worker pool for every engine: pools of their own differ by where their threads
+    // landed, by more than the strategies differ (see `GrouperConfig::pool`).
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?,
+    );
     for (n, c) in engines.iter_mut() {
         c.backend = Backend::Cpu;
         c.no_profile = no_profile || n != "auto";
+        c.pool = Some(Arc::clone(&pool));
     }
     let sql = "SELECT k, sum(v), count(*) FROM t GROUP BY k";
     let mut ms = Map::new();

@@ -233,6 +233,7 @@ impl EngineArgs {
             memory_limit: self.memory_limit,
             no_profile: self.no_profile,
             hybrid_split: self.hybrid_cpu_share.unwrap_or_default(),
+            pool: None,
         }
     }
 }
