@@ -57,22 +57,18 @@ pub struct Point {
 }
 
 impl Point {
-    /// The fastest strategy and its time.
-    pub fn best(&self) -> Option<(&str, f64)> {
+    /// The strategies measured here, with their times (a strategy that failed has none).
+    fn measured(&self) -> impl Iterator<Item = (&str, f64)> {
         self.ms
             .iter()
-            .filter(|(_, t)| t.is_finite())
-            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .filter(|(_, t)| t.is_finite() && *t > 0.0)
             .map(|(s, t)| (s.as_str(), *t))
     }
-}
 
-/// The strategies a point measured, with their times.
-fn measured(p: &Point) -> Vec<(&str, f64)> {
-    p.ms.iter()
-        .filter(|(_, t)| t.is_finite() && *t > 0.0)
-        .map(|(s, t)| (s.as_str(), *t))
-        .collect()
+    /// The fastest strategy and its time.
+    pub fn best(&self) -> Option<(&str, f64)> {
+        self.measured().min_by(|a, b| a.1.total_cmp(&b.1))
+    }
 }
 
 /// A machine's profile: the device it was measured on and its points.
@@ -145,13 +141,13 @@ impl Profile {
                 .min_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
         };
         let (point, between, mut ranked) = match (near(true), near(false)) {
-            (Some((d, p)), _) if d.abs() < 0.25 => (p, None, measured(p)),
+            (Some((d, p)), _) if d.abs() < 0.25 => (p, None, p.measured().collect()),
             (Some((d, p)), Some((e, q))) if p.best().map(|b| b.0) != q.best().map(|b| b.0) => {
                 // The weight of the upper point: the estimate's share of the way to it.
                 let w = d.abs() / (d.abs() + e.abs());
-                let below = measured(p);
-                let ranked: Vec<(&str, f64)> = measured(q)
-                    .into_iter()
+                let below: Vec<(&str, f64)> = p.measured().collect();
+                let ranked: Vec<(&str, f64)> = q
+                    .measured()
                     .filter_map(|(s, tq)| {
                         let tp = below.iter().find(|b| b.0 == s)?.1;
                         Some((s, ((1.0 - w) * tp.ln() + w * tq.ln()).exp()))
@@ -162,9 +158,9 @@ impl Profile {
             }
             (Some((d, p)), Some((e, q))) => {
                 let p = if d.abs() < e.abs() { p } else { q };
-                (p, None, measured(p))
+                (p, None, p.measured().collect())
             }
-            (Some((_, p)), None) | (None, Some((_, p))) => (p, None, measured(p)),
+            (Some((_, p)), None) | (None, Some((_, p))) => (p, None, p.measured().collect()),
             (None, None) => return None,
         };
         if ranked.is_empty() {

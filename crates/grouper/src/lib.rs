@@ -29,4 +29,4 @@ pub mod session;
 pub mod synthetic;
 pub mod tpch;
 
-pub use session::{grouper_context, session_context, Backend, GrouperConfig};
+pub use session::{grouper_context, session_context, worker_pool, Backend, GrouperConfig};

@@ -99,6 +99,18 @@ pub fn grouper_context() -> SessionContext {
     session_context(&GrouperConfig::default()).unwrap_or_else(|_| SessionContext::new())
 }
 
+/// A worker pool of `threads` threads for grouper's CPU aggregation (one per session unless
+/// [`GrouperConfig::pool`] shares one).
+pub fn worker_pool(
+    threads: usize,
+) -> std::result::Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("grouper-{i}"))
+        .build()
+        .map(Arc::new)
+}
+
 /// A `SessionContext` configured by `config`; fails for backends this build cannot run.
 pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
     match config.backend {
@@ -134,13 +146,7 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
     if config.backend != Backend::DataFusion {
         let pool = match &config.pool {
             Some(p) => Arc::clone(p),
-            None => Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("grouper-{i}"))
-                    .build()
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?,
-            ),
+            None => worker_pool(threads).map_err(|e| DataFusionError::External(Box::new(e)))?,
         };
         let mut gpu = config.gpu.clone();
         let mut cpu_profile = None;

@@ -213,11 +213,7 @@ pub async fn cpu_point(
     engines.retain(|(n, _)| n != "datafusion");
     // One worker pool for every engine: pools of their own differ by where their threads
     // landed, by more than the strategies differ (see `GrouperConfig::pool`).
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()?,
-    );
+    let pool = grouper::worker_pool(threads)?;
     for (n, c) in engines.iter_mut() {
         c.backend = Backend::Cpu;
         c.no_profile = no_profile || n != "auto";

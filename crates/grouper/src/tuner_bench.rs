@@ -298,16 +298,11 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
     for &gl in &a.groups_log2 {
         let g = 1u64 << gl;
         let (dense, distinct) = dense_keys(&r, g);
-        for scattered in [false, true] {
-            let wanted = if scattered {
-                TunerKeys::Scattered
-            } else {
-                TunerKeys::Dense
-            };
-            if !a.keys.is_empty() && !a.keys.contains(&wanted) {
+        for keys in [TunerKeys::Dense, TunerKeys::Scattered] {
+            if !a.keys.is_empty() && !a.keys.contains(&keys) {
                 continue;
             }
-            let (batch, kind) = sweep_batch(&dense, scattered, &values)?;
+            let (batch, kind) = sweep_batch(&dense, keys == TunerKeys::Scattered, &values)?;
             let query: GpuQuery = sweep_query(batch.schema().field(0).data_type().clone());
             let planned = Prepared::new(&query, &[batch], &options(&a))?;
             let planned_strategy = planned.report().strategy;
