@@ -6,7 +6,7 @@
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
 #   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
-# shapes; TUNER_ARGS adds arguments), JSON at $OUT/tuner.json.
+# shapes; TUNER_ARGS adds arguments), JSON at $OUT/tuner.json, its SVG plots in $OUT/tplots.tgz.
 # regret: for each backend in REGRET_BACKENDS (default "gpu"), `grouper calibrate` (CAL_ARGS)
 # stores the device profile, then `grouper bench regret` (REGRET_ARGS) scores auto with it
 # against every fixed strategy; JSON, the profile and an archive of the SVG plots under $OUT.
@@ -113,8 +113,9 @@ fi
 if wants tuner; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   # shellcheck disable=SC2086
-  limited /tmp/grouper bench tuner --out "$OUT/tuner.json" ${TUNER_ARGS:-} 2>&1 | tee "$OUT/tuner.log"
+  limited /tmp/grouper bench tuner --out "$OUT/tuner.json" --plots "$OUT/tplots" ${TUNER_ARGS:-} 2>&1 | tee "$OUT/tuner.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  [ -d "$OUT/tplots" ] && tar -C "$OUT" -czf "$OUT/tplots.tgz" tplots && rm -rf "$OUT/tplots"
 fi
 if wants regret; then
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper

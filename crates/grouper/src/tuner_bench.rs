@@ -231,10 +231,16 @@ fn judge(t: &TuneReport, passes: usize, chunks: usize, table: &HashMap<GpuConfig
     let full_ms: f64 = table.values().sum();
     let batch_ms = best_ms / chunks.max(1) as f64;
     let (batches, searched) = t.batches;
+    // A paired measurement's reference batches are search batches too.
+    let pass_ms = |c: &GpuConfig, batches: u32| table.get(c).map(|ms| f64::from(batches) * ms);
     let search_ms: f64 = t
         .steps
         .iter()
-        .filter_map(|s| table.get(&s.config).map(|ms| f64::from(s.batches) * ms))
+        .flat_map(|s| {
+            let reference = s.reference.and_then(|(r, b)| pass_ms(&r, b));
+            [pass_ms(&s.config, s.batches), reference]
+        })
+        .flatten()
         .sum::<f64>()
         / chunks.max(1) as f64;
     let quality = found_ms / best_ms;
@@ -248,12 +254,18 @@ fn judge(t: &TuneReport, passes: usize, chunks: usize, table: &HashMap<GpuConfig
         "starts": t.starts.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
         "quality": quality, "cost_batches": cost, "overhead": overhead,
         "decision_us_per_batch": per_batch_decision * 1e3, "effort": effort,
-        "converged": t.converged, "passes": passes, "batches": batches,
+        "converged": t.converged, "drifting": t.drifting, "passes": passes, "batches": batches,
         "search_batches": searched, "search_ms": search_ms,
         "search_kernel_ms_measured": t.search_ms, "decision_ms": t.decision_ms,
         "full_evaluation_ms": full_ms, "compile_ms": t.compile_ms,
         "measured": t.steps.len(), "configurations": table.len(),
-        "steps": t.steps.iter().map(|s| json!([s.config.to_string(), s.time * 1e6, s.batches])).collect::<Vec<_>>(),
+        "steps": t.steps.iter().map(|s| {
+            let mut step = json!([s.config.to_string(), s.time * 1e6, s.batches]);
+            if let (Some((r, b)), Some(v)) = (s.reference, step.as_array_mut()) {
+                v.extend([json!(r.to_string()), json!(b)]);
+            }
+            step
+        }).collect::<Vec<_>>(),
     });
     Judged {
         quality,
@@ -357,7 +369,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                         .collect();
                     crate::plots::shape_space(
                         &a.plots
-                            .join(format!("tuner-space-{kind}-2^{gl}-{}.svg", s.name())),
+                            .join(format!("tuner-space-{kind}-2p{gl}-{}.svg", s.name())),
                         &format!(
                             "{} on {kind} keys, 2^{gl} groups, {} items/thread: darker is faster",
                             s.name(),
@@ -451,7 +463,7 @@ fn write_result(
         "batch_rows": 1u64 << a.batch_rows_log2,
         "space": {"blocks_per_sm": space.blocks_per_sm, "threads": space.threads, "items": space.items},
         "hyper": {"s": a.similarity, "p": a.prune, "v_max": a.v_max, "b_max": a.b_max, "patience": a.patience},
-        "metrics": "every time from the exhaustive search (pass time / batches per pass per batch): quality = pass time of the found shape / best; cost = search batches' time in best-batch units - their number; overhead = deciding time per batch / best batch time; effort = (search batches' time + deciding time) / sum of every shape's pass time",
+        "metrics": "every time from the exhaustive search (pass time / batches per pass per batch): quality = pass time of the found shape / best; cost = search batches' time in best-batch units - their number; overhead = deciding time per batch / best batch time; effort = (search batches' time + deciding time) / sum of every shape's pass time; search batches include a paired measurement's reference batches (steps: [shape, ns/row by the tuner, batches, and when paired the reference and its batches])",
         "summary": summary,
         "points": points,
     });

@@ -29,6 +29,9 @@ pub struct TuneReport {
     pub best: Option<(GpuConfig, f64)>,
     /// Whether the search is over.
     pub converged: bool,
+    /// Whether chunk times drifted (a table filling as chunks add groups), so that shapes
+    /// were timed in pairs with their reference.
+    pub drifting: bool,
     /// Chunks run since the tuner was made, and of those the ones that measured a shape.
     pub batches: (u64, u64),
     /// Kernel time of the chunks that measured a shape, ms.
@@ -60,6 +63,12 @@ impl fmt::Display for TuneReport {
                 "; best {best} at {:.3} ns/row ({:.2}x the planner's shape)",
                 t * 1e6,
                 t / first
+            )?;
+        }
+        if self.drifting {
+            write!(
+                f,
+                "; chunk times drifted (the table kept growing), so each shape was timed between chunks of the shape it was compared with"
             )?;
         }
         write!(
@@ -241,6 +250,7 @@ impl Tuning {
             steps: self.tuner.steps().to_vec(),
             best: self.tuner.best(),
             converged: self.tuner.converged(),
+            drifting: self.tuner.drifting(),
             batches: (self.chunks, self.tuner.search_batches()),
             search_ms: self.tuner.search_ms(),
             decision_ms: self.tuner.decision_ms(),
@@ -268,12 +278,14 @@ mod tests {
             config,
             time,
             batches: 3,
+            reference: None,
         };
         let r = TuneReport {
             starts: vec![planned, c(GpuStrategy::Global, 8, 256)],
             steps: vec![step(planned, 2e-6), step(found, 1e-6)],
             best: Some((found, 1e-6)),
             converged: true,
+            drifting: false,
             batches: (32, 6),
             search_ms: 1.0,
             decision_ms: 0.01,
@@ -281,6 +293,13 @@ mod tests {
             space: 120,
         };
         let text = r.to_string();
+        assert!(!text.contains("drifted"), "{text}");
+        let drifted = TuneReport {
+            drifting: true,
+            ..r.clone()
+        }
+        .to_string();
+        assert!(drifted.contains("chunk times drifted"), "{drifted}");
         for part in [
             "from block_local 4x256x4, global 8x256x4",
             "2 of 240 shapes measured over 6 of 32 chunks",

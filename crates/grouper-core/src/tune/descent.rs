@@ -4,12 +4,16 @@
 //! are within `s` of the reference form a plateau and are explored too (the queue forks);
 //! references slower than `p` × the fastest are pruned. Once the queue is empty the fastest
 //! configuration runs every later batch.
+//!
+//! Once a measurement runs out of batches without settling (the batch times drift, as they do
+//! while a large table fills), every later candidate is timed in pairs with its reference
+//! ([`Paired`]): its time is the reference's times its measured ratio.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::time::Instant;
 
-use super::measure::Window;
+use super::measure::{Paired, Window};
 use super::space::{Config, Space};
 use super::Hyper;
 
@@ -22,6 +26,23 @@ enum Role<S> {
     Neighbor(Config<S>),
 }
 
+/// How a configuration is being timed.
+#[derive(Debug, Clone)]
+enum Timing<S> {
+    /// Its own batches in a row (Algorithm 1).
+    Plain(Window),
+    /// Its batches alternating with the reference's (batch times drift).
+    Paired(Config<S>, Paired),
+}
+
+/// The measurement in progress.
+#[derive(Debug, Clone)]
+struct Measuring<S> {
+    config: Config<S>,
+    role: Role<S>,
+    timing: Timing<S>,
+}
+
 /// One finished measurement, for reports.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step<S> {
@@ -31,6 +52,9 @@ pub struct Step<S> {
     pub time: f64,
     /// Batches it ran.
     pub batches: u32,
+    /// The reference it was timed against in pairs, and the batches that reference ran
+    /// meanwhile.
+    pub reference: Option<(Config<S>, u32)>,
 }
 
 /// The tuner's state; it lives as long as the aggregation it tunes (and may outlive one query).
@@ -41,8 +65,10 @@ pub struct Tuner<S> {
     starts: VecDeque<Config<S>>,
     queue: VecDeque<Config<S>>,
     times: HashMap<Config<S>, f64>,
-    measuring: Option<(Config<S>, Role<S>, Window)>,
+    measuring: Option<Measuring<S>>,
     best: Option<(Config<S>, f64)>,
+    /// A measurement ran out of batches without settling: later ones are paired.
+    drifting: bool,
     /// Measurements in a row that did not beat the fastest by more than the noise.
     stale: u32,
     steps: Vec<Step<S>>,
@@ -69,6 +95,7 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
             times: HashMap::new(),
             measuring: None,
             best: None,
+            drifting: false,
             stale: 0,
             steps: Vec::new(),
             tuning_batches: 0,
@@ -89,19 +116,40 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
     pub fn record(&mut self, c: Config<S>, rows: u64, ms: f64) {
         let t0 = Instant::now();
         let per_row = ms / rows.max(1) as f64;
+        let (v_max, b_max) = (self.hyper.v_max, self.hyper.b_max);
         let mut done = None;
-        if let Some((m, role, window)) = &mut self.measuring {
-            if *m == c {
+        if let Some(m) = &mut self.measuring {
+            let ours = match &m.timing {
+                Timing::Plain(_) => c == m.config,
+                Timing::Paired(reference, _) => c == m.config || c == *reference,
+            };
+            if ours {
                 self.tuning_batches += 1;
                 self.search_ms += ms;
-                if let Some(t) = window.push(per_row, self.hyper.v_max, self.hyper.b_max) {
-                    done = Some((*m, *role, t, window.batches()));
+            }
+            match &mut m.timing {
+                Timing::Plain(window) if c == m.config => {
+                    if let Some(t) = window.push(per_row, v_max, b_max) {
+                        // Out of batches without settling: the times drift.
+                        self.drifting |= !window.steady();
+                        done = Some((t, window.batches(), None));
+                    }
                 }
+                Timing::Paired(reference, pairs) if c == *reference => {
+                    if let Some(ratio) = pairs.push_reference(per_row, v_max, b_max) {
+                        let (own, theirs) = pairs.batches();
+                        let t = self.times.get(reference).copied().unwrap_or(f64::INFINITY);
+                        done = Some((t * ratio, own, Some((*reference, theirs))));
+                    }
+                }
+                Timing::Paired(_, pairs) if c == m.config => pairs.push_candidate(per_row),
+                _ => {}
             }
         }
-        if let Some((m, role, t, batches)) = done {
-            self.measuring = None;
-            self.finish(m, role, t, batches);
+        if let Some((t, batches, reference)) = done {
+            if let Some(m) = self.measuring.take() {
+                self.finish(m.config, m.role, t, batches, reference);
+            }
         }
         self.decision_ns += t0.elapsed().as_nanos();
     }
@@ -109,11 +157,16 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
     /// Records that `c` cannot run (it does not fit the device or the memory limit): it counts
     /// as infinitely slow.
     pub fn fail(&mut self, c: Config<S>) {
-        if let Some((m, role, _)) = self.measuring {
-            if m == c {
-                self.measuring = None;
-                self.finish(m, role, f64::INFINITY, 0);
-            }
+        let Some(m) = &mut self.measuring else {
+            return;
+        };
+        if m.config == c {
+            let (config, role) = (m.config, m.role);
+            self.measuring = None;
+            self.finish(config, role, f64::INFINITY, 0, None);
+        } else if matches!(m.timing, Timing::Paired(reference, _) if reference == c) {
+            // The reference no longer runs (a memory limit): time the candidate alone.
+            m.timing = Timing::Plain(Window::default());
         }
     }
 
@@ -125,6 +178,11 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
     /// The fastest configuration measured, and its time per row.
     pub fn best(&self) -> Option<(Config<S>, f64)> {
         self.best
+    }
+
+    /// Whether batch times drifted, so that candidates are timed in pairs with their reference.
+    pub fn drifting(&self) -> bool {
+        self.drifting
     }
 
     /// Every finished measurement, in order.
@@ -153,20 +211,47 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
         &self.space
     }
 
-    fn begin(&mut self, c: Config<S>, role: Role<S>) -> Config<S> {
-        self.measuring = Some((c, role, Window::default()));
-        c
+    /// Starts measuring `c`: in pairs with its reference (the neighbour's origin, a start's
+    /// fastest so far) once times drift.
+    fn begin(&mut self, c: Config<S>, role: Role<S>) -> Option<Config<S>> {
+        let reference = match role {
+            Role::Neighbor(ci) => Some(ci),
+            Role::Start => self.best.map(|b| b.0),
+        }
+        .filter(|r| self.drifting && self.time(r).is_finite());
+        let timing = match reference {
+            Some(r) => Timing::Paired(r, Paired::default()),
+            None => Timing::Plain(Window::default()),
+        };
+        self.measuring = Some(Measuring {
+            config: c,
+            role,
+            timing,
+        });
+        self.issue()
+    }
+
+    /// The configuration the measurement in progress runs next (none: no measurement).
+    fn issue(&mut self) -> Option<Config<S>> {
+        let m = self.measuring.as_mut()?;
+        Some(match &mut m.timing {
+            Timing::Paired(reference, pairs) => match pairs.issue() {
+                true => *reference,
+                false => m.config,
+            },
+            Timing::Plain(_) => m.config,
+        })
     }
 
     /// Lines 4–25 of Algorithm 1 up to the next measurement (or the end of the search).
     fn advance(&mut self) -> Option<Config<S>> {
-        if let Some((c, ..)) = &self.measuring {
-            return Some(*c);
+        if self.measuring.is_some() {
+            return self.issue();
         }
         // Several starting configurations: each is evaluated and queued before the loop.
         while let Some(s) = self.starts.pop_front() {
             if !self.times.contains_key(&s) {
-                return Some(self.begin(s, Role::Start));
+                return self.begin(s, Role::Start);
             }
         }
         if self.stale >= self.hyper.patience {
@@ -185,7 +270,7 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
                 .into_iter()
                 .find(|n| !self.times.contains_key(n));
             match untested {
-                Some(cj) => return Some(self.begin(cj, Role::Neighbor(ci))),
+                Some(cj) => return self.begin(cj, Role::Neighbor(ci)),
                 None => {
                     self.queue.pop_front(); // a local minimum: backtrack
                 }
@@ -199,12 +284,20 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
     }
 
     /// Lines 12–20 of Algorithm 1 for a finished measurement.
-    fn finish(&mut self, cj: Config<S>, role: Role<S>, tj: f64, batches: u32) {
+    fn finish(
+        &mut self,
+        cj: Config<S>,
+        role: Role<S>,
+        tj: f64,
+        batches: u32,
+        reference: Option<(Config<S>, u32)>,
+    ) {
         self.times.insert(cj, tj);
         self.steps.push(Step {
             config: cj,
             time: tj,
             batches,
+            reference,
         });
         match role {
             Role::Start => self.queue.push_back(cj),
@@ -373,6 +466,33 @@ mod tests {
     }
 
     #[test]
+    fn drifting_batch_times_are_compared_in_pairs() {
+        // A table filling over a pass of 32 batches: a batch early in a pass takes up to 2.5x
+        // a late one, whatever the shape. Windows of three batches never settle, and plain
+        // means would favour whatever was measured late in a pass.
+        let pass = |b: u64| 1.0 + 1.5 * (-((b % 32) as f64) / 8.0).exp();
+        let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
+        drive(&mut t, |c, b| Some(bowl(c) * pass(b)));
+        assert!(t.drifting());
+        let (best, _) = t.best().unwrap();
+        assert_eq!((best.blocks_per_sm, best.threads, best.items), (2, 512, 8));
+        // The first measurement found the drift; every later one ran beside its reference.
+        let steps = t.steps();
+        assert_eq!(steps[0].batches, Hyper::default().b_max);
+        assert!(
+            steps[1..].iter().all(|s| s.reference.is_some()),
+            "{steps:?}"
+        );
+        // Paired times are relative to the first measurement's: their ratios are the bowl's.
+        let first = steps[0];
+        for s in &steps[1..] {
+            let want = bowl(&s.config) / bowl(&first.config);
+            let got = s.time / first.time;
+            assert!((got / want - 1.0).abs() < 0.03, "{s:?}: {got} vs {want}");
+        }
+    }
+
+    #[test]
     fn configurations_that_cannot_run_are_stepped_around() {
         let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
         drive(&mut t, |c, _| (c.threads <= 512).then(|| bowl(c)));
@@ -405,7 +525,9 @@ mod tests {
                 prop_assert!(space().contains(&s.config));
                 prop_assert!(seen.insert(s.config), "{:?} measured twice", s.config);
             }
-            prop_assert!(batches <= 10 * steps.len() as u64);
+            // Plain: at most b_max batches a measurement; paired: b_max of the candidate's
+            // and one more of the reference's.
+            prop_assert!(batches <= 21 * steps.len() as u64);
             let fastest = steps.iter().map(|s| s.time).fold(f64::INFINITY, f64::min);
             prop_assert_eq!(t.best().unwrap().1, fastest);
         }

@@ -1,7 +1,14 @@
 //! `ProcessBlocksWith` of Rosenfeld's Algorithm 1: how many batches one configuration runs
 //! before its time counts. Outliers cluster at the start of a measurement (Rosenfeld §3.6), so
 //! a configuration runs three batches; if their normalised range (max − min) / mean exceeds
-//! `v_max`, the oldest is dropped and another batch runs, up to `b_max` batches.
+//! `v_max`, the oldest is dropped and another batch runs, up to `b_max` batches ([`Window`]).
+//!
+//! Beyond the paper: batch times that drift are compared in pairs ([`Paired`]). Where a table
+//! keeps growing through the input (more groups than a few batches hold), a batch's time
+//! depends on how full the table is, not only on its shape: Rosenfeld's windows never settle
+//! and a shape measured late looks fast. Timed between two batches of its reference instead,
+//! a candidate's ratio to the reference's mean cancels any drift that is linear over three
+//! batches.
 
 use std::collections::VecDeque;
 
@@ -13,12 +20,13 @@ pub const WINDOW: usize = 3;
 pub struct Window {
     times: VecDeque<f64>,
     batches: u32,
+    steady: bool,
 }
 
 impl Window {
     /// Adds one batch's time (per row). Returns the configuration's time once the window is
     /// steady, or when `b_max` batches have run (then the mean of the last window: the
-    /// outliers this cannot drop are the variation itself).
+    /// outliers this cannot drop are the variation itself; [`Window::steady`] says which).
     pub fn push(&mut self, t: f64, v_max: f64, b_max: u32) -> Option<f64> {
         self.batches += 1;
         self.times.push_back(t);
@@ -36,13 +44,84 @@ impl Window {
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
                 (lo.min(x), hi.max(x))
             });
-        let steady = mean > 0.0 && (hi - lo) / mean <= v_max;
-        (steady || self.batches >= b_max).then_some(mean)
+        self.steady = mean > 0.0 && (hi - lo) / mean <= v_max;
+        (self.steady || self.batches >= b_max).then_some(mean)
+    }
+
+    /// Whether the last window pushed was steady (false: the measurement ran out of batches).
+    pub fn steady(&self) -> bool {
+        self.steady
     }
 
     /// Batches run so far.
     pub fn batches(&self) -> u32 {
         self.batches
+    }
+}
+
+/// A candidate timed against a reference whose batches alternate with its own: reference,
+/// candidate, reference, candidate, … Each candidate batch counts as its ratio to the mean of
+/// the reference batches on either side, and those ratios fill a [`Window`] (steady within
+/// `v_max`, at most `b_max` candidate batches). The result is a ratio, to be scaled by the
+/// reference's own time.
+#[derive(Debug, Clone)]
+pub struct Paired {
+    ratios: Window,
+    /// The last reference batch's time.
+    before: Option<f64>,
+    /// A candidate batch's time waiting for the reference batch after it.
+    pending: Option<f64>,
+    reference_next: bool,
+    reference_batches: u32,
+    candidate_batches: u32,
+}
+
+impl Default for Paired {
+    fn default() -> Self {
+        Self {
+            ratios: Window::default(),
+            before: None,
+            pending: None,
+            reference_next: true,
+            reference_batches: 0,
+            candidate_batches: 0,
+        }
+    }
+}
+
+impl Paired {
+    /// Whether the next batch to run is the reference's (the schedule alternates, starting
+    /// with the reference); advances the schedule.
+    pub fn issue(&mut self) -> bool {
+        let r = self.reference_next;
+        self.reference_next = !r;
+        r
+    }
+
+    /// A reference batch's time. Returns the candidate's ratio once the ratios are steady or
+    /// `b_max` of them were taken.
+    pub fn push_reference(&mut self, t: f64, v_max: f64, b_max: u32) -> Option<f64> {
+        self.reference_batches += 1;
+        match (self.before.replace(t), self.pending.take()) {
+            (Some(before), Some(c)) if before + t > 0.0 => {
+                self.ratios.push(2.0 * c / (before + t), v_max, b_max)
+            }
+            _ => None,
+        }
+    }
+
+    /// A candidate batch's time (it counts once the next reference batch has run; one with no
+    /// reference batch before it cannot be paired and is dropped).
+    pub fn push_candidate(&mut self, t: f64) {
+        self.candidate_batches += 1;
+        if self.before.is_some() {
+            self.pending = Some(t);
+        }
+    }
+
+    /// Batches the candidate and the reference ran.
+    pub fn batches(&self) -> (u32, u32) {
+        (self.candidate_batches, self.reference_batches)
     }
 }
 
@@ -80,5 +159,52 @@ mod tests {
         // b_max below the window ends the measurement early.
         let mut w = Window::default();
         assert_eq!(w.push(2.0, 0.019, 1), Some(2.0));
+    }
+
+    #[test]
+    fn a_steady_window_says_so() {
+        let mut w = Window::default();
+        for t in [1.0, 1.0, 1.0] {
+            w.push(t, 0.019, 10);
+        }
+        assert!(w.steady());
+        let mut w = Window::default();
+        for i in 0..10 {
+            w.push(1.0 + 0.1 * i as f64, 0.019, 10);
+        }
+        assert!(!w.steady(), "a drifting window ran out of batches");
+    }
+
+    #[test]
+    fn pairs_cancel_a_linear_drift() {
+        // Times grow 10% a batch; the candidate is 20% slower than the reference. A plain
+        // window never settles; the ratio to the reference on either side is exact.
+        let mut p = Paired::default();
+        let mut out = None;
+        let mut batch = 0;
+        while out.is_none() {
+            let drift = 1.0 + 0.1 * batch as f64;
+            if p.issue() {
+                out = p.push_reference(drift, 0.019, 10);
+            } else {
+                p.push_candidate(1.2 * drift);
+            }
+            batch += 1;
+        }
+        assert!((out.unwrap() - 1.2).abs() < 1e-12, "{out:?}");
+        assert_eq!(p.batches(), (3, 4));
+    }
+
+    #[test]
+    fn a_candidate_without_a_reference_before_it_is_dropped() {
+        let mut p = Paired::default();
+        p.push_candidate(5.0); // left over from before the pairing began
+        assert_eq!(p.push_reference(1.0, 0.019, 10), None);
+        p.push_candidate(2.0);
+        p.push_reference(1.0, 0.019, 10);
+        p.push_candidate(2.0);
+        p.push_reference(1.0, 0.019, 10);
+        p.push_candidate(2.0);
+        assert_eq!(p.push_reference(1.0, 0.019, 10), Some(2.0));
     }
 }
