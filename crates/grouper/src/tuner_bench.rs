@@ -254,7 +254,7 @@ fn judge(t: &TuneReport, passes: usize, chunks: usize, table: &HashMap<GpuConfig
         "starts": t.starts.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
         "quality": quality, "cost_batches": cost, "overhead": overhead,
         "decision_us_per_batch": per_batch_decision * 1e3, "effort": effort,
-        "converged": t.converged, "drifting": t.drifting, "passes": passes, "batches": batches,
+        "converged": t.converged, "paired": t.paired, "passes": passes, "batches": batches,
         "search_batches": searched, "search_ms": search_ms,
         "search_kernel_ms_measured": t.search_ms, "decision_ms": t.decision_ms,
         "full_evaluation_ms": full_ms, "compile_ms": t.compile_ms,

@@ -1286,6 +1286,7 @@ impl Prepared {
                     (None, current.clone())
                 }
             };
+            let before = groups;
             self.run_chunk(
                 &stream,
                 &v,
@@ -1296,6 +1297,10 @@ impl Prepared {
                 &budget,
                 config.map(|_| &marks[mark]),
             )?;
+            // A hash table's count is read after every chunk; a direct table never grows.
+            if let (Some(t), false) = (tuning.as_mut(), perfect) {
+                t.grew(rows, groups.saturating_sub(before));
+            }
             if let Some(c) = config {
                 settle(&mut pending, tuning)?;
                 pending = Some((c, rows, mark));

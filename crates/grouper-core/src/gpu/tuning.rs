@@ -29,9 +29,9 @@ pub struct TuneReport {
     pub best: Option<(GpuConfig, f64)>,
     /// Whether the search is over.
     pub converged: bool,
-    /// Whether chunk times drifted (a table filling as chunks add groups), so that shapes
-    /// were timed in pairs with their reference.
-    pub drifting: bool,
+    /// Whether shapes were timed in pairs with their reference because the table kept
+    /// growing (chunk times drift as it fills).
+    pub paired: bool,
     /// Chunks run since the tuner was made, and of those the ones that measured a shape.
     pub batches: (u64, u64),
     /// Kernel time of the chunks that measured a shape, ms.
@@ -65,10 +65,10 @@ impl fmt::Display for TuneReport {
                 t / first
             )?;
         }
-        if self.drifting {
+        if self.paired {
             write!(
                 f,
-                "; chunk times drifted (the table kept growing), so each shape was timed between chunks of the shape it was compared with"
+                "; while the table grew (chunk times drift as it fills), shapes were timed between chunks of the shape they were compared with"
             )?;
         }
         write!(
@@ -222,6 +222,11 @@ impl Tuning {
         self.tuner.record(c, rows, ms);
     }
 
+    /// Records that a chunk of `rows` rows added `new_groups` groups to a hash table.
+    pub(super) fn grew(&mut self, rows: u64, new_groups: u64) {
+        self.tuner.table_grew(rows, new_groups);
+    }
+
     /// The kernels of `c`'s strategy, threads and items, compiled on first use.
     fn kernels_for(&mut self, p: &Prepared, c: GpuConfig) -> Option<Variant> {
         let key = (c.strategy, c.threads, c.items);
@@ -250,7 +255,7 @@ impl Tuning {
             steps: self.tuner.steps().to_vec(),
             best: self.tuner.best(),
             converged: self.tuner.converged(),
-            drifting: self.tuner.drifting(),
+            paired: self.tuner.paired(),
             batches: (self.chunks, self.tuner.search_batches()),
             search_ms: self.tuner.search_ms(),
             decision_ms: self.tuner.decision_ms(),
@@ -285,7 +290,7 @@ mod tests {
             steps: vec![step(planned, 2e-6), step(found, 1e-6)],
             best: Some((found, 1e-6)),
             converged: true,
-            drifting: false,
+            paired: false,
             batches: (32, 6),
             search_ms: 1.0,
             decision_ms: 0.01,
@@ -293,13 +298,13 @@ mod tests {
             space: 120,
         };
         let text = r.to_string();
-        assert!(!text.contains("drifted"), "{text}");
-        let drifted = TuneReport {
-            drifting: true,
+        assert!(!text.contains("table grew"), "{text}");
+        let paired = TuneReport {
+            paired: true,
             ..r.clone()
         }
         .to_string();
-        assert!(drifted.contains("chunk times drifted"), "{drifted}");
+        assert!(paired.contains("while the table grew"), "{paired}");
         for part in [
             "from block_local 4x256x4, global 8x256x4",
             "2 of 240 shapes measured over 6 of 32 chunks",
