@@ -591,6 +591,13 @@ impl Prepared {
 }
 
 impl Base {
+    /// Bytes of the expected hash table at fill factor `fill` (keys and state, 8 per word).
+    pub(super) fn hash_table_bytes(&self, fill: f64) -> u64 {
+        let words = (self.layout.words + self.key_words.len().max(1)) as u64;
+        let slots = (self.estimate.groups as f64 / fill.max(0.01)) as u64;
+        slots.saturating_mul(8 * words)
+    }
+
     pub(super) fn build(
         gpu: Arc<Gpu>,
         query: &GpuQuery,
@@ -1737,17 +1744,18 @@ fn estimate_groups(
 /// between queries): shared memory per block, L2, free device memory.
 fn table_fit(base: &Base, opts: &GpuOptions, direct: bool) -> String {
     let info = &base.gpu.info;
-    let words = (base.layout.words + base.key_words.len().max(1)) as u64;
-    let (slots, what) = if direct {
-        (base.template.domain, "direct table")
-    } else {
-        let fill = opts.params.fill_factor.max(0.01);
+    let (bytes, what) = if direct {
+        let words = (base.layout.words + base.key_words.len().max(1)) as u64;
         (
-            (base.estimate.groups as f64 / fill) as u64,
+            base.template.domain.saturating_mul(8 * words),
+            "direct table",
+        )
+    } else {
+        (
+            base.hash_table_bytes(opts.params.fill_factor),
             "hash table at the fill factor",
         )
     };
-    let bytes = slots.saturating_mul(8 * words);
     // A driver query on the context the caller bound.
     let free = cudarc::driver::result::mem_get_info().map_or(0, |(f, _)| f as u64);
     let tier = if bytes <= info.shared_per_block as u64 {

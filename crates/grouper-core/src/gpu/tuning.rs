@@ -139,6 +139,21 @@ impl Tuning {
                 items,
             });
         }
+        // A hash table beyond L2 takes its atomics from device memory, where fewer threads in
+        // flight won (H100, 2^20–2^24 groups: the best shapes had 256–1024 threads per SM of
+        // 2048, the planner's full occupancy ran up to 2.4x slower, and a descent from it can
+        // end in a local minimum of more blocks and items): the search also starts at the other
+        // end of the occupancy axis, one block per multiprocessor.
+        if !planned.spec.strategy.is_perfect()
+            && base.hash_table_bytes(p.fill_factor) > info.l2_bytes
+        {
+            starts.push(Config {
+                strategy: planned.spec.strategy,
+                blocks_per_sm: 1,
+                threads: planned.spec.threads,
+                items: p.items_per_thread,
+            });
+        }
         if opts.strategy.is_none() {
             for s in same_table(planned.spec.strategy).filter(|&s| s != planned.spec.strategy) {
                 // Private tables help only groups few enough to fit them.
