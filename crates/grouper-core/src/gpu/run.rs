@@ -591,11 +591,16 @@ impl Prepared {
 }
 
 impl Base {
-    /// Bytes of the expected hash table at fill factor `fill` (keys and state, 8 per word).
+    /// Bytes of one table slot as `--explain` and the tuner size tables: key and state
+    /// words, 8 bytes each.
+    fn slot_bytes(&self) -> u64 {
+        8 * (self.layout.words + self.key_words.len().max(1)) as u64
+    }
+
+    /// Bytes of the expected hash table at fill factor `fill`.
     pub(super) fn hash_table_bytes(&self, fill: f64) -> u64 {
-        let words = (self.layout.words + self.key_words.len().max(1)) as u64;
         let slots = (self.estimate.groups as f64 / fill.max(0.01)) as u64;
-        slots.saturating_mul(8 * words)
+        slots.saturating_mul(self.slot_bytes())
     }
 
     pub(super) fn build(
@@ -1745,9 +1750,8 @@ fn estimate_groups(
 fn table_fit(base: &Base, opts: &GpuOptions, direct: bool) -> String {
     let info = &base.gpu.info;
     let (bytes, what) = if direct {
-        let words = (base.layout.words + base.key_words.len().max(1)) as u64;
         (
-            base.template.domain.saturating_mul(8 * words),
+            base.template.domain.saturating_mul(base.slot_bytes()),
             "direct table",
         )
     } else {

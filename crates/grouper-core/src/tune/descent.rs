@@ -123,19 +123,12 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
         let (v_max, b_max) = (self.hyper.v_max, self.hyper.b_max);
         let mut done = None;
         if let Some(m) = &mut self.measuring {
-            let ours = match &m.timing {
-                Timing::Plain(_) => c == m.config,
-                Timing::Paired(reference, _) => c == m.config || c == *reference,
-            };
-            if ours {
-                self.tuning_batches += 1;
-                self.search_ms += ms;
-            }
-            match &mut m.timing {
+            let ours = match &mut m.timing {
                 Timing::Plain(window) if c == m.config => {
                     if let Some(t) = window.push(per_row, v_max, b_max) {
                         done = Some((t, window.batches(), None));
                     }
+                    true
                 }
                 Timing::Paired(reference, pairs) if c == *reference => {
                     if let Some(ratio) = pairs.push_reference(per_row, v_max, b_max) {
@@ -143,9 +136,17 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
                         let t = self.times.get(reference).copied().unwrap_or(f64::INFINITY);
                         done = Some((t * ratio, own, Some((*reference, theirs))));
                     }
+                    true
                 }
-                Timing::Paired(_, pairs) if c == m.config => pairs.push_candidate(per_row),
-                _ => {}
+                Timing::Paired(_, pairs) if c == m.config => {
+                    pairs.push_candidate(per_row);
+                    true
+                }
+                _ => false,
+            };
+            if ours {
+                self.tuning_batches += 1;
+                self.search_ms += ms;
             }
         }
         if let Some((t, batches, reference)) = done {
@@ -360,7 +361,16 @@ mod tests {
     }
 
     /// Runs the tuner against `cost` (ms per batch of 1000 rows) until it converges.
-    fn drive(t: &mut Tuner<u8>, mut cost: impl FnMut(&Config<u8>, u64) -> Option<f64>) -> u64 {
+    fn drive(t: &mut Tuner<u8>, cost: impl FnMut(&Config<u8>, u64) -> Option<f64>) -> u64 {
+        drive_growing(t, cost, |_| 0)
+    }
+
+    /// As [`drive`], reporting that batch `b` added `new_groups(b)` groups to the table.
+    fn drive_growing(
+        t: &mut Tuner<u8>,
+        mut cost: impl FnMut(&Config<u8>, u64) -> Option<f64>,
+        mut new_groups: impl FnMut(u64) -> u64,
+    ) -> u64 {
         let mut batch = 0u64;
         loop {
             let c = t.next_config().expect("a configuration");
@@ -371,6 +381,7 @@ mod tests {
                 Some(ms) => t.record(c, 1000, ms),
                 None => t.fail(c),
             }
+            t.table_grew(1000, new_groups(batch));
             batch += 1;
             assert!(batch < 100_000, "the tuner does not converge");
         }
@@ -483,16 +494,14 @@ mod tests {
         let new_share = |b: u64| 0.94 * (-((b % 32) as f64) / 8.0).exp();
         let run = |report_growth: bool| {
             let mut t = Tuner::new(space(), &[start(0)], Hyper::default());
-            let mut batch = 0u64;
-            while let Some(c) = t.next_config().filter(|_| !t.converged()) {
-                let share = new_share(batch);
-                t.record(c, 1000, bowl(&c) * (1.0 + 1.2 * share));
-                if report_growth {
-                    t.table_grew(1000, (1000.0 * share) as u64);
-                }
-                batch += 1;
-                assert!(batch < 100_000, "the tuner does not converge");
-            }
+            drive_growing(
+                &mut t,
+                |c, b| Some(bowl(c) * (1.0 + 1.2 * new_share(b))),
+                |b| match report_growth {
+                    true => (1000.0 * new_share(b)) as u64,
+                    false => 0,
+                },
+            );
             t
         };
         let t = run(true);
@@ -543,13 +552,7 @@ mod tests {
             // A table growing by 0-39 groups a batch of 1000 rows (paired from 20 on).
             let batches = drive(&mut t, |c, b| Some(value(c, b)));
             let mut grown = Tuner::new(space(), &[start(0), start(1)], Hyper::default());
-            let mut b = 0u64;
-            while let Some(c) = grown.next_config().filter(|_| !grown.converged()) {
-                grown.record(c, 1000, value(&c, b));
-                grown.table_grew(1000, (growth + b) % 40);
-                b += 1;
-                prop_assert!(b < 100_000, "the tuner does not converge");
-            }
+            let b = drive_growing(&mut grown, |c, b| Some(value(c, b)), |b| (growth + b) % 40);
             prop_assert!(b <= 21 * grown.steps().len() as u64);
             prop_assert_eq!(grown.paired(), grown.steps().iter().any(|s| s.reference.is_some()));
             let steps = t.steps();
