@@ -192,6 +192,7 @@ fn point_json(p: &PointSpec, m: &Measured) -> Value {
         "distinct": m.distinct, "auto_strategy": m.chosen, "ms": m.ms,
         "best": best.as_ref().map(|b| b.0.clone()), "best_ms": best.map(|b| b.1),
         "regret": m.regret(),
+        "runs": m.runs, "paired": m.paired,
     })
 }
 

@@ -49,6 +49,12 @@ pub struct Measured {
     pub ms: Map<String, Value>,
     /// Distinct keys in the input.
     pub distinct: usize,
+    /// CPU: every timed run by name, in the order they ran (the fastest is in `ms`): what the
+    /// spread of a point was, and whether a gap is systematic or one lucky run.
+    pub runs: Map<String, Value>,
+    /// CPU: when `auto` was timed again in pairs with the fastest fixed strategy, which one,
+    /// each pair's ratio and their median (`auto`'s time in `ms` is the fastest's × it).
+    pub paired: Option<Value>,
 }
 
 impl Measured {
@@ -164,6 +170,8 @@ pub fn gpu_point(p: &PointSpec, reps: usize, profile: Option<Arc<Profile>>) -> R
         chosen: chosen.name().to_string(),
         ms,
         distinct,
+        runs: Map::new(),
+        paired: None,
     })
 }
 
@@ -173,14 +181,19 @@ const RETIME_ABOVE: f64 = 0.05;
 /// Turns per rep of that second timing.
 const RETIME_TURNS: usize = 3;
 
+/// The fastest of `runs` (infinite before the first).
+fn fastest(runs: &[f64]) -> f64 {
+    runs.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
 /// Positions of `auto` and of the fastest other engine among timed sessions.
-fn auto_and_fastest<N: AsRef<str>, C>(sessions: &[(N, C, f64)]) -> Option<(usize, usize)> {
+fn auto_and_fastest<N: AsRef<str>, C>(sessions: &[(N, C, Vec<f64>)]) -> Option<(usize, usize)> {
     let auto = sessions.iter().position(|s| s.0.as_ref() == "auto")?;
     let fastest = sessions
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != auto)
-        .min_by(|x, y| x.1 .2.total_cmp(&y.1 .2))?
+        .min_by(|x, y| fastest(&x.1 .2).total_cmp(&fastest(&y.1 .2)))?
         .0;
     Some((auto, fastest))
 }
@@ -231,7 +244,7 @@ pub async fn cpu_point(
             Arc::new(MemTable::try_new(batch.schema(), parts.clone())?),
         )?;
         match time_sql_once(&ctx, sql).await {
-            Ok(_) => sessions.push((name, ctx, f64::INFINITY)),
+            Ok(_) => sessions.push((name, ctx, Vec::new())),
             // A forced strategy that does not apply (a direct index over hashed keys).
             Err(e) if *name != "auto" && e.to_string().contains("invalid option") => {}
             Err(e) => return Err(e),
@@ -241,26 +254,37 @@ pub async fn cpu_point(
     // interference only ever adds time and drifts over seconds, so interleaved minima compare
     // (`auto` runs the same code as the strategy it chose).
     for _ in 0..reps.max(1) {
-        for (_, ctx, best) in sessions.iter_mut() {
-            *best = best.min(time_sql_once(ctx, sql).await?);
+        for (_, ctx, runs) in sessions.iter_mut() {
+            runs.push(time_sql_once(ctx, sql).await?);
         }
     }
-    // Runs of 5–70 ms spread by ±20% on a 16-core host, so a point where `auto` looks more
-    // than `RETIME_ABOVE` slower than the fastest fixed strategy is timed again: the two of
-    // them take `RETIME_TURNS × reps` more turns, both keeping their fastest. A real miss
-    // (another strategy) stays a miss; the same code measured twice converges.
+    // Runs of 5–70 ms spread by ±20% on a shared 16-core host, and the spread drifts over
+    // seconds: on a noisy host the fastest of 20 runs of the same code differed by up to 19%.
+    // So a point where `auto` looks more than `RETIME_ABOVE` slower than the fastest fixed
+    // strategy is timed again in pairs, as the runtime tuner times shapes
+    // (`tune::measure::Paired`): `RETIME_TURNS × reps` pairs, which of the two runs first
+    // alternating, and `auto`'s time is the fastest's times the median of the pairs' ratios.
+    // A real miss (another, slower strategy) keeps its ratio; the same code converges to 1.
+    let mut paired = None;
     if let Some((a, f)) = auto_and_fastest(&sessions) {
-        let (ta, tf) = (sessions[a].2, sessions[f].2);
-        if ta > (1.0 + RETIME_ABOVE) * tf {
-            for _ in 0..RETIME_TURNS * reps.max(1) {
-                for i in [a, f] {
+        if fastest(&sessions[a].2) > (1.0 + RETIME_ABOVE) * fastest(&sessions[f].2) {
+            let mut ratios = Vec::with_capacity(RETIME_TURNS * reps.max(1));
+            for turn in 0..RETIME_TURNS * reps.max(1) {
+                let order = if turn % 2 == 0 { [a, f] } else { [f, a] };
+                let mut pair = [0.0; 2];
+                for i in order {
                     let s = &mut sessions[i];
-                    s.2 = s.2.min(time_sql_once(&s.1, sql).await?);
+                    let t = time_sql_once(&s.1, sql).await?;
+                    s.2.push(t);
+                    pair[usize::from(i == f)] = t;
                 }
+                ratios.push(pair[0] / pair[1]);
             }
+            paired = Some((f, ratios));
         }
     }
-    for (name, ctx, t) in &sessions {
+    let mut runs = Map::new();
+    for (name, ctx, times) in &sessions {
         let name = name.as_str();
         if name == "auto" {
             let out = ctx.sql(sql).await?.collect().await?;
@@ -273,11 +297,20 @@ pub async fn cpu_point(
                 .await?
                 .unwrap_or_else(|| "?".into());
         }
-        ms.insert(name.to_string(), json!(t));
+        ms.insert(name.to_string(), json!(fastest(times)));
+        runs.insert(name.to_string(), json!(times));
     }
+    let paired = paired.map(|(f, ratios)| {
+        let median = crate::gpu_bench::median(ratios.clone());
+        let against = sessions[f].0.as_str();
+        ms.insert("auto".into(), json!(fastest(&sessions[f].2) * median));
+        json!({ "against": against, "ratios": ratios, "median": median })
+    });
     Ok(Measured {
         chosen,
         ms,
+        runs,
+        paired,
         distinct,
     })
 }
@@ -323,12 +356,20 @@ mod tests {
 
     #[test]
     fn auto_is_retimed_against_the_fastest_other_engine() {
-        let timed = [("perfect", (), 2.0), ("auto", (), 3.0), ("sort", (), 1.0)];
+        let timed = [
+            ("perfect", (), vec![2.0, 2.5]),
+            ("auto", (), vec![3.0]),
+            ("sort", (), vec![1.5, 1.0]),
+        ];
         assert_eq!(auto_and_fastest(&timed), Some((1, 2)));
         // auto the fastest: the fastest of the others.
-        let timed = [("auto", (), 0.5), ("perfect", (), 2.0), ("sort", (), 1.0)];
+        let timed = [
+            ("auto", (), vec![0.5]),
+            ("perfect", (), vec![2.0]),
+            ("sort", (), vec![1.0]),
+        ];
         assert_eq!(auto_and_fastest(&timed), Some((0, 2)));
-        assert_eq!(auto_and_fastest(&[("sort", (), 1.0)]), None);
-        assert_eq!(auto_and_fastest(&[("auto", (), 1.0)]), None);
+        assert_eq!(auto_and_fastest(&[("sort", (), vec![1.0])]), None);
+        assert_eq!(auto_and_fastest(&[("auto", (), vec![1.0])]), None);
     }
 }

@@ -38,10 +38,10 @@ impl Partial {
         })
     }
 
-    /// An empty hash table sized for `params.initial_groups`.
+    /// An empty hash table sized for `params.private_groups`.
     pub fn hashed(spec: &QuerySpec, params: &Params) -> Result<Self> {
         Ok(Partial::Hashed {
-            table: LinearTable::new(params.initial_groups, params.hash, params.fill_factor),
+            table: LinearTable::new(params.private_groups, params.hash, params.fill_factor),
             accs: new_accumulators(spec)?,
         })
     }
@@ -135,7 +135,7 @@ impl Partial {
         }
         // Distinct old keys stay distinct, so group ids are kept as they are.
         let mut table = LinearTable::new(
-            words.len().max(params.initial_groups),
+            words.len().max(params.private_groups),
             params.hash,
             params.fill_factor,
         );

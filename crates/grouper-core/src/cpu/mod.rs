@@ -88,8 +88,13 @@ pub struct Params {
     pub hash: HashFn,
     /// Target load of hash tables.
     pub fill_factor: f64,
-    /// Groups the tables are first sized for (the estimate; tests force tiny values).
+    /// Groups a table of all workers (`shared`) is first sized for: the estimate (tests force
+    /// tiny values).
     pub initial_groups: usize,
+    /// Groups each worker's private table (`thread_local`) is first sized for: what the first
+    /// rows showed, since a worker sees a share of them (see
+    /// [`crate::planner::Estimate::private_table_groups`]); the table grows.
+    pub private_groups: usize,
 }
 
 /// A run of result groups: per-aggregate states by group id, the group ids that are results

@@ -181,15 +181,20 @@ pub fn choose(
         ),
     };
     // Size tables for the estimate with headroom; growth handles underestimates.
+    let headroom = |groups: u64| (groups as usize).saturating_mul(5) / 4 + 16;
     let initial_groups = overrides
         .initial_groups
-        .unwrap_or((estimate.table_groups() as usize).saturating_mul(5) / 4 + 16);
+        .unwrap_or(headroom(estimate.table_groups()));
+    let private_groups = overrides
+        .initial_groups
+        .unwrap_or(headroom(estimate.private_table_groups()));
     Ok(Decision {
         strategy,
         params: Params {
             hash: overrides.hash.unwrap_or_default(),
             fill_factor,
             initial_groups,
+            private_groups,
         },
         estimate,
         reason,
@@ -352,5 +357,41 @@ mod tests {
         assert_eq!(perfect_limit(24, 2), (1 << 30) / (25 * 2));
         assert_eq!(perfect_limit(8, 1), PERFECT_MAX_DOMAIN);
         assert_eq!(perfect_limit(1023, 64), (1 << 30) / (1024 * 64));
+    }
+
+    #[test]
+    fn private_tables_start_from_the_first_rows() {
+        // 2^20 dense keys, a first batch of 8192 rows: the range bounds the groups of all
+        // workers together (a shared table's size); each worker's private table starts from
+        // what the sketch counted (at least 2^16) and grows.
+        let e = Estimate {
+            rows: 1 << 23,
+            domain: 1 << 20,
+            groups: 1 << 20,
+            sampled: 8192,
+            distinct: 8160,
+            sketched: (8192, 8150),
+            source: Source::Range,
+            key_bits: 20,
+            top_count: 3,
+        };
+        let limit = perfect_limit(24, 16);
+        let d = choose(e, &Overrides::default(), limit, None).unwrap();
+        assert_eq!(d.params.initial_groups, (1 << 20) * 5 / 4 + 16);
+        assert_eq!(d.params.private_groups, (1 << 16) * 5 / 4 + 16);
+        // Many distinct keys in the first rows size it for four times as many.
+        let wide = Estimate {
+            sketched: (1 << 20, 200_000),
+            ..e
+        };
+        let d = choose(wide, &Overrides::default(), limit, None).unwrap();
+        assert_eq!(d.params.private_groups, 800_000 * 5 / 4 + 16);
+        // A forced initial size (the tests of growth) sizes both.
+        let tiny = Overrides {
+            initial_groups: Some(1),
+            ..Default::default()
+        };
+        let d = choose(e, &tiny, limit, None).unwrap();
+        assert_eq!((d.params.initial_groups, d.params.private_groups), (1, 1));
     }
 }
