@@ -178,8 +178,16 @@ pub fn gpu_point(p: &PointSpec, reps: usize, profile: Option<Arc<Profile>>) -> R
 /// Regret beyond which a CPU point's `auto` and fastest fixed strategy are timed again.
 const RETIME_ABOVE: f64 = 0.05;
 
-/// Turns per rep of that second timing.
+/// Pairs per rep of that second timing, at least.
 const RETIME_TURNS: usize = 3;
+
+/// Seconds that second timing goes on for, at least, up to [`RETIME_MAX_PAIRS`]: one pair's
+/// ratio of two 10 ms runs spreads from 0.3 to 2 on a shared host, and the median of 15 was
+/// still 13% off for the same code; ~100 pairs bring it within ~3%.
+const RETIME_SECONDS: f64 = 2.0;
+
+/// Pairs of the second timing at most.
+const RETIME_MAX_PAIRS: usize = 200;
 
 /// The fastest of `runs` (infinite before the first).
 fn fastest(runs: &[f64]) -> f64 {
@@ -262,15 +270,24 @@ pub async fn cpu_point(
     // seconds: on a noisy host the fastest of 20 runs of the same code differed by up to 19%.
     // So a point where `auto` looks more than `RETIME_ABOVE` slower than the fastest fixed
     // strategy is timed again in pairs, as the runtime tuner times shapes
-    // (`tune::measure::Paired`): `RETIME_TURNS × reps` pairs, which of the two runs first
-    // alternating, and `auto`'s time is the fastest's times the median of the pairs' ratios.
-    // A real miss (another, slower strategy) keeps its ratio; the same code converges to 1.
+    // (`tune::measure::Paired`): `RETIME_TURNS × reps` pairs and `RETIME_SECONDS` at least,
+    // which of the two runs first alternating, and `auto`'s time is the fastest's times the
+    // median of the pairs' ratios. A real miss (another, slower strategy) keeps its ratio; the
+    // same code converges to 1.
     let mut paired = None;
     if let Some((a, f)) = auto_and_fastest(&sessions) {
         if fastest(&sessions[a].2) > (1.0 + RETIME_ABOVE) * fastest(&sessions[f].2) {
-            let mut ratios = Vec::with_capacity(RETIME_TURNS * reps.max(1));
-            for turn in 0..RETIME_TURNS * reps.max(1) {
-                let order = if turn % 2 == 0 { [a, f] } else { [f, a] };
+            let started = std::time::Instant::now();
+            let mut ratios = Vec::new();
+            while ratios.len() < RETIME_MAX_PAIRS
+                && (ratios.len() < RETIME_TURNS * reps.max(1)
+                    || started.elapsed().as_secs_f64() < RETIME_SECONDS)
+            {
+                let order = if ratios.len() % 2 == 0 {
+                    [a, f]
+                } else {
+                    [f, a]
+                };
                 let mut pair = [0.0; 2];
                 for i in order {
                     let s = &mut sessions[i];
