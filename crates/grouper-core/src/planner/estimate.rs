@@ -164,9 +164,10 @@ impl Estimate {
     /// table grows. A range or statistics bounds the groups of all workers together, while
     /// each worker sees a share of the rows: sized for the bound, 16 workers over 2^23 uniform
     /// rows of 2^20 dense keys each cleared a 64 MiB table for ~400k groups, a gigabyte a
-    /// query past the 300 MiB L3, and ran 130–400 ms from run to run, where the same keys
-    /// scattered (sketch-sized tables that grew) ran a steady 110–150 ms (H100 host, 16 cores).
-    /// Growing costs a rehash of the groups inserted so far, never more than the inserts.
+    /// query past the 300 MiB L3, and ran 120–390 ms from run to run, where the same keys
+    /// scattered (sketch-sized tables that grew) ran 110–160 ms; sized this way, both run
+    /// alike (H100 host, 16 cores). Growing rehashes the groups inserted so far: never more
+    /// work than the inserts.
     pub fn private_table_groups(&self) -> u64 {
         self.groups
             .min(self.sketched.1.saturating_mul(4).max(1 << 16))
