@@ -70,8 +70,6 @@ pub struct Tuner<S> {
     /// The last batch inserted new groups for more than `v_max` of its rows: batch times
     /// drift, so the next measurement is paired.
     growing: bool,
-    /// Whether any measurement was paired.
-    paired: bool,
     /// Measurements in a row that did not beat the fastest by more than the noise.
     stale: u32,
     steps: Vec<Step<S>>,
@@ -99,7 +97,6 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
             measuring: None,
             best: None,
             growing: false,
-            paired: false,
             stale: 0,
             steps: Vec::new(),
             tuning_batches: 0,
@@ -190,9 +187,14 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
         self.growing = new_groups as f64 > self.hyper.v_max * rows as f64;
     }
 
-    /// Whether some configuration was timed in pairs with its reference (the table grew).
+    /// Whether some configuration was timed in pairs with its reference (the table grew): a
+    /// finished measurement that has a reference, or the one under way.
     pub fn paired(&self) -> bool {
-        self.paired
+        self.steps.iter().any(|s| s.reference.is_some())
+            || self
+                .measuring
+                .as_ref()
+                .is_some_and(|m| matches!(m.timing, Timing::Paired(..)))
     }
 
     /// Every finished measurement, in order.
@@ -229,7 +231,6 @@ impl<S: Copy + Eq + Hash> Tuner<S> {
             Role::Start => self.best.map(|b| b.0),
         }
         .filter(|r| self.growing && self.time(r).is_finite());
-        self.paired |= reference.is_some();
         let timing = match reference {
             Some(r) => Timing::Paired(r, Paired::default()),
             None => Timing::Plain(Window::default()),
