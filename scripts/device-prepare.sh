@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds everything the GPU machine runs and puts it in .device/ (git-ignored), which a device
-# call carries: grouper-core's test executables (small: GPU tests live there), the grouper CLI
+# call carries: the test executables of grouper-core and grouper-gpu (small: the GPU tests live in
+# grouper-gpu, the planner and strategies they build on in grouper-core), the grouper CLI
 # compressed with xz (DataFusion makes it large), and the benchmark helper scripts.
 # Usage: scripts/device-prepare.sh [--tests-only]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .device && mkdir -p .device/tests .device/bin
-cargo test --release -p grouper-core --no-run --message-format=json 2>/dev/null \
+cargo test --release -p grouper-core -p grouper-gpu --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -18,7 +19,7 @@ for line in sys.stdin:
   xz -T0 -6 -c "$exe" > ".device/tests/$name.xz"
 done
 if [ "${1:-}" != "--tests-only" ]; then
-  cargo build --release -p grouper
+  cargo build --release -p grouper-cli
   xz -T0 -6 -c target/release/grouper > .device/bin/grouper.xz
 fi
 git rev-parse --short HEAD > .device/COMMIT

@@ -57,26 +57,6 @@ impl HashFn {
     }
 }
 
-impl HashFn {
-    /// The same function as CUDA C: `__device__ u64 hash_word(u64)` for generated kernels.
-    pub fn cuda_source(self) -> String {
-        let body = match self {
-            HashFn::Murmur3 => {
-                "k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; \
-                 k *= 0xc4ceb9fe1a85ec53ULL; return k ^ (k >> 33);"
-            }
-            HashFn::MultiplyShift => "return k * 0x9e3779b97f4a7c15ULL;",
-            HashFn::Fnv1a => {
-                "u64 h = 0xcbf29ce484222325ULL; \
-                 for (int i = 0; i < 8; i++) { h ^= (k >> (8 * i)) & 0xff; h *= 0x100000001b3ULL; } \
-                 return h;"
-            }
-            HashFn::Identity => "return __brevll(k);",
-        };
-        format!("__device__ __forceinline__ u64 hash_word(u64 k) {{ {body} }}\n")
-    }
-}
-
 impl fmt::Display for HashFn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -30,7 +30,6 @@ pub mod cpu;
 pub mod error;
 pub mod executor;
 pub mod expr;
-pub mod gpu;
 pub mod hash;
 pub mod input;
 pub mod keys;

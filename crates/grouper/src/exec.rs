@@ -37,10 +37,10 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 use grouper_core::expr::Expr;
-use grouper_core::gpu::{ColumnBounds, Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
 use grouper_core::planner::{Decision, Hints, Overrides};
 use grouper_core::profile::Profile;
 use grouper_core::{InputBatch, QuerySpec};
+use grouper_gpu::{ColumnBounds, Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
 
 use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
 
@@ -617,7 +617,7 @@ async fn run_streamed(
     rows: Option<u64>,
     engine: &Arc<Engine>,
     context: &Arc<TaskContext>,
-) -> Result<grouper_core::Result<grouper_core::gpu::GpuOutput>> {
+) -> Result<grouper_core::Result<grouper_gpu::GpuOutput>> {
     let parts = source.output_partitioning().partition_count();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4 * parts.max(1));
     for p in 0..parts {
@@ -690,7 +690,7 @@ async fn run_hybrid(
         .map_err(external)?
         .map_err(external)?;
     let queue = Arc::new(ChunkQueue::new(prepared.chunk_rows(), engine.hybrid_split));
-    let pieces: Vec<Vec<(usize, usize, usize)>> = (0..queue.chunks())
+    let pieces: Vec<Vec<grouper_gpu::Piece>> = (0..queue.chunks())
         .map(|i| prepared.chunk_pieces(i).to_vec())
         .collect();
     let leaf: Arc<dyn ExecutionPlan> = Arc::new(QueueSourceExec::new(

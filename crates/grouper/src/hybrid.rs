@@ -37,7 +37,8 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
-use grouper_core::gpu::pipeline as gpu;
+use grouper_gpu::pipeline as gpu;
+use grouper_gpu::Piece;
 
 /// What a CPU worker gets from the queue.
 #[derive(Debug, PartialEq, Eq)]
@@ -235,7 +236,7 @@ impl ChunkQueue {
 pub struct QueueSourceExec {
     schema: SchemaRef,
     batches: Arc<Vec<RecordBatch>>,
-    pieces: Arc<Vec<Vec<(usize, usize, usize)>>>,
+    pieces: Arc<Vec<Vec<Piece>>>,
     queue: Arc<ChunkQueue>,
     properties: Arc<PlanProperties>,
 }
@@ -251,7 +252,7 @@ impl QueueSourceExec {
     pub fn new(
         schema: SchemaRef,
         batches: Arc<Vec<RecordBatch>>,
-        pieces: Arc<Vec<Vec<(usize, usize, usize)>>>,
+        pieces: Arc<Vec<Vec<Piece>>>,
         queue: Arc<ChunkQueue>,
         partitions: usize,
     ) -> Self {
@@ -354,8 +355,8 @@ impl ExecutionPlan for QueueSourceExec {
                         .get(i)
                         .map(|ps| {
                             ps.iter()
-                                .filter_map(|&(b, off, len)| {
-                                    batches.get(b).map(|x| x.slice(off, len))
+                                .filter_map(|p| {
+                                    batches.get(p.batch).map(|x| x.slice(p.offset, p.rows))
                                 })
                                 .collect()
                         })

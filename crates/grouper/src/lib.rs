@@ -1,6 +1,7 @@
 //! # grouper
 //!
-//! grouper's `GROUP BY` operator inside Apache DataFusion, and the `grouper` command-line tool.
+//! grouper's `GROUP BY` operator inside Apache DataFusion. The `grouper` command-line tool is the
+//! `grouper-cli` crate.
 //!
 //! A DataFusion user adopts grouper in one line:
 //!
@@ -19,14 +20,11 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-pub mod difftest;
 pub mod exec;
 pub mod fuse;
 pub mod hybrid;
 pub mod profile_store;
 pub mod rule;
 pub mod session;
-pub mod synthetic;
-pub mod tpch;
 
 pub use session::{grouper_context, session_context, worker_pool, Backend, GrouperConfig};

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use grouper_core::gpu::DeviceInfo;
 use grouper_core::profile::{KeyKind, Point, Profile};
+use grouper_gpu::DeviceInfo;
 use serde_json::{json, Value};
 
 /// The folder profiles live in, if the platform has a cache directory.

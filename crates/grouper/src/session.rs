@@ -9,8 +9,8 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use grouper_core::gpu::{Gpu, GpuOptions};
 use grouper_core::planner::Overrides;
+use grouper_gpu::{Gpu, GpuOptions};
 
 use crate::exec::Engine;
 use crate::hybrid::Split;

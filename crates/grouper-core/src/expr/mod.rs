@@ -12,7 +12,6 @@
 //! i128 overflow (Arrow's checked kernels). Only widening casts are accepted ([`Expr::check`]);
 //! anything else stays in DataFusion.
 
-pub mod cuda;
 pub mod select;
 
 use std::sync::Arc;

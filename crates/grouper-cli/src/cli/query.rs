@@ -1,0 +1,257 @@
+//! `grouper query`, `grouper demo` and `grouper gen`.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use arrow::array::RecordBatch;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::prelude::{CsvReadOptions, JsonReadOptions, ParquetReadOptions, SessionContext};
+use grouper::exec::GroupByExec;
+
+use super::{output, progress, DemoArgs, QueryArgs};
+
+/// Registers `NAME=PATH` tables, choosing the reader from the extension.
+async fn register_tables(ctx: &SessionContext, tables: &[String]) -> Result<()> {
+    for t in tables {
+        let Some((name, path)) = t.split_once('=') else {
+            bail!("--table expects NAME=PATH, got '{t}'");
+        };
+        let lower = path.to_ascii_lowercase();
+        let res = if lower.ends_with(".csv") {
+            ctx.register_csv(name, path, CsvReadOptions::new()).await
+        } else if lower.ends_with(".json") || lower.ends_with(".ndjson") {
+            ctx.register_json(name, path, JsonReadOptions::default())
+                .await
+        } else if lower.ends_with(".arrow")
+            || lower.ends_with(".ipc")
+            || lower.ends_with(".feather")
+        {
+            ctx.register_arrow(name, path, Default::default()).await
+        } else {
+            ctx.register_parquet(name, path, ParquetReadOptions::default())
+                .await
+        };
+        res.with_context(|| format!("cannot register table '{name}' from {path}"))?;
+    }
+    Ok(())
+}
+
+/// DataFusion reports a path in FROM that matches no file as an unknown table; say what it is.
+fn missing_file(e: datafusion::error::DataFusionError) -> anyhow::Error {
+    let text = e.to_string();
+    let name = text
+        .split("table '")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .map(|n| n.trim_start_matches("datafusion.public."));
+    match name {
+        Some(n) if n.contains(['/', '.', '*']) && !Path::new(n).exists() => anyhow::anyhow!(
+            "no file matches '{n}' (a path or glob in FROM must name existing files)"
+        ),
+        _ => e.into(),
+    }
+}
+
+/// Times of the phases of one query.
+struct Timing {
+    plan: Duration,
+    execute: Duration,
+    aggregate: Duration,
+}
+
+/// Plans and runs `sql`, returning the plan (for --explain), the result and the timing.
+async fn run_sql(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<(Arc<dyn ExecutionPlan>, Vec<RecordBatch>, Timing)> {
+    let t0 = Instant::now();
+    let df = ctx.sql(sql).await.map_err(missing_file)?;
+    let plan = df.create_physical_plan().await?;
+    let plan_time = t0.elapsed();
+    let spinner = progress::spinner("running query");
+    let t1 = Instant::now();
+    let mut batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    if batches.is_empty() {
+        // No rows: still a result with columns (a CSV header, a Parquet schema).
+        batches.push(RecordBatch::new_empty(plan.schema()));
+    }
+    let execute = t1.elapsed();
+    spinner.finish_and_clear();
+    let aggregate = aggregate_time(&plan);
+    Ok((
+        plan,
+        batches,
+        Timing {
+            plan: plan_time,
+            execute,
+            aggregate,
+        },
+    ))
+}
+
+/// CPU time of the GroupByExec nodes in `plan`, summed over their workers.
+fn aggregate_time(plan: &Arc<dyn ExecutionPlan>) -> Duration {
+    let own = plan
+        .downcast_ref::<GroupByExec>()
+        .and_then(|g| g.metrics())
+        .and_then(|m| m.elapsed_compute())
+        .map_or(Duration::ZERO, |ns| Duration::from_nanos(ns as u64));
+    own + plan
+        .children()
+        .into_iter()
+        .map(aggregate_time)
+        .sum::<Duration>()
+}
+
+fn uses_grouper(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.downcast_ref::<GroupByExec>().is_some() || plan.children().into_iter().any(uses_grouper)
+}
+
+fn print_explain(plan: &Arc<dyn ExecutionPlan>) {
+    println!(
+        "{}",
+        datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(plan.as_ref())
+            .indent(true)
+    );
+    if !uses_grouper(plan) {
+        println!("grouper: no GroupByExec in this plan (no aggregation, an unsupported aggregate or type, or --backend datafusion); DataFusion's operators ran.");
+    }
+}
+
+pub async fn query(args: QueryArgs) -> Result<()> {
+    let ctx = grouper::session_context(&args.engine.config())?;
+    register_tables(&ctx, &args.tables).await?;
+    let (plan, batches, timing) = run_sql(&ctx, &args.sql).await?;
+    if args.explain {
+        print_explain(&plan);
+    }
+    let t = Instant::now();
+    if !args.explain || args.output.is_some() {
+        output::write(&batches, args.format, args.output.as_deref())?;
+    }
+    if args.timing {
+        eprintln!(
+            "timing: plan {:.1} ms, execute {:.1} ms (scan, filter and aggregate overlap; grouper's aggregation used {:.1} ms of CPU over all workers), output {:.1} ms",
+            ms(timing.plan),
+            ms(timing.execute),
+            ms(timing.aggregate),
+            ms(t.elapsed())
+        );
+    }
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+pub async fn demo(args: DemoArgs) -> Result<()> {
+    let config = args.engine.config();
+    let ctx = grouper::session_context(&config)?;
+    let threads = ctx.state().config().target_partitions();
+    let bar = progress::rows(crate::tpch::lineitem_rows(args.sf), "generating lineitem");
+    let t = Instant::now();
+    let table = crate::tpch::lineitem_table(args.sf, threads, &|n| bar.inc(n))?;
+    bar.finish_and_clear();
+    eprintln!(
+        "generated TPC-H lineitem SF {} in memory in {:.1} s ({} threads)",
+        args.sf,
+        t.elapsed().as_secs_f64(),
+        threads
+    );
+    ctx.register_table("lineitem", table)?;
+    let (plan, batches, timing) = run_sql(&ctx, crate::tpch::Q1).await?;
+    if args.explain {
+        print_explain(&plan);
+    }
+    output::write(&batches, output::Format::Table, None)?;
+    let engine = match config.backend {
+        grouper::Backend::DataFusion => "DataFusion's aggregation".to_string(),
+        b => format!("grouper ({b} backend: {})", where_it_ran(&plan)),
+    };
+    println!(
+        "TPC-H Q1 at SF {} with {engine}: {:.1} ms (planning {:.1} ms; aggregation CPU time {:.1} ms over all workers)",
+        args.sf,
+        ms(timing.execute),
+        ms(timing.plan),
+        ms(timing.aggregate)
+    );
+    Ok(())
+}
+
+/// Where the plan's aggregation ran: the GPU with its times, or the CPU.
+fn where_it_ran(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> String {
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(p) = stack.pop() {
+        if let Some(g) = p.downcast_ref::<grouper::exec::GroupByExec>() {
+            return match g.last_gpu_report() {
+                Some(r) => format!(
+                    "GPU {}, {}, kernels {:.2} ms, compile {:.1} ms, upload {:.1} ms",
+                    r.device, r.strategy, r.kernel_ms, r.compile_ms, r.upload_ms
+                ),
+                None => "CPU".into(),
+            };
+        }
+        stack.extend(p.children().into_iter().cloned());
+    }
+    "not used".into()
+}
+
+pub async fn gen_tpch(sf: f64, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bar = progress::rows(crate::tpch::lineitem_rows(sf), "generating lineitem");
+    let data = crate::tpch::lineitem(sf, parts, &|n| bar.inc(n))?;
+    bar.finish_and_clear();
+    let sub = dir.join("lineitem");
+    std::fs::create_dir_all(&sub)?;
+    for (p, batches) in data.iter().enumerate() {
+        let path = sub.join(format!("part-{p}.parquet"));
+        let file =
+            File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = ArrowWriter::try_new(file, tpchgen_arrow::LineItemArrow::schema_ref(), None)?;
+        for b in batches {
+            w.write(b)?;
+        }
+        w.close()?;
+    }
+    eprintln!(
+        "wrote {} (query it as FROM '{}/*.parquet')",
+        sub.display(),
+        sub.display()
+    );
+    Ok(())
+}
+
+pub fn gen_synthetic(spec: &crate::synthetic::Spec, path: &Path) -> Result<()> {
+    let batches = crate::synthetic::generate(spec)?;
+    let lower = path.to_string_lossy().to_ascii_lowercase();
+    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let schema = crate::synthetic::schema(spec.key_type);
+    if lower.ends_with(".csv") {
+        let mut w = arrow::csv::WriterBuilder::new()
+            .with_header(true)
+            .build(file);
+        for b in &batches {
+            w.write(b)?;
+        }
+    } else if lower.ends_with(".arrow") || lower.ends_with(".ipc") {
+        let mut w = arrow::ipc::writer::FileWriter::try_new(file, &schema)?;
+        for b in &batches {
+            w.write(b)?;
+        }
+        w.finish()?;
+    } else {
+        let mut w = ArrowWriter::try_new(file, schema, None)?;
+        for b in &batches {
+            w.write(b)?;
+        }
+        w.close()?;
+    }
+    eprintln!("wrote {} rows to {}", spec.rows, path.display());
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! The `grouper` command-line tool. Errors print as one line on stderr with exit code 2.
+//! No `unwrap`, `expect`, `panic!` or unchecked indexing outside tests (clippy, in CI).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+/// The message and place of the last panic, for the one-line error (see `main`).
+static PANIC: Mutex<Option<String>> = Mutex::new(None);
+
+fn main() -> ExitCode {
+    // A panic is a bug, ours or a dependency's (the Parquet reader panics on some malformed
+    // footers): it must still end as one clear error line and exit code 2, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("unknown cause");
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        if let Ok(mut p) = PANIC.lock() {
+            p.get_or_insert_with(|| format!("{msg}{at}"));
+        }
+    }));
+    let result =
+        std::panic::catch_unwind(grouper_cli::cli::run).unwrap_or_else(|_| Err(panicked()));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The error for a caught panic.
+fn panicked() -> anyhow::Error {
+    let what = PANIC
+        .lock()
+        .ok()
+        .and_then(|p| p.clone())
+        .unwrap_or_else(|| "unknown cause".into());
+    anyhow::anyhow!("internal error (malformed input reached a check that should have reported it; please report this): {what}")
+}
+
+/// The error and its causes on one line, each cause only where the text before does not
+/// already say it (DataFusion's errors repeat their sources in their own message). A panic
+/// inside a query task arrives as an error naming it; it is reported like a caught one.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,402 @@
+//! The fault battery: every failure a user can cause, each with its exact outcome — a result,
+//! or one clear line on stderr with exit code 2 — and never a panic, a hang or a wrong answer.
+//! Run through the `grouper` binary, as a user meets them. GPU faults (out of memory, injected
+//! NVRTC failure) run on a GPU machine from `scripts/device-test.sh faults`; without a GPU the
+//! GPU backend's clear error and `auto`'s CPU fallback are checked here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn grouper() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_grouper"))
+}
+
+/// A scratch directory of files for the battery.
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("grouper-faults-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(d: &Path, name: &str, bytes: &[u8]) -> String {
+    let p = d.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p.display().to_string()
+}
+
+fn query(args: &[&str]) -> Output {
+    grouper().arg("query").args(args).output().unwrap()
+}
+
+/// Asserts a clean failure: exit code 2, one line on stderr starting `error: ` and containing
+/// `want`, nothing on stdout, no panic.
+#[track_caller]
+fn fails_with(out: &Output, want: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(
+        err.starts_with("error: ") && err.lines().count() == 1,
+        "not one line: {err}"
+    );
+    assert!(err.contains(want), "expected '{want}' in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Asserts success with exactly `csv` on stdout.
+#[track_caller]
+fn answers(out: &Output, csv: &str) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), csv);
+}
+
+#[test]
+fn sql_errors_are_one_clear_line() {
+    let d = dir();
+    let csv = write(&d, "t.csv", b"k,v,s\n1,10,a\n1,20,b\n2,5,c\n");
+    let t = format!("t={csv}");
+    for (sql, want) in [
+        ("SELEC k FROM t", "SQL error"),
+        (
+            "SELECT k FROM nope",
+            "table 'datafusion.public.nope' not found",
+        ),
+        ("SELECT nope FROM t", "No field named nope"),
+        (
+            "SELECT sum(s) FROM t",
+            "Function 'sum' failed to match any signature",
+        ),
+        (
+            "SELECT k, v, count(*) FROM t GROUP BY k",
+            "must appear in the GROUP BY clause",
+        ),
+        (
+            "SELECT k, sum(v / 0) FROM t GROUP BY k",
+            "Divide by zero error",
+        ),
+    ] {
+        let out = query(&[sql, "--table", &t]);
+        fails_with(&out, want);
+        // The same failure on every CPU strategy and on DataFusion's own aggregation.
+        for extra in [["--strategy", "sort"], ["--backend", "datafusion"]] {
+            let out = query(&[sql, "--table", &t, extra[0], extra[1]]);
+            fails_with(&out, want);
+        }
+    }
+    // Float division by zero is IEEE (DataFusion's semantics; DuckDB answers NULL).
+    answers(
+        &query(&[
+            "SELECT k, sum(v / 0.0) AS s FROM t GROUP BY k ORDER BY k",
+            "--table",
+            &t,
+            "--format",
+            "csv",
+        ]),
+        "k,s\n1,inf\n2,inf\n",
+    );
+    // NULLIF keeps the divisor from being zero: the portable form.
+    answers(
+        &query(&[
+            "SELECT k, sum(v / NULLIF(v - v, 0)) AS s FROM t GROUP BY k ORDER BY k",
+            "--table",
+            &t,
+            "--format",
+            "csv",
+        ]),
+        "k,s\n1,\n2,\n",
+    );
+}
+
+#[test]
+fn file_errors_name_the_problem() {
+    let d = dir();
+    let missing = d.join("missing.parquet").display().to_string();
+    fails_with(
+        &query(&[&format!("SELECT count(*) FROM '{missing}'")]),
+        "no file matches",
+    );
+    let glob = format!("{}/nothing-*.parquet", d.display());
+    fails_with(
+        &query(&[&format!("SELECT count(*) FROM '{glob}'")]),
+        "no file matches",
+    );
+    fails_with(
+        &query(&["SELECT count(*) FROM t", "--table", &format!("t={missing}")]),
+        "cannot register table 't'",
+    );
+    fails_with(
+        &query(&["SELECT 1", "--table", "no-equals-sign"]),
+        "--table expects NAME=PATH",
+    );
+    // Parquet: a real file, then truncated (no footer) and with its footer overwritten.
+    let good = d.join("good.parquet");
+    let out = grouper()
+        .args(["gen", "synthetic", "--rows", "2000", "--groups", "10", "-o"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let bytes = std::fs::read(&good).unwrap();
+    let trunc = write(&d, "trunc.parquet", &bytes[..bytes.len() / 2]);
+    fails_with(
+        &query(&[&format!("SELECT k, sum(v) FROM '{trunc}' GROUP BY k")]),
+        "Parquet error",
+    );
+    let mut corrupt = bytes.clone();
+    let n = corrupt.len();
+    corrupt[n - 40..n - 8].fill(0xAB);
+    let corrupt = write(&d, "corrupt.parquet", &corrupt);
+    fails_with(
+        &query(&[&format!("SELECT k, sum(v) FROM '{corrupt}' GROUP BY k")]),
+        "Parquet error",
+    );
+    // Found by the battery: the Parquet reader panics on this footer; the CLI turns the panic
+    // into one error line.
+    let garbage = write(
+        &d,
+        "garbage.parquet",
+        b"this is not parquet at all, not even close PAR1",
+    );
+    fails_with(
+        &query(&[&format!("SELECT count(*) FROM '{garbage}'")]),
+        "internal error",
+    );
+    // CSV: ragged rows and invalid UTF-8.
+    let ragged = write(&d, "ragged.csv", b"k,v\n1,2\n3\n4,5\n");
+    fails_with(
+        &query(&[&format!("SELECT k, count(*) FROM '{ragged}' GROUP BY k")]),
+        "unequal lengths",
+    );
+    let utf8 = write(&d, "utf8.csv", b"k,v\n1,\xff\xfe\n");
+    fails_with(
+        &query(&[&format!("SELECT v, count(*) FROM '{utf8}' GROUP BY v")]),
+        "UTF-8",
+    );
+}
+
+#[test]
+fn empty_inputs_and_all_null_columns_answer_sql_results() {
+    let d = dir();
+    // An empty file and a header-only CSV are empty tables: COUNT 0, no groups.
+    let empty = write(&d, "empty.csv", b"");
+    answers(
+        &query(&[
+            &format!("SELECT count(*) AS n FROM '{empty}'"),
+            "--format",
+            "csv",
+        ]),
+        "n\n0\n",
+    );
+    let header = write(&d, "header.csv", b"k,v\n");
+    answers(
+        &query(&[
+            &format!("SELECT k, sum(CAST(v AS BIGINT)) AS s FROM '{header}' GROUP BY k"),
+            "--format",
+            "csv",
+        ]),
+        "k,s\n",
+    );
+    answers(
+        &query(&[
+            &format!("SELECT count(*) AS n, sum(CAST(v AS BIGINT)) AS s FROM '{header}'"),
+            "--format",
+            "csv",
+        ]),
+        "n,s\n0,\n",
+    );
+    // All-NULL value and key columns: COUNT(x) 0, SUM/MIN/MAX/AVG NULL, one NULL group. A CSV
+    // column with no value at all has type Null, which SUM rejects by name; typed, it answers.
+    let nulls = write(&d, "nulls.csv", b"k,v,w\n,,1\n,,2\n");
+    let t = format!("t={nulls}");
+    fails_with(
+        &query(&["SELECT sum(v) FROM t", "--table", &t]),
+        "SUM not supported for Null",
+    );
+    for strategy in ["perfect", "thread_local", "shared", "sort"] {
+        answers(
+            &query(&[
+                "SELECT CAST(k AS INT) AS k, count(*) AS n, count(v) AS c, sum(CAST(v AS BIGINT)) AS s, min(CAST(v AS DOUBLE)) AS lo, max(CAST(v AS VARCHAR)) AS hi, avg(CAST(v AS DECIMAL(10,2))) AS a, sum(w) AS sw FROM t GROUP BY 1",
+                "--table", &t, "--format", "csv", "--strategy", strategy,
+            ]),
+            "k,n,c,s,lo,hi,a,sw\n,2,0,,,,,3\n",
+        );
+    }
+}
+
+#[test]
+fn integer_sum_overflow_is_an_error_never_a_wrap() {
+    let d = dir();
+    let csv = write(&d, "o.csv", b"k,v\n1,9223372036854775807\n1,1\n2,5\n");
+    let t = format!("t={csv}");
+    for strategy in ["perfect", "thread_local", "shared", "sort"] {
+        fails_with(
+            &query(&[
+                "SELECT k, sum(v) FROM t GROUP BY k",
+                "--table",
+                &t,
+                "--strategy",
+                strategy,
+            ]),
+            "arithmetic overflow in sum: the result does not fit Int64",
+        );
+    }
+    // A running sum that leaves Int64 and comes back is exact (128-bit accumulators in every
+    // strategy; found by the operator fuzz target, where `shared` answered and the others
+    // raised).
+    let csv = write(
+        &d,
+        "o2.csv",
+        b"k,v\n1,9223372036854775807\n1,9223372036854775807\n1,-9223372036854775807\n",
+    );
+    for strategy in ["perfect", "thread_local", "shared", "sort"] {
+        answers(
+            &query(&[
+                &format!("SELECT k, sum(v) AS s FROM '{csv}' GROUP BY k"),
+                "--format",
+                "csv",
+                "--strategy",
+                strategy,
+            ]),
+            "k,s\n1,9223372036854775807\n",
+        );
+    }
+}
+
+#[test]
+fn memory_budget_fails_clearly_and_a_large_one_answers() {
+    let d = dir();
+    let data = d.join("many.parquet");
+    let out = grouper()
+        .args([
+            "gen",
+            "synthetic",
+            "--rows",
+            "400000",
+            "--groups",
+            "300000",
+            "--key-type",
+            "i64",
+            "-o",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let sql = format!(
+        "SELECT count(*) AS n FROM (SELECT k, sum(v) FROM '{}' GROUP BY k)",
+        data.display()
+    );
+    for strategy in ["thread_local", "shared", "sort"] {
+        let out = query(&[&sql, "--memory-limit", "2M", "--strategy", strategy]);
+        fails_with(&out, "memory limit exceeded");
+    }
+    let out = query(&[&sql, "--memory-limit", "1G", "--format", "csv"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fails_with(
+        &query(&["SELECT 1", "--memory-limit", "lots"]),
+        "invalid size 'lots'",
+    );
+}
+
+#[test]
+fn a_static_hybrid_share_must_be_a_fraction() {
+    fails_with(
+        &query(&["SELECT 1", "--hybrid-cpu-share", "1.5"]),
+        "a CPU share is a fraction from 0 to 1, not 1.5",
+    );
+    fails_with(
+        &query(&["SELECT 1", "--hybrid-cpu-share", "half"]),
+        "'half' is not a number",
+    );
+}
+
+#[test]
+fn gpu_faults_without_a_gpu() {
+    if grouper_gpu::Gpu::get().is_ok() {
+        eprintln!("a GPU is present: scripts/device-test.sh faults covers this machine");
+        return;
+    }
+    let d = dir();
+    let csv = write(&d, "g.csv", b"k,v\n1,10\n1,20\n2,5\n");
+    let t = format!("t={csv}");
+    let sql = "SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k";
+    fails_with(
+        &query(&[sql, "--table", &t, "--backend", "gpu"]),
+        "no GPU available",
+    );
+    fails_with(
+        &query(&[
+            sql,
+            "--table",
+            &t,
+            "--backend",
+            "gpu",
+            "--strategy",
+            "block_local",
+        ]),
+        "no GPU available",
+    );
+    // auto with a GPU strategy falls back to the CPU, and --explain says why.
+    answers(
+        &query(&[
+            sql,
+            "--table",
+            &t,
+            "--strategy",
+            "block_local",
+            "--format",
+            "csv",
+        ]),
+        "k,s\n1,30\n2,5\n",
+    );
+    let out = query(&[sql, "--table", &t, "--strategy", "global", "--explain"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("backend=cpu (no GPU available"), "{text}");
+}
+
+#[test]
+fn ctrl_c_stops_a_long_query_promptly() {
+    let mut child = grouper()
+        .args(["demo", "--sf", "20"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "still running 5 s after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("error: interrupted") && !err.contains("panicked"),
+        "{err}"
+    );
+}

@@ -1,0 +1,1005 @@
+//! CUDA C generation: one source per query and strategy, compiled by NVRTC.
+//!
+//! The source composes orthogonal pieces (as cuCollections composes hash, probing and storage):
+//!
+//! ```text
+//!  eval_row     load the columns a row needs, filter, pack key words, compute aggregate inputs
+//!               (the fused filter + projection + key packing of Tomé)
+//!  update_slot  the aggregate algebra's update, one op per state word (layout.rs)
+//!  merge_slot   its merge, the same ops on another state's words
+//!  find_or_insert  linear probing with CAS (one key word) or a latch on word 0 (several words)
+//!  agg_rows     the strategy: where the table lives and how a row reaches it
+//!  merge_entries / init_table  grow (rehash), merge spilled partial states, initialize
+//! ```
+//!
+//! Tables are structs of arrays of 64-bit words: word `w` of slot `s` is at `base[w * stride + s]`,
+//! so one `update_slot` serves registers, interleaved shared memory, private and global tables.
+
+use std::fmt::Write;
+
+use arrow::datatypes::DataType;
+
+use crate::encode::{Encoding, CUDA_UNPACK};
+use crate::expr_cuda::{c_type, Emitter};
+use crate::layout::{Input, Layout, Op, ROWS_WORD};
+use crate::table::fill_limit;
+use crate::GpuStrategy;
+use grouper_core::expr::Expr;
+use grouper_core::hash::HashFn;
+use grouper_core::keys::{PackedColumn, PackedKind};
+
+/// Most device columns one kernel reads (the pointer block is a by-value kernel parameter).
+pub const MAX_COLUMNS: usize = 32;
+
+/// Error bit: a spill buffer was too small (never expected; a bug if seen).
+pub const ERR_SPILL: u64 = 2;
+
+/// Everything a kernel's source depends on.
+#[derive(Debug, Clone)]
+pub struct KernelSpec {
+    /// Storage type of each device column (`UInt32` codes for dictionary keys), `None` if unread.
+    pub columns: Vec<Option<DataType>>,
+    /// Per column, how its values travel (`None`, or a missing entry: plain).
+    pub encodings: Vec<Option<Encoding>>,
+    /// Per column, whether any row of the input is NULL. Columns without NULLs are read with no
+    /// validity-bitmap load or test (a load and several integer operations less per row).
+    pub nullable: Vec<bool>,
+    /// Rows pass when this is true.
+    pub filter: Option<Expr>,
+    /// Per key word, the columns packed into it.
+    pub key_words: Vec<Vec<(usize, PackedColumn)>>,
+    /// Per aggregate, its argument (`None` for COUNT(*)).
+    pub args: Vec<Option<Expr>>,
+    /// Per aggregate, whether its argument is never NULL in this input: its counting fields
+    /// (COUNT(x), AVG's count, the seen flag) then equal the row count and are not updated
+    /// (one memory operation less per row each); [`derive_counts`] fills them in afterwards.
+    pub non_null_args: Vec<bool>,
+    /// State words.
+    pub layout: Layout,
+    /// Placement strategy.
+    pub strategy: GpuStrategy,
+    /// Threads per block.
+    pub threads: u32,
+    /// Rows per thread per loop step.
+    pub items_per_thread: u32,
+    /// Hash function of hash tables.
+    pub hash: HashFn,
+    /// Perfect strategies: number of direct-index slots.
+    pub domain: u64,
+    /// perfect_shared: copies of the table per block (a power of two ≤ threads).
+    pub copies: u32,
+    /// block_local: shared slots (power of two); thread_private: private slots per thread.
+    pub local_slots: u64,
+    /// Fill factor of shared/private tables before rows go to the global table.
+    pub fill_factor: f64,
+}
+
+impl KernelSpec {
+    /// Number of key words.
+    pub fn key_count(&self) -> usize {
+        self.key_words.len().max(1)
+    }
+
+    /// Dynamic shared memory bytes the aggregation kernel needs.
+    pub fn shared_bytes(&self) -> u64 {
+        let w = self.layout.words as u64;
+        match self.strategy {
+            GpuStrategy::PerfectShared => (8 * w * self.copies as u64).saturating_mul(self.domain),
+            GpuStrategy::PerfectRegisters => (8 * w).saturating_mul(self.domain),
+            GpuStrategy::BlockLocal => 8 * (w + self.key_count() as u64) * self.local_slots,
+            _ => 0,
+        }
+    }
+}
+
+const PRELUDE: &str = r#"
+typedef unsigned long long u64;
+typedef long long i64;
+#define EMPTY 0xFFFFFFFFFFFFFFFFULL
+#define BUSY 0xFFFFFFFFFFFFFFFEULL
+struct ColPtrs { const void* p[64]; };
+struct Ctrl { u64 groups; u64 overflow; u64 spill; u64 error; };
+
+__device__ __forceinline__ i64 ford64(double v) { i64 b = __double_as_longlong(v); return b ^ (i64)(((u64)(b >> 63)) >> 1); }
+__device__ __forceinline__ i64 ford32(float v) { int b = __float_as_int(v); return (i64)(b ^ (int)(((unsigned)(b >> 31)) >> 1)); }
+__device__ __forceinline__ bool bit(const unsigned char* p, u64 i) { return (p[i >> 3] >> (i & 7)) & 1; }
+
+template <bool A> __device__ __forceinline__ void op_add(u64* p, u64 v) { if (A) atomicAdd(p, v); else *p += v; }
+// Counting (+1) into a word. In a shared-memory table (S) a 64-bit atomic is a CAS loop, a
+// 32-bit one is native: count on the word's low half. Exact because a shared table lives for
+// one launch, and a launch covers fewer than 2^32 rows (chunks are at most 2^30 rows).
+template <bool A, bool S> __device__ __forceinline__ void op_cnt(u64* p) {
+  if (A && S) atomicAdd((unsigned*)p, 1u); else op_add<A>(p, 1ULL);
+}
+template <bool A> __device__ __forceinline__ void op_addf(u64* p, u64 bits) {
+  double v = __longlong_as_double(bits);
+  if (A) atomicAdd((double*)p, v); else *(double*)p += v;
+}
+template <bool A, int N> __device__ __forceinline__ void op_wide(u64* p, u64 st, const u64* v) {
+  u64 carry = 0;
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    u64 add = v[i] + carry;
+    u64 c1 = add < carry ? 1 : 0;
+    u64 c2 = 0;
+    if (add != 0) {
+      u64 old;
+      if (A) old = atomicAdd(p + i * st, add); else { old = p[i * st]; p[i * st] = old + add; }
+      c2 = old + add < old ? 1 : 0;
+    }
+    carry = c1 + c2;
+  }
+}
+template <bool A> __device__ __forceinline__ void op_mini(u64* p, u64 v) { if (A) atomicMin((i64*)p, (i64)v); else if ((i64)v < (i64)*p) *p = v; }
+template <bool A> __device__ __forceinline__ void op_maxi(u64* p, u64 v) { if (A) atomicMax((i64*)p, (i64)v); else if ((i64)v > (i64)*p) *p = v; }
+template <bool A> __device__ __forceinline__ void op_minu(u64* p, u64 v) { if (A) atomicMin(p, v); else if (v < *p) *p = v; }
+template <bool A> __device__ __forceinline__ void op_maxu(u64* p, u64 v) { if (A) atomicMax(p, v); else if (v > *p) *p = v; }
+// 128-bit min/max: words low, high, lock. No 128-bit atomics, so under a per-slot latch
+// (taken in a loop that each thread leaves once it has held it: no intra-warp deadlock).
+template <bool A, bool MAX> __device__ __forceinline__ void op_ext128(u64* p, u64 st, const u64* v) {
+  const __int128 x = (__int128)(((unsigned __int128)v[1] << 64) | v[0]);
+  if (!A) {
+    const __int128 cur = (__int128)(((unsigned __int128)p[st] << 64) | p[0]);
+    if (MAX ? x > cur : x < cur) { p[0] = v[0]; p[st] = v[1]; }
+    return;
+  }
+  bool done = false;
+  while (!done) {
+    if (atomicCAS(p + 2 * st, 0ULL, 1ULL) == 0ULL) {
+      volatile u64* q = p;
+      const __int128 cur = (__int128)(((unsigned __int128)q[st] << 64) | q[0]);
+      if (MAX ? x > cur : x < cur) { q[0] = v[0]; q[st] = v[1]; }
+      __threadfence();
+      atomicExch(p + 2 * st, 0ULL);
+      done = true;
+    }
+  }
+}
+template <bool A> __device__ __forceinline__ void op_seen(u64* p) { if (A) { if (*(volatile u64*)p == 0) *(volatile u64*)p = 1; } else *p = 1; }
+"#;
+
+/// The whole source.
+pub fn generate(spec: &KernelSpec) -> String {
+    let mut s = String::with_capacity(16 * 1024);
+    let k = spec.key_count();
+    let w = spec.layout.words;
+    let _ = writeln!(
+        s,
+        "// grouper generated kernel: strategy {}, {k} key word(s), {w} state words",
+        spec.strategy.name()
+    );
+    s.push_str(PRELUDE);
+    // The global table keeps no key words when it is indexed directly by the key.
+    let gk = if spec.strategy.is_perfect() { 0 } else { k };
+    let _ = writeln!(
+        s,
+        "#define K {k}\n#define W {w}\n#define GK {gk}\n#define GS (GK + W)\n#define THREADS {}\n#define IPT {}",
+        spec.threads, spec.items_per_thread
+    );
+    let ident: Vec<String> = spec
+        .layout
+        .identities()
+        .iter()
+        .map(|v| format!("{v}ULL"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "__device__ const u64 IDENT[W] = {{{}}};",
+        ident.join(", ")
+    );
+    s.push_str(crate::expr_cuda::HELPERS);
+    s.push_str(CUDA_UNPACK);
+    for (c, e) in spec.encodings.iter().enumerate() {
+        if let Some(e) = e {
+            s.push_str(&e.cuda_globals(c));
+        }
+    }
+    s.push_str(&hash_source(spec.hash));
+    s.push_str(HASH_TABLE);
+    s.push_str(&update_merge(&spec.layout, &spec.non_null_args));
+    s.push_str(&eval_row(spec));
+    s.push_str(&agg_kernel(spec));
+    s.push_str(MAINTENANCE);
+    s
+}
+
+const HASH_TABLE: &str = r#"
+__device__ __forceinline__ u64 hash_key(const u64* key) {
+  u64 h = hash_word(key[0]);
+#pragma unroll
+  for (int w = 1; w < K; w++) h = hash_word(h ^ key[w]);
+  return h;
+}
+
+// Linear probing over `cap` slots (a power of two, >= 16) whose key word w is at
+// keys[slot * sst + w * kst] (sst = 1: struct of arrays; kst = 1: array of structs).
+// Claims an empty slot only while *count < limit; returns -1 when the key is absent and may
+// not be inserted (the caller lists the row: Karnagel's trap).
+__device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
+  const unsigned shift = __clzll(cap) + 1;
+  u64 slot = hash_key(key) >> shift;
+  for (u64 p = 0; p < cap; p++) {
+    volatile u64* kp = (volatile u64*)(keys + slot * sst);
+    u64 cur = *kp;
+    if (K > 1) while (cur == BUSY) cur = *kp;
+    if (cur == EMPTY) {
+      if (*(volatile u64*)count >= limit) return -1;
+      u64 prev = atomicCAS((u64*)kp, EMPTY, K > 1 ? BUSY : key[0]);
+      if (prev == EMPTY) {
+        if (K > 1) {
+          for (int w = 1; w < K; w++) ((volatile u64*)keys)[slot * sst + w * kst] = key[w];
+          __threadfence();
+          *kp = key[0];
+        }
+        atomicAdd(count, 1ULL);
+        return (i64)slot;
+      }
+      cur = prev;
+      if (K > 1) while (cur == BUSY) cur = *kp;
+    }
+    if (cur == key[0]) {
+      bool eq = true;
+      for (int w = 1; w < K; w++) eq = eq && ((volatile u64*)keys)[slot * sst + w * kst] == key[w];
+      if (eq) return (i64)slot;
+    }
+    slot = (slot + 1) & (cap - 1);
+  }
+  return -1;
+}
+
+// The same for a table only this thread touches (array of structs): no atomics.
+__device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 cap, u64 limit, const u64* key, u64* count) {
+  const unsigned shift = __clzll(cap) + 1;
+  u64 slot = hash_key(key) >> shift;
+  for (u64 p = 0; p < cap; p++) {
+    u64 cur = keys[slot * sst];
+    if (cur == EMPTY) {
+      if (*count >= limit) return -1;
+      for (int w = 0; w < K; w++) keys[slot * sst + w] = key[w];
+      *count += 1;
+      return (i64)slot;
+    }
+    if (cur == key[0]) {
+      bool eq = true;
+      for (int w = 1; w < K; w++) eq = eq && keys[slot * sst + w] == key[w];
+      if (eq) return (i64)slot;
+    }
+    slot = (slot + 1) & (cap - 1);
+  }
+  return -1;
+}
+"#;
+
+/// `update_slot` and `merge_slot`: the algebra's update and merge, word op by word op.
+fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
+    let mut up = String::new();
+    let mut me = String::new();
+    let mut input = 0usize;
+    let call = |op: Op, at: &str, val: &str| -> String {
+        match op {
+            Op::AddU64 => format!("op_add<A>({at}, {val});"),
+            Op::AddF64 => format!("op_addf<A>({at}, {val});"),
+            Op::MinI64 => format!("op_mini<A>({at}, {val});"),
+            Op::MaxI64 => format!("op_maxi<A>({at}, {val});"),
+            Op::MinU64 => format!("op_minu<A>({at}, {val});"),
+            Op::MaxU64 => format!("op_maxu<A>({at}, {val});"),
+            Op::Seen => format!("op_seen<A>({at});"),
+            Op::Wide { .. } | Op::MinI128 | Op::MaxI128 => {
+                unreachable!("multi-word ops are emitted separately")
+            }
+        }
+    };
+    let _ = writeln!(up, "  op_cnt<A, S>(w + {ROWS_WORD} * st + s);");
+    let _ = writeln!(
+        me,
+        "  if (src[ss] == 0) return;\n  op_add<A>(dst + ds, src[ss]);"
+    );
+    for (a, agg) in layout.aggs.iter().enumerate() {
+        if agg.fields.is_empty() {
+            continue;
+        }
+        let _ = writeln!(up, "  if (mask & (1ULL << {a})) {{");
+        let derived = non_null.get(a).copied().unwrap_or(false);
+        for f in &agg.fields {
+            let at = format!("w + {} * st + s", f.word);
+            if derived && f.input == Input::One {
+                continue; // equals the row count: derive_counts
+            }
+            let dat = format!("dst + {} * dst_st + ds", f.word);
+            match f.op {
+                Op::MinI128 | Op::MaxI128 => {
+                    let max = f.op == Op::MaxI128;
+                    let _ = writeln!(up, "    op_ext128<A, {max}>({at}, st, in + {input});");
+                    input += 2;
+                    let _ = writeln!(
+                        me,
+                        "  {{ const u64 v[2] = {{src[{w} * src_st + ss], src[{w1} * src_st + ss]}}; op_ext128<A, {max}>({dat}, dst_st, v); }}",
+                        w = f.word,
+                        w1 = f.word + 1
+                    );
+                }
+                Op::Wide { words, .. } => {
+                    let _ = writeln!(up, "    op_wide<A, {words}>({at}, st, in + {input});");
+                    input += words;
+                    let gather: Vec<String> = (0..words)
+                        .map(|i| format!("src[{} * src_st + ss]", f.word + i))
+                        .collect();
+                    let _ = writeln!(
+                        me,
+                        "  {{ const u64 v[{words}] = {{{}}}; op_wide<A, {words}>({dat}, dst_st, v); }}",
+                        gather.join(", ")
+                    );
+                }
+                Op::AddU64 if f.input == Input::One => {
+                    let _ = writeln!(up, "    op_cnt<A, S>({at});");
+                    let _ = writeln!(
+                        me,
+                        "  {}",
+                        call(Op::AddU64, &dat, &format!("src[{} * src_st + ss]", f.word))
+                    );
+                }
+                op => {
+                    let val = match f.input {
+                        Input::One => "1ULL".to_string(),
+                        Input::Value => {
+                            input += 1;
+                            format!("in[{}]", input - 1)
+                        }
+                    };
+                    let _ = writeln!(up, "    {}", call(op, &at, &val));
+                    let src = format!("src[{} * src_st + ss]", f.word);
+                    let merged = if op == Op::Seen {
+                        format!("if ({src} != 0) {}", call(op, &dat, &src))
+                    } else {
+                        call(op, &dat, &src)
+                    };
+                    let _ = writeln!(me, "  {merged}");
+                }
+            }
+        }
+        let _ = writeln!(up, "  }}");
+    }
+    format!(
+        "#define NIN {}\n\
+         template <bool A, bool S = false> __device__ __forceinline__ void update_slot(u64* w, u64 st, u64 s, const u64* in, u64 mask) {{\n{up}}}\n\
+         template <bool A> __device__ __forceinline__ void merge_slot(u64* dst, u64 dst_st, u64 ds, const u64* src, u64 src_st, u64 ss) {{\n{me}}}\n",
+        input.max(1)
+    )
+}
+
+/// Fills the counting fields that [`KernelSpec::non_null_args`] left out of the kernel:
+/// `cols[w][g]` are the state words read back, `cols[ROWS_WORD]` the row counts.
+pub fn derive_counts(layout: &Layout, non_null: &[bool], cols: &mut [Vec<u64>]) {
+    for (agg, _) in layout.aggs.iter().zip(non_null).filter(|(_, &n)| n) {
+        for f in agg.fields.iter().filter(|f| f.input == Input::One) {
+            let derived: Vec<u64> = cols[ROWS_WORD]
+                .iter()
+                .map(|&rows| {
+                    if f.op == Op::Seen {
+                        (rows != 0) as u64
+                    } else {
+                        rows
+                    }
+                })
+                .collect();
+            cols[f.word] = derived;
+        }
+    }
+}
+
+/// A value's word(s) for a field fed by `Input::Value`.
+fn input_words(op: Op, t: &DataType, v: &str) -> Vec<String> {
+    let ord = match t {
+        DataType::Float32 => format!("(u64)ford32({v})"),
+        DataType::Float64 => format!("(u64)ford64({v})"),
+        DataType::Boolean => format!("({v} ? 1ULL : 0ULL)"),
+        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+            format!("(u64)({v})")
+        }
+        _ => format!("(u64)(i64)({v})"),
+    };
+    match op {
+        Op::MinI128 | Op::MaxI128 => vec![
+            format!("(u64)({v})"),
+            format!("(u64)((__int128)({v}) >> 64)"),
+        ],
+        Op::AddF64 => vec![format!("(u64)__double_as_longlong((double)({v}))")],
+        Op::Wide {
+            words: 2,
+            signed: false,
+        } => vec![format!("(u64)({v})"), "0ULL".into()],
+        Op::Wide { words, .. } => {
+            let mut out = vec![format!("(u64)({v})")];
+            if matches!(t, DataType::Decimal128(..)) {
+                out.push(format!("(u64)((__int128)({v}) >> 64)"));
+            } else {
+                out.push(format!("((i64)({v}) < 0 ? EMPTY : 0ULL)"));
+            }
+            while out.len() < words {
+                out.push(format!("({v} < 0 ? EMPTY : 0ULL)"));
+            }
+            out
+        }
+        _ => vec![ord],
+    }
+}
+
+/// `eval_row`: the fused filter, key packing and aggregate inputs of one row.
+fn eval_row(spec: &KernelSpec) -> String {
+    let mut used: Vec<usize> = Vec::new();
+    if let Some(f) = &spec.filter {
+        f.columns(&mut used);
+    }
+    for a in spec.args.iter().flatten() {
+        a.columns(&mut used);
+    }
+    used.extend(spec.key_words.iter().flatten().map(|(c, _)| *c));
+    used.sort_unstable();
+    used.dedup();
+    let mut s = String::from(
+        "__device__ __forceinline__ bool eval_row(const ColPtrs& C, u64 row, u64* key, u64* in, u64* maskp, u64* err) {\n",
+    );
+    for &c in &used {
+        let t = spec.columns[c].clone().unwrap_or(DataType::Null);
+        if spec.nullable.get(c).copied().unwrap_or(true) {
+            let _ = writeln!(
+                s,
+                "  const unsigned char* n{c} = (const unsigned char*)C.p[{}];",
+                2 * c + 1
+            );
+            let _ = writeln!(s, "  const bool c{c}_ok = !n{c} || bit(n{c}, row);");
+        } else {
+            let _ = writeln!(s, "  const bool c{c}_ok = true;");
+        }
+        if t == DataType::Boolean {
+            let _ = writeln!(
+                s,
+                "  const bool c{c} = bit((const unsigned char*)C.p[{}], row);",
+                2 * c
+            );
+        } else {
+            let ct = c_type(&t);
+            let ptr = format!("C.p[{}]", 2 * c);
+            let load = match spec.encodings.get(c).and_then(Option::as_ref) {
+                Some(e) => e.cuda_decode(c, &t, ct, &ptr),
+                None => format!("((const {ct}*){ptr})[row]"),
+            };
+            let _ = writeln!(s, "  const {ct} c{c} = {load};");
+        }
+    }
+    let mut em = Emitter::default();
+    if let Some(f) = &spec.filter {
+        let (v, ok) = em.emit(f);
+        let _ = writeln!(em.code, "if (!({ok} && {v})) return false;");
+    }
+    for (wi, terms) in spec.key_words.iter().enumerate() {
+        let _ = writeln!(em.code, "u64 k{wi} = 0;");
+        for (c, col) in terms {
+            let code = match &col.kind {
+                PackedKind::Ordinal { min } => {
+                    let ord = input_words(Op::MinI64, &col.data_type, &format!("c{c}"))[0].clone();
+                    format!("({ord} - {}ULL)", *min as u64)
+                }
+                PackedKind::Bool => format!("(c{c} ? 1ULL : 0ULL)"),
+                PackedKind::Dictionary => format!("(u64)c{c}"),
+            };
+            let _ = writeln!(
+                em.code,
+                "if (c{c}_ok) k{wi} += ({code} + {}ULL) * {}ULL;",
+                col.nulls as u64, col.mult
+            );
+        }
+        let _ = writeln!(em.code, "key[{wi}] = k{wi};");
+    }
+    if spec.key_words.is_empty() {
+        em.code.push_str("key[0] = 0;\n");
+    }
+    em.code.push_str("u64 mask = 0;\n");
+    let mut input = 0usize;
+    for (a, (agg, arg)) in spec.layout.aggs.iter().zip(&spec.args).enumerate() {
+        let Some(arg) = arg else {
+            let _ = writeln!(em.code, "mask |= 1ULL << {a};");
+            continue;
+        };
+        let (v, ok) = em.emit(arg);
+        let _ = writeln!(em.code, "if ({ok}) mask |= 1ULL << {a};");
+        let t = arg.data_type();
+        for f in agg.fields.iter().filter(|f| f.input == Input::Value) {
+            for word in input_words(f.op, &t, &v) {
+                let _ = writeln!(em.code, "in[{input}] = {word};");
+                input += 1;
+            }
+        }
+    }
+    s.push_str(&em.code);
+    s.push_str("*maskp = mask;\nreturn true;\n}\n");
+    s
+}
+
+const ROW_LOOP_HEAD: &str = r#"
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  for (u64 base = (u64)blockIdx.x * blockDim.x * IPT + threadIdx.x; base < n; base += stride * IPT) {
+    // All IPT rows are loaded and evaluated before any is folded in, so their loads are in
+    // flight together (the table updates could otherwise alias them and serialize).
+    u64 keys_[IPT][K]; u64 ins_[IPT][NIN]; u64 masks_[IPT]; u64 rows_[IPT]; bool ok_[IPT];
+#pragma unroll
+    for (int j = 0; j < IPT; j++) {
+      const u64 i = base + (u64)j * blockDim.x;
+      ok_[j] = false;
+      if (i < n) {
+        rows_[j] = LIST ? (u64)list[i] : i;
+        ok_[j] = eval_row(C, rows_[j], keys_[j], ins_[j], &masks_[j], &ctrl->error);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < IPT; j++) {
+      if (!ok_[j]) continue;
+      const u64 row = rows_[j]; const u64* key = keys_[j]; const u64* in = ins_[j]; const u64 mask = masks_[j];
+"#;
+
+const ROW_LOOP_TAIL: &str = "    }\n  }\n";
+
+/// Inserting into the global table (array of structs: a slot's key and state words share
+/// cache lines), or listing the row for after the table has grown.
+const GLOBAL_UPDATE: &str = r#"
+      {
+        const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, key, &ctrl->groups);
+        if (g < 0) { const u64 o = atomicAdd(&ctrl->overflow, 1ULL); overflow[o] = (unsigned)row; }
+        else update_slot<true>(gt + (u64)g * GS + GK, 1, 0, in, mask);
+      }
+"#;
+
+/// Merging a local slot (keys `LKEY(w)`, state words at `lslot[w * lst]`) into the global table,
+/// or spilling it for after the table has grown.
+const FLUSH_SLOT: &str = r#"
+      {
+        u64 k[K];
+        for (int w = 0; w < K; w++) k[w] = LKEY(w);
+        const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, k, &ctrl->groups);
+        if (g >= 0) merge_slot<true>(gt + (u64)g * GS + GK, 1, 0, lslot, lst, 0);
+        else {
+          const u64 o = atomicAdd(&ctrl->spill, 1ULL);
+          if (o < spill_cap) {
+            for (int w = 0; w < K; w++) spill[o * GS + w] = k[w];
+            for (int w = 0; w < W; w++) spill[o * GS + GK + w] = lslot[w * lst];
+          } else atomicOr(&ctrl->error, ERR_SPILL);
+        }
+      }
+"#;
+
+fn agg_kernel(spec: &KernelSpec) -> String {
+    // One body, two kernels: `agg_rows` over rows 0..n and `agg_list` over the rows a list
+    // names (the re-run after the table has grown), so the common one carries no list test.
+    let mut s = format!(
+        "#define ERR_SPILL {ERR_SPILL}ULL\n\
+         #define AGG_PARAMS const ColPtrs C, const u64 n, const unsigned* __restrict__ list, \
+         u64* gt, const u64 gcap, const u64 glimit, Ctrl* ctrl, unsigned* overflow, \
+         u64* spill, const u64 spill_cap, u64* priv\n\
+         #define AGG_ARGS C, n, list, gt, gcap, glimit, ctrl, overflow, spill, spill_cap, priv\n\
+         template <bool LIST> __device__ __forceinline__ void agg_body(AGG_PARAMS) {{\n"
+    );
+    let d = spec.domain;
+    match spec.strategy {
+        GpuStrategy::Global => {
+            s.push_str(ROW_LOOP_HEAD);
+            s.push_str(GLOBAL_UPDATE);
+            s.push_str(ROW_LOOP_TAIL);
+        }
+        GpuStrategy::PerfectGlobal => {
+            s.push_str(ROW_LOOP_HEAD);
+            s.push_str("      update_slot<true>(gt + key[0] * GS, 1, 0, in, mask);\n");
+            s.push_str(ROW_LOOP_TAIL);
+        }
+        GpuStrategy::PerfectShared => {
+            let r = spec.copies as u64;
+            let atomic = spec.copies < spec.threads;
+            let _ = writeln!(
+                s,
+                "  extern __shared__ u64 sm[];\n  const u64 D = {d}ULL, R = {r}ULL, SST = D * R;\n\
+                 for (u64 i = threadIdx.x; i < W * SST; i += blockDim.x) sm[i] = IDENT[i / SST];\n  __syncthreads();\n\
+                 u64* mine = sm + (threadIdx.x & (R - 1));"
+            );
+            s.push_str(ROW_LOOP_HEAD);
+            let _ = writeln!(
+                s,
+                "      update_slot<{atomic}, true>(mine, SST, key[0] * R, in, mask);"
+            );
+            s.push_str(ROW_LOOP_TAIL);
+            s.push_str(
+                "  __syncthreads();\n  for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x)\n\
+                 for (u64 r = 0; r < R; r++) merge_slot<true>(gt + sl * GS, 1, 0, sm + r, SST, sl * R);\n",
+            );
+        }
+        GpuStrategy::PerfectRegisters => {
+            let _ = writeln!(
+                s,
+                "  extern __shared__ u64 sm[];\n  const u64 D = {d}ULL;\n\
+                 for (u64 i = threadIdx.x; i < W * D; i += blockDim.x) sm[i] = IDENT[i / D];\n\
+                 u64 acc[W * {d}];\n#pragma unroll\n  for (int i = 0; i < W * {d}; i++) acc[i] = IDENT[i / {d}];\n  __syncthreads();"
+            );
+            s.push_str(ROW_LOOP_HEAD);
+            let _ = writeln!(
+                s,
+                "#pragma unroll\n      for (int sl = 0; sl < {d}; sl++) if (key[0] == (u64)sl) update_slot<false>(acc, D, sl, in, mask);"
+            );
+            s.push_str(ROW_LOOP_TAIL);
+            s.push_str(
+                "#pragma unroll\n  for (int sl = 0; sl < (int)D; sl++) merge_slot<true>(sm, D, sl, acc, D, sl);\n  __syncthreads();\n\
+                 for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true>(gt + sl * GS, 1, 0, sm, D, sl);\n",
+            );
+        }
+        GpuStrategy::BlockLocal => {
+            let sc = spec.local_slots;
+            let limit = fill_limit(sc, spec.fill_factor);
+            let _ = writeln!(
+                s,
+                "  extern __shared__ u64 sm[];\n  __shared__ u64 scount;\n  const u64 SC = {sc}ULL;\n\
+                 u64* lkeys = sm; u64* lwords = sm + K * SC; const u64 lst = SC;\n\
+                 #define LKEY(w) lkeys[(w) * SC + ls]\n\
+                 for (u64 i = threadIdx.x; i < K * SC; i += blockDim.x) lkeys[i] = EMPTY;\n\
+                 for (u64 i = threadIdx.x; i < W * SC; i += blockDim.x) lwords[i] = IDENT[i / SC];\n\
+                 if (threadIdx.x == 0) scount = 0;\n  __syncthreads();"
+            );
+            s.push_str(ROW_LOOP_HEAD);
+            let _ = writeln!(
+                s,
+                "      const i64 l = find_or_insert(lkeys, 1, SC, SC, {limit}ULL, key, &scount);\n\
+                 if (l >= 0) {{ update_slot<true, true>(lwords, SC, (u64)l, in, mask); continue; }}"
+            );
+            s.push_str(GLOBAL_UPDATE);
+            s.push_str(ROW_LOOP_TAIL);
+            s.push_str("  __syncthreads();\n  for (u64 ls = threadIdx.x; ls < SC; ls += blockDim.x) {\n    if (lkeys[ls] == EMPTY) continue;\n    const u64* lslot = lwords + ls;\n");
+            s.push_str(FLUSH_SLOT);
+            s.push_str("  }\n");
+        }
+        GpuStrategy::ThreadPrivate => {
+            let pc = spec.local_slots;
+            let limit = fill_limit(pc, spec.fill_factor);
+            let _ = writeln!(
+                s,
+                "  const u64 T = (u64)gridDim.x * blockDim.x, tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;\n\
+                 const u64 PC = {pc}ULL, lst = 1;\n\
+                 u64* mine = priv + tid * PC * GS; u64 lcount = 0;\n\
+                 #define LKEY(w) mine[ls * GS + (w)]"
+            );
+            s.push_str(ROW_LOOP_HEAD);
+            let _ = writeln!(
+                s,
+                "      const i64 l = find_or_insert_private(mine, GS, PC, {limit}ULL, key, &lcount);\n\
+                 if (l >= 0) {{ update_slot<false>(mine + (u64)l * GS + GK, 1, 0, in, mask); continue; }}"
+            );
+            s.push_str(GLOBAL_UPDATE);
+            s.push_str(ROW_LOOP_TAIL);
+            s.push_str(
+                "  for (u64 ls = 0; ls < PC; ls++) {\n    if (LKEY(0) == EMPTY) continue;\n    u64* lslot = mine + ls * GS + GK;\n",
+            );
+            s.push_str(FLUSH_SLOT);
+            // Reset the private table for the next launch.
+            s.push_str(
+                "    for (int w = 0; w < K; w++) LKEY(w) = EMPTY;\n\
+                 for (int w = 0; w < W; w++) lslot[w] = IDENT[w];\n  }\n",
+            );
+        }
+    }
+    s.push_str(
+        "}\n\
+         extern \"C\" __global__ void __launch_bounds__(THREADS) agg_rows(AGG_PARAMS) { agg_body<false>(AGG_ARGS); }\n\
+         extern \"C\" __global__ void __launch_bounds__(THREADS) agg_list(AGG_PARAMS) { agg_body<true>(AGG_ARGS); }\n",
+    );
+    s
+}
+
+const MAINTENANCE: &str = r#"
+// Merges the partial states of `n` source slots (or those listed), laid out like the global
+// table (array of structs, GS words a slot), into it: growing (the old table into the new) and
+// spilled local slots. Slots without rows are skipped.
+extern "C" __global__ void merge_entries(const u64* src, const u64 n, const unsigned* __restrict__ list,
+    u64* gt, const u64 gcap, const u64 glimit, Ctrl* ctrl, unsigned* overflow, const u64 ocap) {
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const u64 e = list ? (u64)list[i] : i;
+    const u64* slot = src + e * GS;
+    if (slot[GK] == 0) continue;
+    const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, slot, &ctrl->groups);
+    if (g < 0) { const u64 o = atomicAdd(&ctrl->overflow, 1ULL); if (o < ocap) overflow[o] = (unsigned)e; }
+    else merge_slot<true>(gt + (u64)g * GS + GK, 1, 0, slot + GK, 1, 0);
+  }
+}
+
+// Empty keys and identity states for `cap` slots of GS words.
+extern "C" __global__ void init_table(u64* t, const u64 cap) {
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < cap * GS; i += stride) {
+    const u64 w = i % GS;
+    t[i] = w < GK ? EMPTY : IDENT[w - GK];
+  }
+}
+"#;
+
+/// The key-word hash function `hash` as CUDA C: `__device__ u64 hash_word(u64)`, the same
+/// function as [`HashFn::hash`] on the CPU (a table planned on one side probes alike on the
+/// other).
+fn hash_source(hash: HashFn) -> String {
+    let body = match hash {
+            HashFn::Murmur3 => {
+                "k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; \
+                 k *= 0xc4ceb9fe1a85ec53ULL; return k ^ (k >> 33);"
+            }
+            HashFn::MultiplyShift => "return k * 0x9e3779b97f4a7c15ULL;",
+            HashFn::Fnv1a => {
+                "u64 h = 0xcbf29ce484222325ULL; \
+                 for (int i = 0; i < 8; i++) { h ^= (k >> (8 * i)) & 0xff; h *= 0x100000001b3ULL; } \
+                 return h;"
+            }
+            HashFn::Identity => "return __brevll(k);",
+        };
+    format!("__device__ __forceinline__ u64 hash_word(u64 k) {{ {body} }}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    //! The generated source is checked as C++ by the host compiler against a small CUDA shim
+    //! (declarations only), so syntax and type errors show up without a GPU; NVRTC compiles
+    //! and runs the same sources in the device tests.
+    use super::*;
+    use crate::encode::Scheme;
+    use grouper_core::agg::{AggKind, AggregateSpec};
+    use grouper_core::expr::{BinOp, Scalar};
+
+    const SHIM: &str = r#"
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__
+#define __launch_bounds__(x)
+#define __restrict__
+struct Dim { unsigned x, y, z; };
+static Dim threadIdx, blockIdx, blockDim, gridDim;
+unsigned long long atomicAdd(unsigned long long*, unsigned long long);
+unsigned atomicAdd(unsigned*, unsigned);
+double atomicAdd(double*, double);
+unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long);
+long long atomicMin(long long*, long long);
+long long atomicMax(long long*, long long);
+unsigned long long atomicMin(unsigned long long*, unsigned long long);
+unsigned long long atomicMax(unsigned long long*, unsigned long long);
+unsigned long long atomicOr(unsigned long long*, unsigned long long);
+unsigned long long atomicExch(unsigned long long*, unsigned long long);
+void __syncthreads();
+void __threadfence();
+long long __double_as_longlong(double);
+double __longlong_as_double(long long);
+int __float_as_int(float);
+float __int_as_float(int);
+int __clzll(long long);
+unsigned long long __brevll(unsigned long long);
+unsigned long long __ldg(const unsigned long long*);
+"#;
+
+    fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
+        let dec = DataType::Decimal128(15, 2);
+        let aggs = vec![
+            AggregateSpec::count_star(),
+            AggregateSpec::new(AggKind::Sum, DataType::Decimal128(32, 4)),
+            AggregateSpec::new(AggKind::Avg, DataType::Float64),
+            AggregateSpec::new(AggKind::Min, DataType::Float32),
+            AggregateSpec::new(AggKind::Max, DataType::Int64),
+            AggregateSpec::new(AggKind::Sum, DataType::UInt64),
+            AggregateSpec::new(AggKind::Count, DataType::Boolean),
+            AggregateSpec::new(AggKind::Max, DataType::Decimal128(38, 2)),
+        ];
+        let col = |i: usize, t: DataType| Box::new(Expr::column(i, t));
+        let one_minus = Expr::Binary {
+            op: BinOp::Sub,
+            left: Box::new(Expr::Literal {
+                value: Scalar::Int(100),
+                data_type: DataType::Decimal128(15, 2),
+            }),
+            right: col(1, dec.clone()),
+            data_type: DataType::Decimal128(16, 2),
+        };
+        let args = vec![
+            None,
+            Some(Expr::Binary {
+                op: BinOp::Mul,
+                left: col(1, dec.clone()),
+                right: Box::new(one_minus),
+                data_type: DataType::Decimal128(32, 4),
+            }),
+            Some(Expr::Cast {
+                expr: col(2, DataType::Int32),
+                to: DataType::Float64,
+            }),
+            Some(Expr::column(3, DataType::Float32)),
+            Some(Expr::Case {
+                whens: vec![(
+                    Expr::IsNull {
+                        expr: col(2, DataType::Int32),
+                        negated: false,
+                    },
+                    Expr::Literal {
+                        value: Scalar::Int(-1),
+                        data_type: DataType::Int64,
+                    },
+                )],
+                otherwise: Some(Box::new(Expr::Binary {
+                    op: BinOp::Div,
+                    left: Box::new(Expr::Cast {
+                        expr: col(2, DataType::Int32),
+                        to: DataType::Int64,
+                    }),
+                    right: Box::new(Expr::Literal {
+                        value: Scalar::Int(3),
+                        data_type: DataType::Int64,
+                    }),
+                    data_type: DataType::Int64,
+                })),
+                data_type: DataType::Int64,
+            }),
+            Some(Expr::column(5, DataType::UInt64)),
+            Some(Expr::column(4, DataType::Boolean)),
+            Some(Expr::Cast {
+                expr: col(1, dec.clone()),
+                to: DataType::Decimal128(38, 2),
+            }),
+        ];
+        let filter = Expr::Binary {
+            op: BinOp::And,
+            left: Box::new(Expr::Binary {
+                op: BinOp::LtEq,
+                left: col(6, DataType::Date32),
+                right: Box::new(Expr::Literal {
+                    value: Scalar::Int(10471),
+                    data_type: DataType::Date32,
+                }),
+                data_type: DataType::Boolean,
+            }),
+            right: Box::new(Expr::Not(Box::new(Expr::column(4, DataType::Boolean)))),
+            data_type: DataType::Boolean,
+        };
+        let key = |c: usize, kind: PackedKind, mult: u64| {
+            (
+                c,
+                PackedColumn {
+                    data_type: DataType::UInt32,
+                    kind,
+                    nulls: true,
+                    mult,
+                },
+            )
+        };
+        let mut words = vec![vec![
+            key(0, PackedKind::Dictionary, 1),
+            key(7, PackedKind::Ordinal { min: -5 }, 4),
+        ]];
+        if key_words > 1 {
+            words.push(vec![key(4, PackedKind::Bool, 1)]);
+        }
+        let mut columns: Vec<Option<DataType>> = vec![
+            Some(DataType::UInt32),
+            Some(dec),
+            Some(DataType::Int32),
+            Some(DataType::Float32),
+            Some(DataType::Boolean),
+            Some(DataType::UInt64),
+            Some(DataType::Date32),
+            Some(DataType::Int16),
+        ];
+        columns[7] = Some(DataType::Int16);
+        // Every transfer encoding's decode: dictionary codes bit-packed, a decimal dictionary, a
+        // frame of reference, a float dictionary, a wide base, a constant.
+        let packed = |scheme, bits, base: i128, dictionary: Vec<u64>| {
+            Some(Encoding {
+                scheme,
+                bits,
+                base,
+                dictionary,
+            })
+        };
+        let encodings = vec![
+            packed(Scheme::NullSuppression, 3, 0, vec![]),
+            packed(
+                Scheme::Dictionary,
+                6,
+                0,
+                (1..=50).map(|v| v * 100).collect(),
+            ),
+            packed(Scheme::FrameOfReference, 12, -8036, vec![]),
+            packed(Scheme::Dictionary, 1, 0, vec![0.5f32.to_bits() as u64, 0]),
+            None,
+            packed(Scheme::FrameOfReference, 40, 1i128 << 70, vec![]),
+            packed(Scheme::FrameOfReference, 0, 8036, vec![]),
+            Some(Encoding::plain(&DataType::Int16)),
+        ];
+        KernelSpec {
+            columns,
+            encodings,
+            // Both forms of column read: with and without a validity bitmap.
+            nullable: (0..8).map(|c| c % 2 == 0).collect(),
+            filter: Some(filter),
+            key_words: words,
+            non_null_args: vec![true; args.len()],
+            args,
+            layout: Layout::new(&aggs).unwrap(),
+            strategy,
+            threads: 128,
+            items_per_thread: 2,
+            hash: HashFn::Murmur3,
+            domain: 6,
+            copies: 4,
+            local_slots: 256,
+            fill_factor: 0.5,
+        }
+    }
+
+    #[test]
+    fn counts_of_non_null_arguments_are_derived_from_rows() {
+        let layout = Layout::new(&[
+            AggregateSpec::new(AggKind::Count, DataType::Int64),
+            AggregateSpec::new(AggKind::Avg, DataType::Float64),
+            AggregateSpec::new(AggKind::Sum, DataType::Int64),
+        ])
+        .unwrap();
+        // rows | count | avg sum, avg count | sum lo, sum hi, seen
+        let mut cols: Vec<Vec<u64>> = vec![
+            vec![0, 3],
+            vec![0, 0],
+            vec![0, 9],
+            vec![0, 0],
+            vec![0, 7],
+            vec![0, 0],
+            vec![0, 0],
+        ];
+        derive_counts(&layout, &[true, true, false], &mut cols);
+        assert_eq!(cols[1], vec![0, 3]); // COUNT(x) = rows
+        assert_eq!(cols[3], vec![0, 3]); // AVG's count = rows
+        assert_eq!(cols[6], vec![0, 0]); // SUM's argument may be NULL: its flag is the kernel's
+        derive_counts(&layout, &[false, false, true], &mut cols);
+        assert_eq!(cols[6], vec![0, 1]); // seen = rows > 0
+        let src = update_merge(&layout, &[true, true, true]);
+        assert!(!src.contains("op_seen<A>(w +"), "{src}");
+    }
+
+    #[test]
+    fn generated_kernels_are_valid_cpp() {
+        let Ok(out) = std::process::Command::new("g++").arg("--version").output() else {
+            eprintln!("g++ not found: skipping the host syntax check of generated kernels");
+            return;
+        };
+        assert!(out.status.success());
+        let dir = std::env::temp_dir().join(format!("grouper-codegen-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("shim.h"), SHIM).unwrap();
+        for strategy in GpuStrategy::ALL {
+            for key_words in [1, 2] {
+                if strategy.is_perfect() && key_words > 1 {
+                    continue;
+                }
+                let src = generate(&spec(strategy, key_words));
+                let file = dir.join(format!("{}_{key_words}.cu", strategy.name()));
+                std::fs::write(&file, &src).unwrap();
+                let out = std::process::Command::new("g++")
+                    .args([
+                        "-std=c++17",
+                        "-fsyntax-only",
+                        "-Wno-unknown-pragmas",
+                        "-x",
+                        "c++",
+                        "-include",
+                    ])
+                    .arg(dir.join("shim.h"))
+                    .arg(&file)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{strategy} with {key_words} key words:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        if std::env::var_os("GROUPER_KEEP_KERNELS").is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}

@@ -1,0 +1,466 @@
+//! The GPU planner: from what is known of a query's keys ([`Demand`]: domain, groups, rows,
+//! the hottest key's share) and the device's properties to a strategy and its sizes
+//! ([`Choice`]). It prepares nothing and launches nothing, so its rules are tested without a
+//! GPU (the tests below read an H100's properties).
+//!
+//! Order of decision: a forced strategy (checked); the device profile where it measured near
+//! the estimate; then Karnagel's regions — registers, shared memory, a hot key kept out of one
+//! device-memory table, a direct table in device memory for dense keys, per-block shared hash
+//! tables while the groups fit, else the global hash table.
+
+use crate::device::DeviceInfo;
+use crate::layout::Layout;
+use crate::query::GpuOptions;
+use crate::strategy::GpuStrategy;
+use crate::table::pow2_at_least;
+use grouper_core::error::{GrouperError, Result};
+use grouper_core::profile::KeyKind;
+
+/// The strategy and its sizes.
+#[derive(Debug)]
+pub(crate) struct Choice {
+    pub(crate) strategy: GpuStrategy,
+    pub(crate) reason: String,
+    pub(crate) threads: u32,
+    pub(crate) copies: u32,
+    pub(crate) local_slots: u64,
+}
+
+/// Slots of a `thread_private` table at most: one per thread in device memory, so only few.
+const PRIVATE_SLOTS: u64 = 64;
+
+/// Whether `groups` fit `thread_private` tables at fill factor `fill`: beyond, every thread's
+/// table overflows and the strategy only adds a pass.
+pub(crate) fn private_tables_hold(groups: u64, fill: f64) -> bool {
+    groups as f64 / fill <= PRIVATE_SLOTS as f64
+}
+
+/// What the planner knows of a query's keys when it chooses: their domain, the groups and
+/// rows expected, and how hot the hottest key is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Demand {
+    /// Key domain (`u64::MAX` when unbounded).
+    pub(crate) domain: u64,
+    /// Expected groups.
+    pub(crate) groups: u64,
+    /// Input rows.
+    pub(crate) rows: u64,
+    /// Share of the rows the hottest key takes.
+    pub(crate) top_share: f64,
+    /// Whether the keys are skewed ([`grouper_core::planner::Estimate::skewed`]).
+    pub(crate) skewed: bool,
+}
+
+impl Demand {
+    /// The demand once `groups` have been seen, more than planned for: uniform keys' hottest
+    /// share shrinks with the groups; a skewed input's hot keys stay as hot.
+    pub(crate) fn grown(self, groups: u64) -> Self {
+        let top_share = match self.skewed {
+            true => self.top_share,
+            false => self.top_share * self.groups.max(1) as f64 / groups.max(1) as f64,
+        };
+        Demand {
+            groups,
+            top_share: top_share.min(self.top_share),
+            ..self
+        }
+    }
+
+    /// Uniform keys: no key hotter than its share of `groups`.
+    #[cfg(test)]
+    pub(crate) fn uniform(domain: u64, groups: u64, rows: u64) -> Self {
+        Demand {
+            domain,
+            groups,
+            rows,
+            top_share: 1.0 / groups.max(1) as f64,
+            skewed: false,
+        }
+    }
+}
+
+/// The planner's choice (or the forced strategy, checked), sized from the device.
+pub(crate) fn choose(
+    opts: &GpuOptions,
+    layout: &Layout,
+    key_words: usize,
+    demand: Demand,
+    info: &DeviceInfo,
+) -> Result<Choice> {
+    let Demand {
+        domain,
+        groups,
+        rows,
+        top_share,
+        skewed,
+    } = demand;
+    let w = layout.words as u64;
+    let k = key_words.max(1) as u64;
+    let fill = opts.params.fill_factor;
+    let single = key_words <= 1;
+    let smem = info.shared_per_block as u64;
+    // Block sizes to consider: the user's, or 256, 512 and 1024 threads. Larger blocks share
+    // one shared-memory table among more threads, so a large table still leaves the SM full
+    // of threads (occupancy hides the input's memory latency).
+    let block_sizes: Vec<u32> = match opts.params.threads_per_block {
+        Some(t) => vec![t],
+        None => vec![256, 512, 1024],
+    };
+    let largest = *block_sizes.last().unwrap_or(&256);
+    // Shared bytes a block of `t` threads may use while the SM stays fully occupied (the
+    // driver reserves 1 KiB per block).
+    let at_full = |t: u32| -> u64 {
+        let blocks = (info.threads_per_sm / t).max(1) as u64;
+        (info.shared_per_sm as u64 / blocks)
+            .saturating_sub(1024)
+            .min(smem)
+    };
+    let pow2_floor = |x: u64| {
+        if x == 0 {
+            0
+        } else {
+            1u64 << (63 - x.leading_zeros())
+        }
+    };
+    // perfect_shared: (threads, copies). The smallest block that holds at least one copy at
+    // full occupancy, with as many interleaved copies as fit (fewer conflicts on hot slots),
+    // up to one per thread; else one copy in a block of the largest size.
+    let shared_plan = |bytes_per_copy: u64| -> (u32, u32) {
+        let bytes_per_copy = bytes_per_copy.max(1);
+        block_sizes
+            .iter()
+            .map(|&t| {
+                (
+                    t,
+                    pow2_floor((at_full(t) / bytes_per_copy).min(t as u64)) as u32,
+                )
+            })
+            .find(|&(_, c)| c > 0)
+            .unwrap_or((largest, (bytes_per_copy <= smem) as u32))
+    };
+    let registers_ok = single && domain <= 8 && domain * w <= 48;
+    let (shared_threads, shared_copies) = if single {
+        shared_plan(domain.saturating_mul(8 * w))
+    } else {
+        (largest, 0)
+    };
+    // A direct table in device memory: within a quarter of the device, and half of the
+    // memory limit (the rest streams the input).
+    let direct_room = (info.memory_bytes / 4).min(opts.memory_limit.map_or(u64::MAX, |l| l / 2));
+    let global_direct_ok = single && domain.saturating_mul(8 * w) <= direct_room;
+    // block_local: (threads, slots). The smallest block whose table holds ~groups / fill slots
+    // at full occupancy; else the largest table that keeps the SM full with the largest blocks.
+    let block_plan = |g: u64| -> (u32, u64) {
+        let want = pow2_at_least(((g as f64 / fill) as u64).max(64));
+        let bytes = 8 * (w + k);
+        block_sizes
+            .iter()
+            .find(|&&t| want * bytes <= at_full(t))
+            .map(|&t| (t, want))
+            .unwrap_or((largest, pow2_floor(at_full(largest) / bytes).min(want)))
+    };
+    let block_slots = |g: u64| block_plan(g).1;
+    let private_slots = pow2_at_least(((groups as f64 / fill) as u64).clamp(16, PRIVATE_SLOTS));
+    let pick = |strategy: GpuStrategy, reason: String| -> Result<Choice> {
+        let default_threads = opts.params.threads_per_block.unwrap_or(256);
+        let (threads, copies, local_slots) = match strategy {
+            GpuStrategy::PerfectShared => (shared_threads, shared_copies, 0),
+            GpuStrategy::BlockLocal => {
+                let (t, slots) = block_plan(groups);
+                (t, 0, slots)
+            }
+            GpuStrategy::ThreadPrivate => (default_threads, 0, private_slots),
+            _ => (default_threads, 0, 0),
+        };
+        let fits = match strategy {
+            GpuStrategy::PerfectRegisters => single && domain.saturating_mul(w) <= 64,
+            GpuStrategy::PerfectShared => shared_copies > 0,
+            GpuStrategy::PerfectGlobal => global_direct_ok,
+            GpuStrategy::BlockLocal => local_slots >= 16,
+            _ => true,
+        };
+        if !fits {
+            return Err(GrouperError::InvalidOption(format!(
+                "GPU strategy {strategy} does not apply: key domain {domain} with {w} state words{}",
+                if single { "" } else { " (keys wider than 64 bits)" }
+            )));
+        }
+        Ok(Choice {
+            strategy,
+            reason,
+            threads,
+            copies,
+            local_slots,
+        })
+    };
+    if let Some(s) = opts.strategy {
+        return pick(s, "forced".into());
+    }
+    // The device profile, where it measured near the estimate: the fastest strategy there
+    // that applies to this query (a direct table needs dense keys in a small domain).
+    let dense = global_direct_ok && domain <= groups.saturating_mul(4).max(1 << 16);
+    let kind = if dense {
+        KeyKind::Dense
+    } else {
+        KeyKind::Hashed
+    };
+    if let Some(advice) = opts
+        .profile
+        .as_deref()
+        .and_then(|p| p.advise(kind, skewed, groups))
+    {
+        for (name, _) in &advice.ranked {
+            let Ok(s) = name.parse::<GpuStrategy>() else {
+                continue;
+            };
+            if s == GpuStrategy::ThreadPrivate && !private_tables_hold(groups, fill) {
+                continue;
+            }
+            if let Ok(c) = pick(s, advice.to_string()) {
+                return Ok(c);
+            }
+        }
+    }
+    if registers_ok {
+        return pick(
+            GpuStrategy::PerfectRegisters,
+            format!("key domain {domain} fits registers"),
+        );
+    }
+    if shared_copies >= 32.min(shared_threads) || (shared_copies > 0 && domain <= 4096) {
+        return pick(
+            GpuStrategy::PerfectShared,
+            format!("key domain {domain} fits shared memory ({shared_copies} copies per block)"),
+        );
+    }
+    // A key this hot funnels its rows' atomics into one address of a device-memory table,
+    // which serializes them; per-block shared tables take them in parallel on every SM.
+    let hot_limit = info.hot_key_share();
+    let contended = top_share >= hot_limit;
+    if contended {
+        return pick(
+            GpuStrategy::BlockLocal,
+            format!(
+                "the hottest key takes {:.2}% of the rows (≥ {:.3}%): in one device-memory table its atomics serialize; per-block shared tables absorb it, the rest overflows",
+                100.0 * top_share,
+                100.0 * hot_limit
+            ),
+        );
+    }
+    if global_direct_ok && domain <= groups.saturating_mul(4).max(rows).max(1 << 16) {
+        return pick(
+            GpuStrategy::PerfectGlobal,
+            format!(
+                "dense keys: domain {domain} for ~{groups} groups, direct index in device memory"
+            ),
+        );
+    }
+    if block_slots(groups) as f64 * fill >= groups as f64 && block_slots(groups) >= 64 {
+        return pick(
+            GpuStrategy::BlockLocal,
+            format!("~{groups} groups fit a shared-memory hash table per block"),
+        );
+    }
+    pick(
+        GpuStrategy::Global,
+        format!("~{groups} groups: one hash table in device memory"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    //! The planner's sizing needs no GPU: it reads only the device's properties.
+    use super::*;
+    use crate::strategy::GpuParams;
+    use arrow::datatypes::DataType;
+    use grouper_core::agg::{AggKind, AggregateSpec};
+
+    /// An H100's properties, as the driver reports them.
+    fn h100() -> crate::DeviceInfo {
+        crate::DeviceInfo {
+            ordinal: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            compute_capability: (9, 0),
+            sms: 132,
+            l2_bytes: 50 << 20,
+            shared_per_block: 227 * 1024,
+            shared_per_sm: 228 * 1024,
+            threads_per_sm: 2048,
+            blocks_per_sm: 32,
+            threads_per_block: 1024,
+            memory_bytes: 80 << 30,
+            driver_version: 13000,
+        }
+    }
+
+    fn layout(sums: usize) -> Layout {
+        let mut aggs = vec![AggregateSpec::count_star()];
+        aggs.extend((0..sums).map(|_| AggregateSpec::new(AggKind::Sum, DataType::Float64)));
+        Layout::new(&aggs).unwrap()
+    }
+
+    /// Blocks of `threads` threads with `shared` bytes each that one SM holds.
+    fn resident(info: &crate::DeviceInfo, threads: u32, shared: u64) -> u64 {
+        (info.shared_per_sm as u64 / (shared + 1024)).min((info.threads_per_sm / threads) as u64)
+    }
+
+    #[test]
+    fn shared_tables_leave_the_multiprocessor_full() {
+        let info = h100();
+        let opts = GpuOptions::default();
+        for sums in 0..3 {
+            let layout = layout(sums);
+            let w = layout.words as u64;
+            for log in 0..=12 {
+                let domain = 1u64 << log;
+                let forced = GpuOptions {
+                    strategy: Some(GpuStrategy::PerfectShared),
+                    ..opts.clone()
+                };
+                let c = choose(
+                    &forced,
+                    &layout,
+                    1,
+                    Demand::uniform(domain, domain, 1 << 28),
+                    &info,
+                )
+                .unwrap();
+                let shared = 8 * w * domain * c.copies as u64;
+                assert!(c.copies >= 1 && c.copies <= c.threads, "{domain}: {c:?}");
+                if 8 * w * domain + 1024 > info.shared_per_sm as u64 / 2 {
+                    // Not even two blocks of 1024 threads hold a copy each: one large block.
+                    assert_eq!((c.threads, c.copies), (1024, 1), "{domain}");
+                    continue;
+                }
+                assert_eq!(
+                    resident(&info, c.threads, shared) * c.threads as u64,
+                    info.threads_per_sm as u64,
+                    "domain {domain}, {w} words: {c:?} leaves the SM part empty"
+                );
+                // More copies would no longer fit at full occupancy.
+                let more = 2 * shared;
+                assert!(
+                    c.copies == c.threads
+                        || resident(&info, c.threads, more) * (c.threads as u64)
+                            < info.threads_per_sm as u64,
+                    "domain {domain}: room for more copies than {c:?}"
+                );
+            }
+            let auto = choose(
+                &opts,
+                &layout,
+                1,
+                Demand::uniform(4096, 4096, 1 << 28),
+                &info,
+            )
+            .unwrap();
+            assert_eq!(auto.strategy, GpuStrategy::PerfectShared, "{auto:?}");
+        }
+        // A block size the user fixed is kept: the table then costs occupancy.
+        let fixed = GpuOptions {
+            strategy: Some(GpuStrategy::PerfectShared),
+            params: GpuParams {
+                threads_per_block: Some(256),
+                ..Default::default()
+            },
+            ..opts.clone()
+        };
+        let c = choose(
+            &fixed,
+            &layout(1),
+            1,
+            Demand::uniform(4096, 4096, 1 << 28),
+            &info,
+        )
+        .unwrap();
+        assert_eq!((c.threads, c.copies), (256, 1));
+        // block_local: 1024 groups at fill 0.5 need 2048 slots of 4 words (key, rows, sum,
+        // seen): 64 KiB, which only blocks of 1024 threads may take at full occupancy.
+        let forced = GpuOptions {
+            strategy: Some(GpuStrategy::BlockLocal),
+            ..opts.clone()
+        };
+        let c = choose(
+            &forced,
+            &layout(1),
+            1,
+            Demand::uniform(u64::MAX, 1024, 1 << 28),
+            &info,
+        )
+        .unwrap();
+        assert_eq!((c.threads, c.local_slots), (1024, 2048));
+        let c = choose(
+            &forced,
+            &layout(1),
+            1,
+            Demand::uniform(u64::MAX, 64, 1 << 28),
+            &info,
+        )
+        .unwrap();
+        assert_eq!((c.threads, c.local_slots), (256, 128));
+    }
+
+    #[test]
+    fn hot_keys_keep_out_of_one_device_memory_table() {
+        let info = h100();
+        let opts = GpuOptions::default();
+        // Dense keys over 2^16 values, uniform: a direct table in device memory.
+        let uniform = Demand::uniform(1 << 16, 1 << 16, 1 << 28);
+        let c = choose(&opts, &layout(1), 1, uniform, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::PerfectGlobal, "{c:?}");
+        // The same keys zipf-distributed: the hottest takes ~11% of the rows.
+        let zipf = Demand {
+            top_share: 0.11,
+            skewed: true,
+            ..uniform
+        };
+        let c = choose(&opts, &layout(1), 1, zipf, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        assert!(
+            c.reason.contains("hottest key takes 11.00%"),
+            "{}",
+            c.reason
+        );
+        // Hashed keys, many groups: the global hash table unless a key is hot.
+        let wide = Demand::uniform(u64::MAX, 1 << 20, 1 << 28);
+        let c = choose(&opts, &layout(1), 1, wide, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::Global, "{c:?}");
+        let hot = Demand {
+            top_share: 2.0 * info.hot_key_share(),
+            ..wide
+        };
+        let c = choose(&opts, &layout(1), 1, hot, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        // Shared-memory strategies already spread hot keys: the rules keep them.
+        let small = Demand {
+            top_share: 0.3,
+            skewed: true,
+            ..Demand::uniform(1024, 1024, 1 << 28)
+        };
+        let c = choose(&opts, &layout(1), 1, small, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::PerfectShared, "{c:?}");
+        // Re-planned for more groups than estimated: uniform keys cool down, skewed stay hot.
+        let few = Demand {
+            top_share: 1.0 / 40.0,
+            ..Demand::uniform(u64::MAX, 40, 1 << 28)
+        };
+        let c = choose(&opts, &layout(1), 1, few, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        let grown = few.grown(1 << 20);
+        assert!(grown.top_share < 1e-4, "{grown:?}");
+        let c = choose(&opts, &layout(1), 1, grown, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::Global, "{c:?}");
+        let skewed = Demand {
+            skewed: true,
+            ..few
+        };
+        assert_eq!(skewed.grown(1 << 20).top_share, skewed.top_share);
+        // A forced strategy stays forced.
+        let forced = GpuOptions {
+            strategy: Some(GpuStrategy::Global),
+            ..opts
+        };
+        let c = choose(&forced, &layout(1), 1, hot, &info).unwrap();
+        assert_eq!(c.strategy, GpuStrategy::Global);
+    }
+}

@@ -1,0 +1,220 @@
+//! One chunk through the aggregation kernels, and Karnagel's trap: rows that find the global
+//! hash table full are listed (and entries of shared or private tables that could not be
+//! flushed are spilled), the table grows, and only those run again — none lost, none counted
+//! twice. A direct table never fills, so its chunks launch once and never wait on the host.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PushKernelArg};
+
+use crate::budget::Budget;
+use crate::device::gpu_err;
+use crate::table::{fill_limit, ColPtrs, DeviceTable, TableKernels};
+use crate::variant::{Scratch, Variant};
+use grouper_core::error::{GrouperError, Result};
+
+/// One chunk through launch shape `v`: its rows, then (hash tables) the trap: rows and
+/// spilled slots that found the table full are listed, the table grows, and they run again.
+/// `timed`: events to record around the rows' aggregation kernel.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_chunk(
+    ops: &TableKernels,
+    stream: &Arc<CudaStream>,
+    v: &Variant,
+    cols: &ColPtrs,
+    rows: u64,
+    (table, ctrl, lists, scratch): (
+        &mut DeviceTable,
+        &mut CudaSlice<u64>,
+        &mut [CudaSlice<u32>; 2],
+        &mut Scratch,
+    ),
+    (groups, grows): (&mut u64, &mut u32),
+    budget: &Budget,
+    timed: Option<&(CudaEvent, CudaEvent)>,
+) -> Result<()> {
+    let err = gpu_err;
+    // Direct tables never fill up: no per-chunk counters, nothing to wait for.
+    let perfect = v.spec.strategy.is_perfect();
+    if !perfect {
+        stream
+            .memcpy_htod(&[*groups, 0, 0, 0], ctrl)
+            .map_err(err("resetting counters"))?;
+    }
+    let mark = |e: Option<&CudaEvent>| -> Result<()> {
+        e.map_or(Ok(()), |e| {
+            e.record(stream).map_err(err("recording an event"))
+        })
+    };
+    mark(timed.map(|t| &t.0))?;
+    launch_rows(
+        ops,
+        stream,
+        v,
+        cols,
+        rows,
+        None,
+        table,
+        ctrl,
+        &mut lists[0],
+        scratch,
+    )?;
+    mark(timed.map(|t| &t.1))?;
+    if perfect {
+        return Ok(());
+    }
+    let spill_cap = scratch.spill.cap;
+    let mut current_list = 0usize;
+    loop {
+        let c = stream.clone_dtoh(ctrl).map_err(err("reading counters"))?;
+        if c[3] != 0 {
+            return Err(kernel_error(c[3]));
+        }
+        *groups = c[0];
+        let (overflow, spilled) = (c[1], c[2]);
+        if overflow == 0 && spilled == 0 {
+            return Ok(());
+        }
+        let need = c[0] + overflow.max(spilled);
+        ops.grow(
+            stream,
+            table,
+            need,
+            ctrl,
+            &mut scratch.spill_list[0],
+            budget,
+        )?;
+        *grows += 1;
+        if spilled > 0 {
+            let mut pending = spilled;
+            let mut which: Option<usize> = None;
+            while pending > 0 {
+                reset_counters(stream, ctrl)?;
+                let out = which.map_or(0, |i| 1 - i);
+                let (src_list, dst_list) = read_write(&mut scratch.spill_list, 1 - out);
+                ops.merge(
+                    stream,
+                    &scratch.spill,
+                    pending,
+                    which.map(|_| src_list),
+                    table,
+                    ctrl,
+                    dst_list,
+                    spill_cap,
+                )?;
+                let c = stream.clone_dtoh(ctrl).map_err(err("reading counters"))?;
+                pending = c[1];
+                which = Some(out);
+                if pending > 0 {
+                    ops.grow(
+                        stream,
+                        table,
+                        c[0] + pending,
+                        ctrl,
+                        &mut scratch.spill_list[1 - out],
+                        budget,
+                    )?;
+                    *grows += 1;
+                }
+            }
+        }
+        reset_counters(stream, ctrl)?;
+        if overflow > 0 {
+            let (src, dst) = read_write(lists, current_list);
+            launch_rows(
+                ops,
+                stream,
+                v,
+                cols,
+                overflow,
+                Some(src),
+                table,
+                ctrl,
+                dst,
+                scratch,
+            )?;
+            current_list = 1 - current_list;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_rows(
+    ops: &TableKernels,
+    stream: &Arc<CudaStream>,
+    v: &Variant,
+    cols: &ColPtrs,
+    n: u64,
+    list: Option<&CudaSlice<u32>>,
+    table: &mut DeviceTable,
+    ctrl: &mut CudaSlice<u64>,
+    overflow: &mut CudaSlice<u32>,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    let cap = table.cap;
+    let limit = if v.spec.strategy.is_perfect() {
+        cap
+    } else {
+        fill_limit(cap, ops.fill)
+    };
+    let null = 0u64;
+    let mut b = stream.launch_builder(if list.is_some() {
+        &v.agg_list
+    } else {
+        &v.agg_rows
+    });
+    b.arg(cols).arg(&n);
+    match list {
+        Some(l) => b.arg(l),
+        None => b.arg(&null),
+    };
+    b.arg(&mut table.slots)
+        .arg(&cap)
+        .arg(&limit)
+        .arg(ctrl)
+        .arg(overflow)
+        .arg(&mut scratch.spill.slots)
+        .arg(&scratch.spill.cap);
+    match scratch.private.as_mut() {
+        Some(p) => b.arg(&mut p.slots),
+        None => b.arg(&null),
+    };
+    // SAFETY: the arguments match the parameters of agg_rows and agg_list in codegen (ColPtrs
+    // by value, u64 counts, device pointers); every pointer in `cols` addresses a live column
+    // of at least `n` rows (or of the rows `list` names), the tables hold `cap` slots, and
+    // `scratch` was fitted to `v` (spill slots for its blocks, a private table per thread).
+    unsafe { b.launch(v.launch_cfg(v.spec.shared_bytes())) }
+        .map_err(gpu_err("launching agg_rows"))?;
+    Ok(())
+}
+
+/// Reads the group count and zeroes the other counters, before a launch that fills them.
+fn reset_counters(stream: &Arc<CudaStream>, ctrl: &mut CudaSlice<u64>) -> Result<u64> {
+    let groups = stream
+        .clone_dtoh(ctrl)
+        .map_err(gpu_err("reading counters"))?[0];
+    stream
+        .memcpy_htod(&[groups, 0, 0, 0], ctrl)
+        .map_err(gpu_err("resetting counters"))?;
+    Ok(groups)
+}
+
+/// Of a pair of lists, the one at `from` to read and the other to write.
+fn read_write<T>(pair: &mut [CudaSlice<T>; 2], from: usize) -> (&CudaSlice<T>, &mut CudaSlice<T>) {
+    let (a, b) = pair.split_at_mut(1);
+    if from == 0 {
+        (&a[0], &mut b[0])
+    } else {
+        (&b[0], &mut a[0])
+    }
+}
+
+pub(crate) fn kernel_error(bits: u64) -> GrouperError {
+    if bits & crate::expr_cuda::ERR_DIV_ZERO != 0 {
+        GrouperError::InvalidInput("division by zero".into())
+    } else if bits & crate::expr_cuda::ERR_DECIMAL_OVERFLOW != 0 {
+        GrouperError::InvalidInput("decimal overflow in an expression".into())
+    } else {
+        GrouperError::Gpu(format!("kernel reported error bits {bits:#x}"))
+    }
+}

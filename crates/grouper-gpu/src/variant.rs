@@ -1,0 +1,198 @@
+//! One launch shape of a query's aggregation kernels, and the device buffers a shape needs.
+//!
+//! A prepared query has the planner's shape; with the runtime tuner it compiles others as the
+//! search reaches them. Every shape of one query writes the same global table (direct or hashed,
+//! fixed by the plan), so consecutive chunks may run different shapes.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig};
+
+use crate::budget::Budget;
+use crate::codegen::{self, KernelSpec};
+use crate::compile::{self, Compiled};
+use crate::device::gpu_err;
+use crate::plan::{choose, Choice, Demand};
+use crate::prepare::PreparedInput;
+use crate::query::GpuOptions;
+use crate::strategy::GpuStrategy;
+use crate::table::{DeviceTable, TableKernels};
+use grouper_core::error::{GrouperError, Result};
+
+/// A compiled launch shape: the kernel spec (strategy, threads, items per thread, shared
+/// tables), its aggregation kernels, and the grid it launches.
+#[derive(Clone)]
+pub(crate) struct Variant {
+    pub(crate) spec: KernelSpec,
+    pub(crate) agg_rows: CudaFunction,
+    pub(crate) agg_list: CudaFunction,
+    /// Blocks in the grid.
+    pub(crate) blocks: u32,
+}
+
+impl Variant {
+    /// Chooses the strategy for `opts` and `demand` (or checks the forced one), generates and
+    /// compiles its kernels; the module also holds the table kernels (`merge_entries`,
+    /// `init_table`).
+    pub(crate) fn compile(
+        input: &PreparedInput,
+        opts: &GpuOptions,
+        demand: Demand,
+    ) -> Result<(Variant, Choice, Compiled)> {
+        let info = &input.gpu.info;
+        let p = &opts.params;
+        let choice = choose(opts, &input.layout, input.key_words.len(), demand, info)?;
+        let spec = KernelSpec {
+            strategy: choice.strategy,
+            threads: choice.threads,
+            items_per_thread: p.items_per_thread,
+            hash: p.hash,
+            copies: choice.copies,
+            local_slots: choice.local_slots,
+            fill_factor: p.fill_factor,
+            ..input.template.clone()
+        };
+        let shared = spec.shared_bytes();
+        if shared > info.shared_per_block as u64 {
+            return Err(GrouperError::InvalidOption(format!(
+                "{} needs {shared} bytes of shared memory per block; {} has {}",
+                choice.strategy, info.name, info.shared_per_block
+            )));
+        }
+        let source = codegen::generate(&spec);
+        if std::env::var_os("GROUPER_DUMP_KERNEL").is_some() {
+            eprintln!("{source}");
+        }
+        let compiled: Compiled = compile::compile(&input.gpu, &source)?;
+        let agg_rows = compiled.function("agg_rows")?;
+        let agg_list = compiled.function("agg_list")?;
+        if shared > 48 * 1024 {
+            for f in [&agg_rows, &agg_list] {
+                f.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared as i32,
+                )
+                .map_err(gpu_err("raising the shared memory limit"))?;
+            }
+        }
+        // As many blocks as the compiled kernel keeps resident (its registers and shared
+        // memory decide, as the occupancy calculator says): one full wave, no partial one.
+        let resident = agg_rows
+            .occupancy_max_active_blocks_per_multiprocessor(spec.threads, shared as usize, None)
+            .map_err(gpu_err("reading the kernel's occupancy"))?
+            .max(1);
+        let blocks_per_sm = p.blocks_per_sm.unwrap_or(match choice.strategy {
+            // Private tables live in device memory, one per thread: fewer threads, less memory.
+            GpuStrategy::ThreadPrivate => 2.min(resident),
+            _ => resident,
+        });
+        let blocks = (info.sms * blocks_per_sm).max(1);
+        let variant = Variant {
+            spec,
+            agg_rows,
+            agg_list,
+            blocks,
+        };
+        Ok((variant, choice, compiled))
+    }
+
+    /// The launch of its aggregation kernels with `shared` bytes of dynamic shared memory.
+    pub(crate) fn launch_cfg(&self, shared: u64) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: (self.blocks, 1, 1),
+            block_dim: (self.spec.threads, 1, 1),
+            shared_mem_bytes: shared as u32,
+        }
+    }
+
+    /// Slots of spilled entries (shared or private tables that filled) one launch may write,
+    /// and slots of per-thread private tables.
+    fn scratch_slots(&self) -> (u64, u64) {
+        let threads = self.blocks as u64 * self.spec.threads as u64;
+        match self.spec.strategy {
+            GpuStrategy::BlockLocal => (self.blocks as u64 * self.spec.local_slots, 0),
+            GpuStrategy::ThreadPrivate => {
+                let slots = threads * self.spec.local_slots;
+                (slots, slots)
+            }
+            _ => (1, 0),
+        }
+    }
+
+    /// Blocks of this shape whose scratch buffers fit in `bytes` of GPU memory, at least one
+    /// and at most its own: where a memory limit is tight a smaller grid still covers every
+    /// row (the kernels stride over the chunk), while each block keeps its spill room.
+    pub(crate) fn blocks_within(&self, bytes: u64, width: u64) -> u32 {
+        let (spill, private) = self.scratch_slots();
+        let blocks = u64::from(self.blocks.max(1));
+        let per_block = (8 * (width + 1) * spill + 8 * width * private).div_ceil(blocks);
+        if per_block == 0 {
+            return self.blocks;
+        }
+        (bytes / per_block).clamp(1, blocks) as u32
+    }
+}
+
+/// The buffers launches write besides the global table: spilled entries with their two lists,
+/// and the per-thread private tables. Sized for the largest shape run so far; their contents
+/// live within one chunk (spills are merged, private tables flushed and reset by the launch).
+pub(crate) struct Scratch {
+    pub(crate) spill: DeviceTable,
+    pub(crate) spill_list: [CudaSlice<u32>; 2],
+    pub(crate) private: Option<DeviceTable>,
+    /// Bytes taken from the budget for the spill buffers.
+    spill_bytes: u64,
+}
+
+impl Scratch {
+    /// Buffers of one slot (shapes without spills need none, but the launch takes pointers).
+    pub(crate) fn new(stream: &Arc<CudaStream>, width: usize) -> Result<Self> {
+        let err = gpu_err("allocating the spill buffers");
+        Ok(Self {
+            spill: DeviceTable::alloc(stream, width, 1)?,
+            spill_list: [
+                stream.alloc_zeros(1).map_err(&err)?,
+                stream.alloc_zeros(1).map_err(&err)?,
+            ],
+            private: None,
+            spill_bytes: 0,
+        })
+    }
+
+    /// Grows the buffers to what `v` needs (private tables are made by `table`'s kernels).
+    pub(crate) fn fit(
+        &mut self,
+        table: &TableKernels,
+        stream: &Arc<CudaStream>,
+        v: &Variant,
+        budget: &Budget,
+    ) -> Result<()> {
+        let (spill, private) = v.scratch_slots();
+        let width = table.width as u64;
+        if spill > self.spill.cap {
+            let bytes = 8 * spill * (width + 1);
+            budget.take(bytes, "the overflow lists")?;
+            let err = gpu_err("allocating the spill buffers");
+            let made = (|| -> Result<_> {
+                Ok((
+                    DeviceTable::alloc(stream, width as usize, spill)?,
+                    [
+                        stream.alloc_zeros(spill as usize).map_err(&err)?,
+                        stream.alloc_zeros(spill as usize).map_err(&err)?,
+                    ],
+                ))
+            })();
+            let (table, lists) = made.inspect_err(|_| budget.give(bytes))?;
+            budget.give(self.spill_bytes);
+            (self.spill, self.spill_list, self.spill_bytes) = (table, lists, bytes);
+        }
+        let held = self.private.as_ref().map_or(0, |t| t.cap);
+        if private > held {
+            let private_table = table.new_table(stream, private, budget)?;
+            budget.give(8 * width * held);
+            self.private = Some(private_table);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1046 @@
+//! Every GPU strategy against the CPU reference on the device: random keys of every key type
+//! (NULLs, skew, sorted runs, keys wider than 64 bits), every aggregate and value type, fused
+//! filters and expressions, forced tiny tables (trap, grow, resume), 1 … 2^24 groups.
+//!
+//! They are `#[ignore]`d, so a machine without a GPU (CI) reports them as skipped; the device
+//! script runs them with `--include-ignored` and `GROUPER_REQUIRE_GPU=1`, under which a missing
+//! GPU fails them instead of passing quietly.
+//!
+//! Float tolerance: values are multiples of 0.25 small enough that every partial sum is exact,
+//! so float results must match to the last bit whatever the atomic order; `compare` still
+//! allows 1e-9 relative for the averages' final division.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
+    Int16Array, Int32Array, Int64Array, StringArray, StringViewArray, UInt64Array, UInt8Array,
+};
+use arrow::compute::filter as keep_rows;
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use grouper_core::agg::{AggKind, AggregateSpec};
+use grouper_core::compare::same_groups;
+use grouper_core::expr::{BinOp, Expr, Scalar};
+use grouper_core::hash::HashFn;
+use grouper_core::keys::ordinal_min_max;
+use grouper_core::tune::Hyper;
+use grouper_core::{reference, GrouperError, InputBatch, QuerySpec};
+use grouper_gpu::{
+    gpu_required, ColumnBounds, Gpu, GpuOptions, GpuOutput, GpuParams, GpuQuery, GpuStrategy,
+    Prepared,
+};
+use proptest::prelude::*;
+
+/// Whether a GPU is there; fails instead of skipping when the device scripts require one.
+fn have_gpu() -> bool {
+    match Gpu::get() {
+        Ok(_) => true,
+        Err(e) if gpu_required() => panic!("GROUPER_REQUIRE_GPU=1 but {e}"),
+        Err(e) => {
+            eprintln!("GPU test skipped: {e}");
+            false
+        }
+    }
+}
+
+/// Random cases of the GPU property test (`GROUPER_GPU_CASES`, default 12).
+fn gpu_cases() -> u32 {
+    std::env::var("GROUPER_GPU_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+}
+
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum KeyKind {
+    I16,
+    I64,
+    U64Scattered,
+    Str,
+    StrView,
+    Bool,
+    Date,
+    DecWide,
+    F64,
+}
+
+const KEY_KINDS: [KeyKind; 9] = [
+    KeyKind::I16,
+    KeyKind::I64,
+    KeyKind::U64Scattered,
+    KeyKind::Str,
+    KeyKind::StrView,
+    KeyKind::Bool,
+    KeyKind::Date,
+    KeyKind::DecWide,
+    KeyKind::F64,
+];
+
+fn key_column(kind: KeyKind, idx: &[u64], valid: &[bool]) -> ArrayRef {
+    let it = || idx.iter().zip(valid).map(|(&g, &ok)| (g, ok));
+    match kind {
+        KeyKind::I16 => Arc::new(Int16Array::from_iter(
+            it().map(|(g, ok)| ok.then_some(g as i16 - 300)),
+        )),
+        KeyKind::I64 => Arc::new(Int64Array::from_iter(
+            it().map(|(g, ok)| ok.then_some(g as i64 * 1_000_003 - 7)),
+        )),
+        KeyKind::U64Scattered => {
+            Arc::new(UInt64Array::from_iter(it().map(|(g, ok)| {
+                ok.then_some(g.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            })))
+        }
+        KeyKind::Str => Arc::new(StringArray::from_iter(
+            it().map(|(g, ok)| ok.then(|| format!("k{g}"))),
+        )),
+        KeyKind::StrView => Arc::new(StringViewArray::from_iter(
+            it().map(|(g, ok)| ok.then(|| format!("a-rather-long-key-{g}"))),
+        )),
+        KeyKind::Bool => Arc::new(BooleanArray::from_iter(
+            it().map(|(g, ok)| ok.then_some(g % 2 == 0)),
+        )),
+        KeyKind::Date => Arc::new(Date32Array::from_iter(
+            it().map(|(g, ok)| ok.then_some(8000 + g as i32)),
+        )),
+        KeyKind::DecWide => Arc::new(
+            Decimal128Array::from_iter(
+                it().map(|(g, ok)| ok.then_some(g as i128 * 10_i128.pow(30) - 5)),
+            )
+            .with_precision_and_scale(38, 2)
+            .unwrap(),
+        ),
+        KeyKind::F64 => Arc::new(Float64Array::from_iter(
+            it().map(|(g, ok)| ok.then_some(g as f64 * 0.5 - 3.0)),
+        )),
+    }
+}
+
+/// Value columns and the aggregates over them (GPU-supported types only).
+fn values(
+    rows: usize,
+    null_pct: u64,
+    seed: u64,
+) -> (Vec<ArrayRef>, Vec<(AggregateSpec, Option<usize>)>) {
+    let mut r = xorshift(seed);
+    let v: Vec<u64> = (0..rows).map(|_| r() % 1_000_000).collect();
+    let ok: Vec<bool> = (0..rows).map(|_| r() % 100 >= null_pct).collect();
+    let z = || v.iter().zip(&ok).map(|(&x, &ok)| (x, ok));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter(z().map(|(x, ok)| {
+            ok.then_some(x as i64 * 1_000_000 - 500_000_000_000)
+        }))),
+        Arc::new(Float64Array::from_iter(
+            z().map(|(x, ok)| ok.then_some(x as f64 * 0.25 - 70_000.0)),
+        )),
+        Arc::new(
+            Decimal128Array::from_iter(
+                z().map(|(x, ok)| ok.then_some(x as i128 * 1_000 - 123_456)),
+            )
+            .with_precision_and_scale(15, 2)
+            .unwrap(),
+        ),
+        Arc::new(BooleanArray::from_iter(
+            z().map(|(x, ok)| ok.then_some(x % 3 == 0)),
+        )),
+        Arc::new(Float32Array::from_iter(
+            z().map(|(x, ok)| ok.then_some(x as f32 - 1000.5)),
+        )),
+        Arc::new(UInt64Array::from_iter(
+            z().map(|(x, ok)| ok.then_some(x * 7)),
+        )),
+        Arc::new(UInt8Array::from_iter(
+            z().map(|(x, ok)| ok.then_some((x % 250) as u8)),
+        )),
+        Arc::new(Date32Array::from_iter(
+            z().map(|(x, ok)| ok.then_some(x as i32 % 20000)),
+        )),
+        // Beyond 64 bits either way: MIN/MAX compare both words, SUM carries between them.
+        Arc::new(
+            Decimal128Array::from_iter(
+                z().map(|(x, ok)| ok.then_some((x as i128 - 500_000) * 10i128.pow(22) + x as i128)),
+            )
+            .with_precision_and_scale(38, 4)
+            .unwrap(),
+        ),
+    ];
+    use AggKind::*;
+    let a = |k, t: DataType, c| (AggregateSpec::new(k, t), Some(c));
+    let aggs = vec![
+        (AggregateSpec::count_star(), None),
+        a(Count, DataType::Int64, 0),
+        a(Sum, DataType::Int64, 0),
+        a(Min, DataType::Int64, 0),
+        a(Max, DataType::Int64, 0),
+        a(Sum, DataType::Float64, 1),
+        a(Avg, DataType::Float64, 1),
+        a(Max, DataType::Float64, 1),
+        a(Sum, DataType::Decimal128(15, 2), 2),
+        a(Avg, DataType::Decimal128(15, 2), 2),
+        a(Min, DataType::Decimal128(15, 2), 2),
+        a(Max, DataType::Boolean, 3),
+        a(Min, DataType::Float32, 4),
+        a(Sum, DataType::UInt64, 5),
+        a(Max, DataType::UInt8, 6),
+        a(Min, DataType::Date32, 7),
+        a(Min, DataType::Decimal128(38, 4), 8),
+        a(Max, DataType::Decimal128(38, 4), 8),
+        a(Sum, DataType::Decimal128(38, 4), 8),
+    ];
+    (cols, aggs)
+}
+
+/// A query over keys and values as one record batch per slice, and its reference input.
+struct Case {
+    query: GpuQuery,
+    batches: Vec<RecordBatch>,
+    spec: QuerySpec,
+    reference: Vec<InputBatch>,
+}
+
+fn case(
+    keys: Vec<ArrayRef>,
+    vals: Vec<ArrayRef>,
+    aggs: &[(AggregateSpec, Option<usize>)],
+    slices: usize,
+) -> Case {
+    let nk = keys.len();
+    let cols: Vec<ArrayRef> = keys.iter().chain(&vals).cloned().collect();
+    let rows = cols.first().map_or(0, |c| c.len());
+    let schema = Arc::new(Schema::new(
+        cols.iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let query = GpuQuery {
+        columns: cols.iter().map(|c| c.data_type().clone()).collect(),
+        filter: None,
+        keys: (0..nk).collect(),
+        aggregates: aggs
+            .iter()
+            .map(|(s, c)| {
+                (
+                    s.clone(),
+                    c.map(|c| Expr::column(nk + c, vals[c].data_type().clone())),
+                )
+            })
+            .collect(),
+    };
+    let spec = QuerySpec {
+        key_types: keys.iter().map(|k| k.data_type().clone()).collect(),
+        aggregates: aggs.iter().map(|(s, _)| s.clone()).collect(),
+    };
+    let per = rows.div_ceil(slices.max(1)).max(1);
+    let mut batches = Vec::new();
+    let mut reference = Vec::new();
+    let mut off = 0;
+    while off < rows {
+        let len = per.min(rows - off);
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            cols.iter().map(|c| c.slice(off, len)).collect(),
+        )
+        .unwrap();
+        reference.push(
+            InputBatch::try_new(
+                &spec,
+                keys.iter().map(|c| c.slice(off, len)).collect(),
+                aggs.iter()
+                    .map(|(_, c)| c.map(|c| vals[c].slice(off, len)))
+                    .collect(),
+                len,
+            )
+            .unwrap(),
+        );
+        batches.push(b);
+        off += len;
+    }
+    Case {
+        query,
+        batches,
+        spec,
+        reference,
+    }
+}
+
+/// Runs `query` with `strategy` (None: auto); `None` when the strategy does not apply.
+fn run_gpu(
+    query: &GpuQuery,
+    batches: &[RecordBatch],
+    strategy: Option<GpuStrategy>,
+    opts: GpuOptions,
+) -> Option<Vec<ArrayRef>> {
+    let opts = GpuOptions { strategy, ..opts };
+    match Prepared::new(query, batches, &opts).and_then(|mut p| p.run()) {
+        Ok(out) => Some(out.columns),
+        Err(GrouperError::InvalidOption(why)) if strategy.is_some() => {
+            eprintln!("{strategy:?} does not apply: {why}");
+            None
+        }
+        Err(e) => panic!("{strategy:?}: {e}"),
+    }
+}
+
+/// The ways chunks reach the kernel: (resident, compress, zero_copy).
+const TRANSFERS: [(bool, bool, bool); 6] = [
+    (true, true, false),
+    (false, true, false),
+    (false, false, false),
+    (false, true, true),
+    (false, false, true),
+    (true, false, false),
+];
+
+fn transfer(i: usize) -> GpuOptions {
+    let (resident, compress, zero_copy) = TRANSFERS[i % TRANSFERS.len()];
+    GpuOptions {
+        resident,
+        compress,
+        zero_copy,
+        ..Default::default()
+    }
+}
+
+/// Every strategy (and auto), each with another transfer mode, against `expected`.
+fn check_all(c: &Case, expected: &[ArrayRef], params: GpuParams, batch_rows: usize) {
+    let strategies = std::iter::once(None).chain(GpuStrategy::ALL.into_iter().map(Some));
+    let mut ran = 0;
+    for (i, s) in strategies.enumerate() {
+        let opts = GpuOptions {
+            params,
+            batch_rows,
+            ..transfer(i)
+        };
+        let Some(actual) = run_gpu(&c.query, &c.batches, s, opts) else {
+            continue;
+        };
+        ran += 1;
+        if let Err(e) = same_groups(expected, &actual, c.spec.key_types.len()) {
+            panic!("{s:?} differs from the reference: {e}");
+        }
+    }
+    assert!(ran >= 3, "only {ran} strategies ran");
+}
+
+fn keyed(
+    kinds: &[KeyKind],
+    rows: usize,
+    groups: u64,
+    null_pct: u64,
+    sorted: bool,
+    skew: bool,
+    seed: u64,
+) -> Vec<ArrayRef> {
+    let per = if kinds.len() > 1 {
+        (groups as f64).powf(1.0 / kinds.len() as f64).ceil() as u64
+    } else {
+        groups
+    };
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(c, &k)| {
+            let mut r = xorshift(seed + 31 * c as u64);
+            let mut idx: Vec<u64> = (0..rows)
+                .map(|_| {
+                    let x = r() % per.max(1);
+                    if skew {
+                        x * x / per.max(1)
+                    } else {
+                        x
+                    }
+                })
+                .collect();
+            if sorted {
+                idx.sort_unstable();
+            }
+            let valid: Vec<bool> = (0..rows).map(|_| r() % 100 >= null_pct).collect();
+            key_column(k, &idx, &valid)
+        })
+        .collect()
+}
+
+proptest! {
+    // 12 cases by default (each: every strategy, each in another transfer mode); every run
+    // draws new ones. GROUPER_GPU_CASES sets another number (a device call is 10 minutes).
+    #![proptest_config(ProptestConfig { cases: gpu_cases(), .. ProptestConfig::default() })]
+
+    #[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+    fn every_gpu_strategy_matches_the_reference(
+        kinds in prop::collection::vec(prop::sample::select(KEY_KINDS.to_vec()), 0..=3),
+        rows in 0usize..20_000,
+        groups in 1u64..5_000,
+        null_pct in prop::sample::select(vec![0u64, 10, 50]),
+        sorted in any::<bool>(),
+        skew in any::<bool>(),
+        slices in 1usize..4,
+        hash in prop::sample::select(HashFn::ALL.to_vec()),
+        seed in any::<u64>(),
+    ) {
+        if !have_gpu() {
+            return Ok(());
+        }
+        let keys = keyed(&kinds, rows, groups, null_pct, sorted, skew, seed);
+        let (vals, aggs) = values(rows, null_pct, seed ^ 0xabc);
+        let c = case(keys, vals, &aggs, slices);
+        let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+        let params = GpuParams { hash, threads_per_block: Some(128), ..Default::default() };
+        check_all(&c, &expected, params, 4096);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn tiny_tables_trap_grow_and_resume() {
+    if !have_gpu() {
+        return;
+    }
+    for (groups, rows) in [(10_000u64, 200_000usize), (70_000, 300_000)] {
+        let keys = keyed(
+            &[KeyKind::I64, KeyKind::Str],
+            rows,
+            groups,
+            5,
+            false,
+            false,
+            groups,
+        );
+        let (vals, aggs) = values(rows, 5, 7);
+        let c = case(keys, vals, &aggs, 3);
+        let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+        for s in [
+            GpuStrategy::Global,
+            GpuStrategy::BlockLocal,
+            GpuStrategy::ThreadPrivate,
+        ] {
+            let opts = GpuOptions {
+                strategy: Some(s),
+                params: GpuParams {
+                    initial_groups: Some(1),
+                    ..Default::default()
+                },
+                batch_rows: 50_000,
+                ..Default::default()
+            };
+            let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+            let out = p.run().unwrap();
+            assert!(out.report.grows > 0, "{s}: the tiny table never grew");
+            same_groups(&expected, &out.columns, 2).unwrap_or_else(|e| panic!("{s}: {e}"));
+            // a second run on the same prepared query gives the same answer
+            let again = p.run().unwrap();
+            same_groups(&expected, &again.columns, 2)
+                .unwrap_or_else(|e| panic!("{s} (rerun): {e}"));
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn streams_inputs_many_times_the_memory_limit() {
+    if !have_gpu() {
+        return;
+    }
+    // 4M rows of 64-bit keys and six value columns (about 190 MB as they are) through a 24 MiB
+    // device budget: dozens of chunks, the table kept on the GPU across them.
+    let rows = 1 << 22;
+    let limit = 24u64 << 20;
+    for (groups, strategy) in [(4u64, None), (3000, Some(GpuStrategy::Global))] {
+        let keys = keyed(&[KeyKind::I64], rows, groups, 1, false, true, groups);
+        let (vals, aggs) = values(rows, 1, 11);
+        let c = case(keys, vals, &aggs, 7);
+        let cpu = grouper_core::aggregate(&c.spec, &c.reference, &Default::default()).unwrap();
+        for i in 1..5 {
+            let opts = GpuOptions {
+                strategy,
+                memory_limit: Some(limit),
+                ..transfer(i)
+            };
+            let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+            let out = p
+                .run()
+                .unwrap_or_else(|e| panic!("{}: {e}", opts.transfer()));
+            let r = &out.report;
+            assert!(
+                r.chunks >= 8 && rows as f64 * r.raw_bytes_per_row > 4.0 * limit as f64,
+                "{}: {} chunks of {} rows, {} B/row",
+                r.transfer,
+                r.chunks,
+                r.batch_rows,
+                r.raw_bytes_per_row
+            );
+            same_groups(&cpu.columns, &out.columns, 1)
+                .unwrap_or_else(|e| panic!("{} {strategy:?}: {e}", r.transfer));
+            if opts.compress {
+                assert!(r.sent_bytes_per_row < r.raw_bytes_per_row, "{r:?}");
+            }
+        }
+        // Resident, the whole input must fit: a clear error.
+        let opts = GpuOptions {
+            resident: true,
+            compress: false,
+            memory_limit: Some(limit),
+            ..Default::default()
+        };
+        match Prepared::new(&c.query, &c.batches, &opts) {
+            Err(GrouperError::Gpu(m)) => assert!(m.contains("memory limit"), "{m}"),
+            Err(e) => panic!("resident over the limit: {e}"),
+            Ok(_) => panic!("resident over the limit was accepted"),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn many_groups_up_to_2_pow_24() {
+    if !have_gpu() {
+        return;
+    }
+    for log2 in [20u32, 24] {
+        let groups = 1u64 << log2;
+        let rows = (groups as usize) * 2;
+        for kind in [KeyKind::I64, KeyKind::U64Scattered] {
+            let keys = keyed(&[kind], rows, groups, 0, false, false, log2 as u64);
+            let (vals, aggs) = values(rows, 0, 3);
+            let aggs: Vec<_> = aggs.into_iter().take(7).collect();
+            let c = case(keys, vals, &aggs, 1);
+            // The CPU engine (itself tested against the reference) is the oracle at this size.
+            let cpu = grouper_core::aggregate(&c.spec, &c.reference, &Default::default()).unwrap();
+            for s in [
+                None,
+                Some(GpuStrategy::Global),
+                Some(GpuStrategy::PerfectGlobal),
+                Some(GpuStrategy::BlockLocal),
+            ] {
+                let opts = GpuOptions {
+                    resident: true,
+                    ..Default::default()
+                };
+                if let Some(actual) = run_gpu(&c.query, &c.batches, s, opts) {
+                    same_groups(&cpu.columns, &actual, 1)
+                        .unwrap_or_else(|e| panic!("2^{log2} {kind:?} {s:?}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn fused_filter_and_expressions_match_the_interpreter() {
+    if !have_gpu() {
+        return;
+    }
+    // A Q1-like shape: flags as keys, decimal arithmetic in the arguments, a date filter, a
+    // CASE and casts; the reference evaluates the same IR row by row on the CPU.
+    let rows = 50_000;
+    let mut r = xorshift(99);
+    let flag: ArrayRef = Arc::new(StringArray::from_iter(
+        (0..rows).map(|_| Some(["A", "N", "R"][(r() % 3) as usize])),
+    ));
+    let status: ArrayRef = Arc::new(StringViewArray::from_iter(
+        (0..rows).map(|_| Some(["F", "O"][(r() % 2) as usize])),
+    ));
+    let dec = |scale_max: u64, r: &mut dyn FnMut() -> u64| -> ArrayRef {
+        Arc::new(
+            Decimal128Array::from_iter(
+                (0..rows).map(|i| (i % 17 != 0).then(|| (r() % scale_max) as i128)),
+            )
+            .with_precision_and_scale(15, 2)
+            .unwrap(),
+        )
+    };
+    let price = dec(10_000_000, &mut r);
+    let disc = dec(11, &mut r);
+    let tax = dec(9, &mut r);
+    let date: ArrayRef = Arc::new(Date32Array::from_iter(
+        (0..rows).map(|_| Some(8000 + (r() % 2600) as i32)),
+    ));
+    let qty: ArrayRef = Arc::new(Int32Array::from_iter(
+        (0..rows).map(|i| (i % 13 != 0).then(|| (r() % 50) as i32)),
+    ));
+    let cols = vec![flag, status, price, disc, tax, date, qty];
+    let d = |p, s| DataType::Decimal128(p, s);
+    let col = |i: usize| Box::new(Expr::column(i, cols[i].data_type().clone()));
+    let lit_dec = |v: i128, p, s| {
+        Box::new(Expr::Literal {
+            value: Scalar::Int(v),
+            data_type: d(p, s),
+        })
+    };
+    let bin = |op, l: Box<Expr>, rr: Box<Expr>, t: DataType| {
+        Box::new(Expr::Binary {
+            op,
+            left: l,
+            right: rr,
+            data_type: t,
+        })
+    };
+    let one_minus_disc = bin(BinOp::Sub, lit_dec(100, 15, 2), col(3), d(16, 2));
+    let one_plus_tax = bin(BinOp::Add, lit_dec(100, 15, 2), col(4), d(16, 2));
+    let disc_price = bin(BinOp::Mul, col(2), one_minus_disc, d(32, 4));
+    let charge = bin(BinOp::Mul, disc_price.clone(), one_plus_tax, d(38, 6));
+    let filter = Expr::Binary {
+        op: BinOp::Or,
+        left: bin(
+            BinOp::LtEq,
+            col(5),
+            Box::new(Expr::Literal {
+                value: Scalar::Int(10471),
+                data_type: DataType::Date32,
+            }),
+            DataType::Boolean,
+        ),
+        right: bin(
+            BinOp::Eq,
+            col(6),
+            Box::new(Expr::Literal {
+                value: Scalar::Int(7),
+                data_type: DataType::Int32,
+            }),
+            DataType::Boolean,
+        ),
+        data_type: DataType::Boolean,
+    };
+    let case_qty = Expr::Case {
+        whens: vec![(
+            *bin(
+                BinOp::Gt,
+                col(6),
+                Box::new(Expr::Literal {
+                    value: Scalar::Int(25),
+                    data_type: DataType::Int32,
+                }),
+                DataType::Boolean,
+            ),
+            Expr::Cast {
+                expr: col(6),
+                to: DataType::Int64,
+            },
+        )],
+        otherwise: Some(Box::new(Expr::Negative(Box::new(Expr::Cast {
+            expr: col(6),
+            to: DataType::Int64,
+        })))),
+        data_type: DataType::Int64,
+    };
+    let args: Vec<(AggregateSpec, Option<Expr>)> = vec![
+        (
+            AggregateSpec::new(AggKind::Sum, d(32, 4)),
+            Some(*disc_price),
+        ),
+        (AggregateSpec::new(AggKind::Sum, d(38, 6)), Some(*charge)),
+        (
+            AggregateSpec::new(AggKind::Avg, DataType::Float64),
+            Some(Expr::Cast {
+                expr: col(2),
+                to: DataType::Float64,
+            }),
+        ),
+        (
+            AggregateSpec::new(AggKind::Sum, DataType::Int64),
+            Some(case_qty),
+        ),
+        (AggregateSpec::new(AggKind::Min, d(15, 2)), Some(*col(3))),
+        (AggregateSpec::count_star(), None),
+    ];
+    // Decimal(32,4) * Decimal(16,2) is capped at Decimal(38,6), as DataFusion types Q1's charge.
+    assert_eq!(args[1].1.as_ref().unwrap().data_type(), d(38, 6));
+    let query = GpuQuery {
+        columns: cols.iter().map(|c| c.data_type().clone()).collect(),
+        filter: Some(filter.clone()),
+        keys: vec![0, 1],
+        aggregates: args.clone(),
+    };
+    // Reference: interpret the filter and the arguments, then aggregate.
+    let mask = filter.evaluate(&cols, rows).unwrap();
+    let mask = mask.as_any().downcast_ref::<BooleanArray>().unwrap();
+    let mask: BooleanArray = mask.iter().map(|m| Some(m == Some(true))).collect();
+    let keep = |a: &ArrayRef| keep_rows(a.as_ref(), &mask).unwrap();
+    let spec = QuerySpec {
+        key_types: vec![cols[0].data_type().clone(), cols[1].data_type().clone()],
+        aggregates: args.iter().map(|(s, _)| s.clone()).collect(),
+    };
+    let kept_rows = mask.true_count();
+    let input = InputBatch::try_new(
+        &spec,
+        vec![keep(&cols[0]), keep(&cols[1])],
+        args.iter()
+            .map(|(_, e)| e.as_ref().map(|e| keep(&e.evaluate(&cols, rows).unwrap())))
+            .collect(),
+        kept_rows,
+    )
+    .unwrap();
+    let expected = reference::aggregate(&spec, &[input]).unwrap();
+    let schema = Arc::new(Schema::new(
+        cols.iter()
+            .enumerate()
+            .map(|(i, c)| Field::new(format!("c{i}"), c.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(schema, cols.clone()).unwrap();
+    let c = Case {
+        query,
+        batches: (0..10).map(|i| batch.slice(i * 5000, 5000)).collect(),
+        spec,
+        reference: vec![],
+    };
+    check_all(&c, &expected, GpuParams::default(), 16_384);
+    let same = |what: &str, out: GpuOutput| {
+        same_groups(&expected, &out.columns, 2).unwrap_or_else(|e| panic!("{what}: {e}"));
+        out.report
+    };
+
+    // Filter precomputation: the selection computed on the CPU, one bit per row sent in
+    // place of the filter's date column (qty stays: an argument reads it).
+    let strategies = [
+        None,
+        Some(GpuStrategy::PerfectShared),
+        Some(GpuStrategy::Global),
+        Some(GpuStrategy::BlockLocal),
+    ];
+    for (i, s) in strategies.into_iter().enumerate() {
+        let opts = GpuOptions {
+            strategy: s,
+            cpu_filter: true,
+            batch_rows: 16_384,
+            ..transfer(i)
+        };
+        let run = Prepared::new(&c.query, &c.batches, &opts).and_then(|mut p| p.run());
+        let r = same(&format!("cpu filter, {s:?}"), run.unwrap());
+        assert!(r.cpu_filter, "{r:?}");
+        assert!(!r.encodings.iter().any(|e| e.starts_with("#5 ")), "{r:?}");
+    }
+
+    // Streaming from a scan: planned from each column's bounds, batches pulled one by one
+    // (chunks of 8192 rows cut across them), in every transfer form.
+    let bounds = bounds_of(&c.batches);
+    for (i, s) in strategies.into_iter().enumerate() {
+        for (compress, zero_copy, cpu_filter) in [
+            (true, false, false),
+            (false, false, false),
+            (true, true, true),
+            (true, false, true),
+        ] {
+            let opts = GpuOptions {
+                strategy: s,
+                compress,
+                zero_copy,
+                cpu_filter,
+                batch_rows: 8192,
+                ..Default::default()
+            };
+            let what = format!("streamed {s:?} {opts:?}");
+            let out = run_streamed(&c, &bounds, &opts, 1 + i % 2)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let r = same(&what, out);
+            assert!(
+                r.from_scan && r.rows == rows as u64 && r.chunks == 7,
+                "{what}: {r:?}"
+            );
+        }
+    }
+    // Statistics that the data contradicts stop the run; the caller then collects.
+    let mut narrow = bounds.clone();
+    narrow[2].range = narrow[2].range.map(|(lo, hi)| (lo, hi / 4));
+    let mut no_nulls = bounds.clone();
+    no_nulls[3].may_null = false;
+    for (what, b) in [("range", &narrow), ("NULLs", &no_nulls)] {
+        match run_streamed(&c, b, &GpuOptions::default(), 1) {
+            Err(GrouperError::OutsidePlan(_)) => {}
+            other => panic!(
+                "{what}: expected OutsidePlan, got {:?}",
+                other.map(|o| o.report)
+            ),
+        }
+    }
+    // A group key outside its bounds, even sent raw.
+    let by_qty = GpuQuery {
+        keys: vec![6],
+        ..c.query.clone()
+    };
+    let mut narrow_key = bounds.clone();
+    narrow_key[6].range = narrow_key[6].range.map(|(lo, hi)| (lo, hi - 1));
+    let raw = GpuOptions {
+        compress: false,
+        ..Default::default()
+    };
+    let streamed = Case {
+        query: by_qty,
+        batches: c.batches.clone(),
+        spec: c.spec.clone(),
+        reference: vec![],
+    };
+    assert!(matches!(
+        run_streamed(&streamed, &narrow_key, &raw, 1),
+        Err(GrouperError::OutsidePlan(_))
+    ));
+    let out = run_streamed(&streamed, &bounds, &raw, 1).unwrap();
+    assert_eq!(out.num_rows, 51, "50 quantities and NULL");
+}
+
+/// Each column's statistics as a Parquet footer would give them: min/max and whether any
+/// value is NULL.
+fn bounds_of(batches: &[RecordBatch]) -> Vec<ColumnBounds> {
+    let n = batches.first().map_or(0, |b| b.num_columns());
+    (0..n)
+        .map(|c| ColumnBounds {
+            range: batches
+                .iter()
+                .filter_map(|b| ordinal_min_max(b.column(c)))
+                .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1))),
+            may_null: batches.iter().any(|b| b.column(c).null_count() > 0),
+        })
+        .collect()
+}
+
+/// Runs `c` as a scan streams it: planned from `bounds` and the `first` batches, then the rest
+/// pulled one at a time.
+fn run_streamed(
+    c: &Case,
+    bounds: &[ColumnBounds],
+    opts: &GpuOptions,
+    first: usize,
+) -> grouper_core::Result<GpuOutput> {
+    let (head, tail) = c.batches.split_at(first);
+    let mut p = Prepared::streaming(&c.query, head, bounds, None, opts)?;
+    let mut rest = tail.iter().cloned();
+    let mut next = move || rest.next().map(Ok);
+    p.run_stream(head.to_vec(), &mut next)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn errors_are_clear() {
+    if !have_gpu() {
+        return;
+    }
+    // SUM(Int64) overflow is an error, not a wrapped value.
+    let k: ArrayRef = Arc::new(Int32Array::from(vec![1, 1, 2]));
+    let v: ArrayRef = Arc::new(Int64Array::from(vec![i64::MAX, 1, 5]));
+    let c = case(
+        vec![k.clone()],
+        vec![v],
+        &[(AggregateSpec::new(AggKind::Sum, DataType::Int64), Some(0))],
+        1,
+    );
+    for s in [GpuStrategy::PerfectShared, GpuStrategy::Global] {
+        let opts = GpuOptions {
+            strategy: Some(s),
+            ..Default::default()
+        };
+        let err = Prepared::new(&c.query, &c.batches, &opts)
+            .and_then(|mut p| p.run())
+            .unwrap_err();
+        assert!(matches!(err, GrouperError::Overflow { .. }), "{s}: {err}");
+    }
+    // Integer division by zero in a fused expression.
+    let d: ArrayRef = Arc::new(Int64Array::from(vec![3, 0, 1]));
+    let mut c = case(
+        vec![k],
+        vec![d.clone()],
+        &[(AggregateSpec::new(AggKind::Sum, DataType::Int64), Some(0))],
+        1,
+    );
+    c.query.aggregates[0].1 = Some(Expr::Binary {
+        op: BinOp::Div,
+        left: Box::new(Expr::Literal {
+            value: Scalar::Int(10),
+            data_type: DataType::Int64,
+        }),
+        right: Box::new(Expr::column(1, DataType::Int64)),
+        data_type: DataType::Int64,
+    });
+    let err = Prepared::new(&c.query, &c.batches, &GpuOptions::default())
+        .and_then(|mut p| p.run())
+        .unwrap_err();
+    assert!(err.to_string().contains("division by zero"), "{err}");
+    // A strategy that does not apply says why.
+    let wide: ArrayRef = Arc::new(Int64Array::from(vec![0, i64::MAX / 2]));
+    let one: ArrayRef = Arc::new(Int64Array::from(vec![1, 1]));
+    let c = case(
+        vec![wide],
+        vec![one],
+        &[(AggregateSpec::count_star(), None)],
+        1,
+    );
+    let opts = GpuOptions {
+        strategy: Some(GpuStrategy::PerfectShared),
+        ..Default::default()
+    };
+    assert!(matches!(
+        Prepared::new(&c.query, &c.batches, &opts),
+        Err(GrouperError::InvalidOption(_))
+    ));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn empty_input_and_global_aggregates() {
+    if !have_gpu() {
+        return;
+    }
+    let (vals, aggs) = values(0, 0, 1);
+    let c = case(vec![], vals, &aggs, 1);
+    let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+    let got = run_gpu(&c.query, &c.batches, None, GpuOptions::default()).unwrap();
+    same_groups(&expected, &got, 0).unwrap();
+    assert_eq!(
+        got[0].len(),
+        1,
+        "a global aggregate over no rows has one row"
+    );
+    let (vals, aggs) = values(10_000, 20, 2);
+    let c = case(vec![], vals, &aggs, 2);
+    let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+    check_all(&c, &expected, GpuParams::default(), 3000);
+}
+
+/// The runtime tuner switches launch shapes (and strategies of the same table kind) between
+/// chunks; the table carries across them, through growth and across runs, and under a memory
+/// limit that rules some shapes out.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn the_tuner_switches_shapes_between_chunks_and_keeps_the_table() {
+    if !have_gpu() {
+        return;
+    }
+    let rows = 1 << 18;
+    // (key kind, groups): a direct table (small domain), a hash table with few groups (private
+    // tables join the starts), a hash table with many.
+    for (kind, groups) in [
+        (KeyKind::I16, 600u64),
+        (KeyKind::U64Scattered, 20),
+        (KeyKind::I64, 5000),
+    ] {
+        let keys = keyed(&[kind], rows, groups, 5, false, false, groups);
+        let (vals, aggs) = values(rows, 5, 11);
+        let c = case(keys, vals, &aggs, 4);
+        let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+        for memory_limit in [None, Some(256u64 << 20)] {
+            // A short search (every new shape is an NVRTC compile): patience 3.
+            let opts = GpuOptions {
+                params: GpuParams {
+                    initial_groups: Some(1),
+                    ..Default::default()
+                },
+                batch_rows: 1 << 12,
+                memory_limit,
+                tune: Some(Hyper {
+                    patience: 3,
+                    ..Hyper::default()
+                }),
+                ..Default::default()
+            };
+            let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+            for run in 0..2 {
+                let out = p.run().unwrap();
+                same_groups(&expected, &out.columns, 1)
+                    .unwrap_or_else(|e| panic!("{kind:?} {memory_limit:?} run {run}: {e}"));
+                let t = out.report.tuning.as_ref().expect("the tuner ran");
+                assert!(t.steps.len() >= 3, "{kind:?}: {t}");
+                let strategies: std::collections::HashSet<_> =
+                    t.steps.iter().map(|s| s.config.strategy).collect();
+                assert!(strategies.len() >= 2, "{kind:?}: one strategy only: {t}");
+                assert!(strategies
+                    .iter()
+                    .all(|s| s.is_perfect() == out.report.strategy.is_perfect()));
+                assert_eq!(t.batches.0, 64 * (run + 1), "{t}");
+                eprintln!("{kind:?} {memory_limit:?} run {run}: {t}");
+            }
+        }
+    }
+    // Off (the default), the planner's shape runs throughout.
+    let keys = keyed(&[KeyKind::I64], 1 << 14, 100, 0, false, false, 3);
+    let (vals, aggs) = values(1 << 14, 0, 3);
+    let c = case(keys, vals, &aggs, 1);
+    let opts = GpuOptions {
+        batch_rows: 1 << 12,
+        ..Default::default()
+    };
+    let out = Prepared::new(&c.query, &c.batches, &opts)
+        .unwrap()
+        .run()
+        .unwrap();
+    assert!(out.report.tuning.is_none());
+}
+
+/// A plan made for the first batch's few groups is made again as the groups seen outgrow it:
+/// the next chunks run the strategy chosen for the count seen, on the same table, and the
+/// result is the reference's. Hot keys keep per-block tables however many groups there are.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn the_plan_changes_between_chunks_as_groups_outgrow_the_estimate() {
+    if !have_gpu() {
+        return;
+    }
+    let per = 1usize << 16;
+    let rows = 4 * per;
+    // The first batch: 40 keys. The next three: every row a new key.
+    let scatter = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64;
+    let uniform: Vec<i64> = (0..rows as u64)
+        .map(|i| scatter(if i < per as u64 { i % 40 } else { i }))
+        .collect();
+    // Skewed: half the rows on one hot key from the first batch on (where the other half
+    // spreads over 1000 keys: the hot one is 500 times as frequent as the average).
+    let hot: Vec<i64> = (0..rows as u64)
+        .map(|i| match i {
+            i if i % 2 == 0 => scatter(1 << 40),
+            i if i < per as u64 => scatter(i % 2000),
+            i => scatter(i),
+        })
+        .collect();
+    for (what, keys) in [("uniform", uniform), ("hot key", hot)] {
+        let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(keys))];
+        let (vals, aggs) = values(rows, 5, 21);
+        let c = case(keys, vals, &aggs, 4);
+        let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+        let bounds = bounds_of(&c.batches);
+        let opts = GpuOptions {
+            batch_rows: 1 << 14,
+            ..Default::default()
+        };
+        let out = run_streamed(&c, &bounds, &opts, 1).unwrap();
+        same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let r = &out.report;
+        eprintln!(
+            "{what}: planned {} ({}); {:?}",
+            r.strategy, r.reason, r.switches
+        );
+        assert_eq!(r.strategy, GpuStrategy::BlockLocal, "{what}: {r:?}");
+        match what {
+            "uniform" => {
+                assert!(
+                    r.switches.iter().any(|s| s.contains("-> global")),
+                    "{what}: {:?}",
+                    r.switches
+                );
+                assert!(r.switches.len() <= 10, "{:?}", r.switches);
+            }
+            _ => assert!(
+                r.switches.iter().all(|s| !s.contains("-> global")),
+                "{what}: {:?}",
+                r.switches
+            ),
+        }
+        // Forced, the strategy stays.
+        let forced = GpuOptions {
+            strategy: Some(GpuStrategy::BlockLocal),
+            ..opts
+        };
+        let out = run_streamed(&c, &bounds, &forced, 1).unwrap();
+        same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(out.report.switches.is_empty(), "{:?}", out.report.switches);
+    }
+}
