@@ -18,7 +18,7 @@ use clap::Args;
 use datafusion::catalog::MemTable;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
-use grouper::hybrid::Split;
+use grouper::Split;
 use grouper::{Backend, GrouperConfig};
 use grouper_gpu::{Gpu, GpuOptions, GpuReport, Prepared};
 use rayon::prelude::*;

@@ -20,11 +20,12 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod backend;
 pub mod exec;
 pub mod fuse;
-pub mod hybrid;
 pub mod profile_store;
 pub mod rule;
 pub mod session;
 
-pub use session::{grouper_context, session_context, worker_pool, Backend, GrouperConfig};
+pub use backend::{Backend, Split};
+pub use session::{grouper_context, session_context, worker_pool, GrouperConfig};

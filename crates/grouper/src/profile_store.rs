@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use grouper_core::profile::{KeyKind, Point, Profile};
+#[cfg(feature = "gpu")]
 use grouper_gpu::DeviceInfo;
 use serde_json::{json, Value};
 
@@ -19,6 +20,7 @@ pub fn cache_dir() -> Option<PathBuf> {
 }
 
 /// The key of a GPU's profile.
+#[cfg(feature = "gpu")]
 pub fn gpu_key(info: &DeviceInfo) -> String {
     format!(
         "{} driver {} grouper {}",

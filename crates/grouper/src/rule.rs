@@ -32,9 +32,9 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitio
 use grouper_core::agg::{AggKind, AggregateSpec};
 use grouper_core::QuerySpec;
 
+use crate::backend::Backend;
 use crate::exec::{Engine, GroupByExec, GroupByPlan};
 use crate::fuse::fuse;
-use crate::session::Backend;
 
 /// Replaces handled aggregations with [`GroupByExec`].
 #[derive(Debug)]
@@ -78,7 +78,7 @@ impl GrouperRule {
         let Some(mut group_by) = translate(lower)? else {
             return Ok(None);
         };
-        if self.engine.backend != Backend::Cpu {
+        if cfg!(feature = "gpu") && self.engine.backend != Backend::Cpu {
             let keys: Vec<_> = group_by.keys.iter().map(|(e, _)| Arc::clone(e)).collect();
             group_by.fused = fuse(lower.input(), &keys, &group_by.args);
         }

@@ -1,8 +1,6 @@
 //! Building a DataFusion `SessionContext` with grouper installed.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use datafusion::error::{DataFusionError, Result};
@@ -10,59 +8,13 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use grouper_core::planner::Overrides;
+#[cfg(feature = "gpu")]
 use grouper_gpu::{Gpu, GpuOptions};
 
+use crate::backend::{Backend, Split};
 use crate::exec::Engine;
-use crate::hybrid::Split;
 use crate::profile_store;
 use crate::rule::GrouperRule;
-
-/// Which engine aggregates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Backend {
-    /// The best engine for the query; today the CPU (`--explain` says why, GPU or not).
-    #[default]
-    Auto,
-    /// grouper's CPU strategies.
-    Cpu,
-    /// grouper on an NVIDIA GPU; an error when there is none.
-    Gpu,
-    /// CPU workers and the GPU take chunks from one queue (co-processing); an error when there
-    /// is no GPU.
-    Hybrid,
-    /// DataFusion's own aggregation: the built-in baseline.
-    DataFusion,
-}
-
-impl FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "auto" => Backend::Auto,
-            "cpu" => Backend::Cpu,
-            "gpu" => Backend::Gpu,
-            "hybrid" => Backend::Hybrid,
-            "datafusion" => Backend::DataFusion,
-            _ => {
-                return Err(format!(
-                    "unknown backend '{s}' (expected auto, cpu, gpu, hybrid or datafusion)"
-                ))
-            }
-        })
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Backend::Auto => "auto",
-            Backend::Cpu => "cpu",
-            Backend::Gpu => "gpu",
-            Backend::Hybrid => "hybrid",
-            Backend::DataFusion => "datafusion",
-        })
-    }
-}
 
 /// Everything that shapes a grouper session.
 #[derive(Debug, Clone, Default)]
@@ -72,6 +24,7 @@ pub struct GrouperConfig {
     /// CPU strategy, hash function and table parameters fixed by the user.
     pub overrides: Overrides,
     /// GPU strategy, kernel parameters, resident or batched.
+    #[cfg(feature = "gpu")]
     pub gpu: GpuOptions,
     /// Worker threads (DataFusion partitions and grouper's pool); all cores when `None`.
     pub threads: Option<usize>,
@@ -113,12 +66,16 @@ pub fn worker_pool(
 
 /// A `SessionContext` configured by `config`; fails for backends this build cannot run.
 pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
-    match config.backend {
-        Backend::Gpu | Backend::Hybrid => {
-            Gpu::get()
-                .map_err(|e| DataFusionError::Plan(format!("--backend {}: {e}", config.backend)))?;
-        }
-        _ => {}
+    if matches!(config.backend, Backend::Gpu | Backend::Hybrid) {
+        #[cfg(feature = "gpu")]
+        Gpu::get()
+            .map_err(|e| DataFusionError::Plan(format!("--backend {}: {e}", config.backend)))?;
+        #[cfg(not(feature = "gpu"))]
+        return Err(DataFusionError::Plan(format!(
+            "--backend {}: {}",
+            config.backend,
+            crate::backend::NO_GPU_FEATURE
+        )));
     }
     let threads = config
         .pool
@@ -148,10 +105,12 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
             Some(p) => Arc::clone(p),
             None => worker_pool(threads).map_err(|e| DataFusionError::External(Box::new(e)))?,
         };
+        #[cfg(feature = "gpu")]
         let mut gpu = config.gpu.clone();
         let mut cpu_profile = None;
         if !config.no_profile {
             cpu_profile = profile_store::load(&profile_store::cpu_key(threads));
+            #[cfg(feature = "gpu")]
             if gpu.profile.is_none() && config.backend != Backend::Cpu {
                 gpu.profile = Gpu::get()
                     .ok()
@@ -163,6 +122,7 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
                 backend: config.backend,
                 overrides: config.overrides,
                 cpu_profile,
+                #[cfg(feature = "gpu")]
                 gpu,
                 hybrid_split: config.hybrid_split,
                 pool,

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use grouper::hybrid::Split;
 use grouper::Backend;
+use grouper::Split;
 use grouper_core::cpu::Strategy;
 use grouper_core::hash::HashFn;
 use grouper_core::planner::Overrides;

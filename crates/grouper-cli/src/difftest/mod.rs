@@ -34,7 +34,8 @@ use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy};
 
 use case::{Case, Query, Table};
 use duckdb::{Answer, Oracle};
-use grouper::session::{session_context, Backend, GrouperConfig};
+use grouper::session::{session_context, GrouperConfig};
+use grouper::Backend;
 use value::{rows_of, sort_rows, Value};
 
 /// The target running DataFusion's own aggregation: a baseline, not grouper.

@@ -28,17 +28,24 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::BaselineMetrics;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
 use grouper_gpu::pipeline as gpu;
-use grouper_gpu::Piece;
+use grouper_gpu::{GpuOptions, GpuQuery, Piece, Prepared};
+
+use super::cpu::run_cpu_with;
+use super::gpu::collect;
+use super::{external, Ran, Split};
+use crate::exec::{Engine, GroupByPlan};
 
 /// What a CPU worker gets from the queue.
 #[derive(Debug, PartialEq, Eq)]
@@ -55,43 +62,6 @@ enum Claim {
 /// aggregation runs at about 50–100 M rows/s per core), so a worker declines a first chunk
 /// the GPU would finish sooner even at that speed.
 pub const CPU_PRIOR_NS_PER_ROW: f64 = 10.0;
-
-/// How the chunks divide between the GPU and the CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum Split {
-    /// Both take chunks from one queue, the CPU only while it would finish before the GPU.
-    #[default]
-    Dynamic,
-    /// The CPU takes this share (0 to 1) of the chunks, the last ones, whatever the speeds;
-    /// the GPU the others.
-    Static(f64),
-}
-
-impl Split {
-    /// A static CPU share from the user: a number from 0 to 1.
-    pub fn cpu_share(share: f64) -> std::result::Result<Self, String> {
-        if (0.0..=1.0).contains(&share) {
-            Ok(Self::Static(share))
-        } else {
-            Err(format!(
-                "a CPU share is a fraction from 0 to 1, not {share}"
-            ))
-        }
-    }
-}
-
-impl std::str::FromStr for Split {
-    type Err = String;
-
-    /// A static CPU share, as the user writes it (`0.05`).
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let share: f64 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a number"))?;
-        Self::cpu_share(share)
-    }
-}
 
 /// The chunks of one input, handed out once each, and the GPU's measured pace.
 #[derive(Debug)]
@@ -370,6 +340,85 @@ impl ExecutionPlan for QueueSourceExec {
             stream,
         )))
     }
+}
+
+/// Co-processing: the fused source's batches chunked once; the GPU and CPU workers (running
+/// DataFusion's filter and projections over a [`QueueSourceExec`] in place of the source) take
+/// chunks from one [`ChunkQueue`]; their partial groups merge. Returns the result columns, its
+/// rows and what ran.
+pub(crate) async fn run(
+    query: GpuQuery,
+    input: &Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+) -> Result<(Vec<arrow::array::ArrayRef>, usize, Ran)> {
+    let source = plan
+        .fused
+        .as_ref()
+        .map(|f| Arc::clone(&f.source))
+        .ok_or_else(|| DataFusionError::Internal("hybrid without a fused source".into()))?;
+    let (batches, _held) = collect(&source, context, None).await?;
+    let batches = Arc::new(batches);
+    // Smaller chunks than the GPU alone uses (2^22 rows): a CPU worker's chunk then takes tens
+    // of milliseconds, so the last one does not hold the query up.
+    let opts = GpuOptions {
+        batch_rows: (engine.gpu.batch_rows / 8).max(1 << 16),
+        ..engine.gpu.clone()
+    };
+    let shared = Arc::clone(&batches);
+    let mut prepared = tokio::task::spawn_blocking(move || Prepared::new(&query, &shared, &opts))
+        .await
+        .map_err(external)?
+        .map_err(external)?;
+    let queue = Arc::new(ChunkQueue::new(prepared.chunk_rows(), engine.hybrid_split));
+    let pieces: Vec<Vec<grouper_gpu::Piece>> = (0..queue.chunks())
+        .map(|i| prepared.chunk_pieces(i).to_vec())
+        .collect();
+    let leaf: Arc<dyn ExecutionPlan> = Arc::new(QueueSourceExec::new(
+        source.schema(),
+        Arc::clone(&batches),
+        Arc::new(pieces),
+        Arc::clone(&queue),
+        engine.pool.current_num_threads(),
+    ));
+    let replaced = Arc::clone(input).transform_down(|node| {
+        Ok(if Arc::ptr_eq(&node, &source) {
+            Transformed::new(Arc::clone(&leaf), true, TreeNodeRecursion::Jump)
+        } else {
+            Transformed::no(node)
+        })
+    })?;
+    if !replaced.transformed {
+        // The CPU side would read the whole source again: count rows twice. Never expected
+        // (the fused form is dropped whenever the input is rebuilt).
+        return Err(DataFusionError::Internal(
+            "co-processing: the fused source is not in the input plan".into(),
+        ));
+    }
+    let cpu_input = replaced.data;
+    let gpu_queue = Arc::clone(&queue);
+    let gpu = tokio::task::spawn_blocking(move || {
+        let claim = || gpu_queue.gpu_claim();
+        let out = prepared.run_partial(&claim);
+        gpu_queue.gpu_finished();
+        out
+    });
+    let (cpu_part, decision) = run_cpu_with(cpu_input, plan, engine, context, baseline, |a, w| {
+        a.finish_partial(w)
+    })
+    .await?;
+    let (gpu_part, report) = gpu.await.map_err(external)?.map_err(external)?;
+    let (columns, rows) = cpu_part
+        .merge(gpu_part, &plan.spec.key_types)
+        .and_then(|m| m.finalize())
+        .map_err(external)?;
+    Ok((
+        columns,
+        rows,
+        Ran::Hybrid(report, queue.cpu_share(), decision, queue.chunks()),
+    ))
 }
 
 #[cfg(test)]

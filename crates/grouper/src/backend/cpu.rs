@@ -1,0 +1,138 @@
+//! The CPU backend: every partition of the input pulled by its own task with a
+//! [`grouper_core::Worker`]; keys and arguments are evaluated and folded in as batches arrive
+//! (nothing is materialised for `perfect` and `thread_local`), each worker's memory reserved
+//! from the session's pool; then `Aggregation::finish` (or, co-processing, `finish_partial`)
+//! merges them on grouper's pool.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::metrics::BaselineMetrics;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use futures::StreamExt;
+use grouper_core::planner::Hints;
+use grouper_core::InputBatch;
+
+use super::{external, over_budget};
+use crate::exec::{Engine, GroupByPlan};
+
+/// Streams every partition of `input` through CPU workers and merges them.
+pub(crate) async fn run_cpu(
+    input: Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+) -> Result<grouper_core::AggregateOutput> {
+    run_cpu_with(input, plan, engine, context, baseline, |agg, workers| {
+        agg.finish(workers)
+    })
+    .await
+}
+
+/// What `input`'s statistics (DataFusion's, from Parquet footers or in-memory tables) say of
+/// the rows and of the distinct keys: the product of the key columns' distinct counts, when
+/// every key is a plain column that has one.
+fn statistics_hints(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> Hints {
+    let Ok(stats) = datafusion::physical_plan::StatisticsContext::new().compute(
+        input.as_ref(),
+        &datafusion::physical_plan::StatisticsArgs::new(),
+    ) else {
+        return Hints::default();
+    };
+    let distinct = plan.keys.iter().try_fold(1u64, |acc, (e, _)| {
+        let col = e.downcast_ref::<Column>()?;
+        let d = *stats
+            .column_statistics
+            .get(col.index())?
+            .distinct_count
+            .get_value()?;
+        Some(acc.saturating_mul(d as u64))
+    });
+    Hints {
+        rows: stats.num_rows.get_value().map(|&r| r as u64),
+        distinct: distinct.filter(|_| !plan.keys.is_empty()),
+    }
+}
+
+/// Streams every partition of `input` through CPU workers; `finish` merges them.
+pub(crate) async fn run_cpu_with<T: Send + 'static>(
+    input: Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+    finish: impl FnOnce(&grouper_core::Aggregation, Vec<grouper_core::Worker>) -> grouper_core::Result<T>
+        + Send
+        + 'static,
+) -> Result<T> {
+    let agg = grouper_core::Aggregation::informed(
+        plan.spec.clone(),
+        engine.overrides,
+        statistics_hints(&input, plan),
+        engine.cpu_profile.clone(),
+    )
+    .map_err(external)?;
+    let parts = input.output_partitioning().partition_count();
+    let mut tasks = Vec::with_capacity(parts);
+    for p in 0..parts {
+        let mut stream = input.execute(p, Arc::clone(context))?;
+        let plan = Arc::clone(plan);
+        let mut worker = agg.worker();
+        let compute = baseline.elapsed_compute().clone();
+        let reservation =
+            MemoryConsumer::new(format!("GroupByExec[{p}]")).register(context.memory_pool());
+        tasks.push(tokio::spawn(async move {
+            while let Some(batch) = stream.next().await {
+                let batch = evaluate(&batch?, &plan)?;
+                let _timer = compute.timer();
+                worker.push(&batch).map_err(external)?;
+                reservation
+                    .try_resize(worker.memory_bytes())
+                    .map_err(over_budget)?;
+            }
+            Ok::<_, DataFusionError>((worker, reservation))
+        }));
+    }
+    let mut workers = Vec::with_capacity(parts);
+    let mut reservations = Vec::with_capacity(parts);
+    for t in tasks {
+        let (w, r) = t.await.map_err(external)??;
+        workers.push(w);
+        reservations.push(r);
+    }
+    let timer = baseline.elapsed_compute().timer();
+    let pool = Arc::clone(&engine.pool);
+    let out = tokio::task::spawn_blocking(move || pool.install(|| finish(&agg, workers)))
+        .await
+        .map_err(external)?
+        .map_err(external)?;
+    timer.done();
+    drop(reservations);
+    Ok(out)
+}
+
+/// Evaluates the key and argument expressions of one input batch.
+pub(crate) fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputBatch> {
+    let rows = batch.num_rows();
+    let keys = plan
+        .keys
+        .iter()
+        .map(|(e, _)| e.evaluate(batch)?.into_array(rows))
+        .collect::<Result<Vec<_>>>()?;
+    let args = plan
+        .args
+        .iter()
+        .map(|a| {
+            a.as_ref()
+                .map(|e| e.evaluate(batch)?.into_array(rows))
+                .transpose()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    InputBatch::try_new(&plan.spec, keys, args, rows)
+        .map_err(|e| DataFusionError::External(Box::new(e)))
+}

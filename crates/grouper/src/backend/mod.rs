@@ -1,0 +1,324 @@
+//! The backends a [`crate::exec::GroupByExec`] runs on, and how one execution picks its route.
+//!
+//! - [`cpu`]: grouper's CPU strategies, streaming every partition through workers.
+//! - `gpu` (feature `gpu`): the GPU alone, streamed from a file scan or over collected input.
+//! - `hybrid` (feature `gpu`): co-processing, GPU and CPU workers taking chunks from one queue.
+//!
+//! [`Route::choose`] decides per execution; [`run`] runs the route and falls back to the CPU
+//! where `auto` allows ([`Attempt::FallBack`]), so a GPU failure never fails an `auto` query.
+
+pub mod cpu;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+#[cfg(feature = "gpu")]
+pub mod hybrid;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+#[cfg(feature = "gpu")]
+use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::execution_plan::reset_plan_states;
+use datafusion::physical_plan::metrics::BaselineMetrics;
+use datafusion::physical_plan::ExecutionPlan;
+use grouper_core::planner::Decision;
+#[cfg(feature = "gpu")]
+use grouper_gpu::{Gpu, GpuQuery, GpuReport};
+
+use crate::exec::{Engine, GroupByPlan};
+
+/// Which engine aggregates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The best engine for the query (see [`Route::choose`]; `--explain` says why).
+    #[default]
+    Auto,
+    /// grouper's CPU strategies.
+    Cpu,
+    /// grouper on an NVIDIA GPU; an error when there is none.
+    Gpu,
+    /// CPU workers and the GPU take chunks from one queue (co-processing); an error when there
+    /// is no GPU.
+    Hybrid,
+    /// DataFusion's own aggregation: the built-in baseline.
+    DataFusion,
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "auto" => Backend::Auto,
+            "cpu" => Backend::Cpu,
+            "gpu" => Backend::Gpu,
+            "hybrid" => Backend::Hybrid,
+            "datafusion" => Backend::DataFusion,
+            _ => {
+                return Err(format!(
+                    "unknown backend '{s}' (expected auto, cpu, gpu, hybrid or datafusion)"
+                ))
+            }
+        })
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Auto => "auto",
+            Backend::Cpu => "cpu",
+            Backend::Gpu => "gpu",
+            Backend::Hybrid => "hybrid",
+            Backend::DataFusion => "datafusion",
+        })
+    }
+}
+
+/// How the chunks divide between the GPU and the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Split {
+    /// Both take chunks from one queue, the CPU only while it would finish before the GPU.
+    #[default]
+    Dynamic,
+    /// The CPU takes this share (0 to 1) of the chunks, the last ones, whatever the speeds;
+    /// the GPU the others.
+    Static(f64),
+}
+
+impl Split {
+    /// A static CPU share from the user: a number from 0 to 1.
+    pub fn cpu_share(share: f64) -> std::result::Result<Self, String> {
+        if (0.0..=1.0).contains(&share) {
+            Ok(Self::Static(share))
+        } else {
+            Err(format!(
+                "a CPU share is a fraction from 0 to 1, not {share}"
+            ))
+        }
+    }
+}
+
+impl std::str::FromStr for Split {
+    type Err = String;
+
+    /// A static CPU share, as the user writes it (`0.05`).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let share: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a number"))?;
+        Self::cpu_share(share)
+    }
+}
+
+/// Where one execution of a `GroupByExec` runs.
+#[derive(Debug)]
+pub(crate) enum Route {
+    /// grouper's CPU strategies; with why, where a GPU was asked for or available and not used.
+    Cpu(Option<String>),
+    /// The GPU alone, over the fused source (`fused`) or the evaluated keys and arguments.
+    #[cfg(feature = "gpu")]
+    Gpu { query: GpuQuery, fused: bool },
+    /// Co-processing over the fused source.
+    #[cfg(feature = "gpu")]
+    Hybrid { query: GpuQuery },
+}
+
+/// Rows from which `auto` co-processes an in-memory table (see `execute`).
+pub const HYBRID_MIN_ROWS: usize = 1 << 24;
+
+impl Route {
+    /// The route for `plan` under `engine`'s backend: the GPU when asked for (its absence is an
+    /// error); hybrid likewise. `auto` co-processes (hybrid) a query the GPU fuses over an
+    /// in-memory table of at least [`HYBRID_MIN_ROWS`] rows, where the GPU's share outruns its
+    /// set-up (compile, encode; the encoded input is cached for the next query), and otherwise
+    /// stays on the CPU, saying why. `auto` with a GPU strategy asked for runs on the GPU when
+    /// it can. Without the `gpu` feature every route is the CPU's, and the GPU backends are an
+    /// error.
+    pub(crate) fn choose(engine: &Engine, plan: &GroupByPlan) -> Result<Route> {
+        #[cfg(feature = "gpu")]
+        {
+            let gpu_query = || gpu::gpu_query(plan, &engine.gpu);
+            Ok(match engine.backend {
+                Backend::Gpu => {
+                    let (query, fused) = gpu_query().map_err(external)?;
+                    Route::Gpu { query, fused }
+                }
+                Backend::Hybrid => {
+                    let (query, fused) = gpu_query().map_err(external)?;
+                    match fused {
+                        true => Route::Hybrid { query },
+                        false => Route::Gpu { query, fused },
+                    }
+                }
+                Backend::Auto if engine.gpu.strategy.is_some() => match gpu_query() {
+                    Ok((query, fused)) => Route::Gpu { query, fused },
+                    Err(e) => Route::Cpu(Some(format!("{e}; ran on the CPU"))),
+                },
+                Backend::Auto => match gpu_query() {
+                    Ok((query, fused)) => {
+                        let rows = match (&plan.fused, fused) {
+                            (Some(f), true) => in_memory_rows(&f.source),
+                            _ => None,
+                        };
+                        match rows {
+                            Some(r) if r >= HYBRID_MIN_ROWS => Route::Hybrid { query },
+                            _ => Route::Cpu(Some(format!(
+                                "GPU {} available; co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows (input: {})",
+                                Gpu::get().map(|g| g.info.name.clone()).unwrap_or_default(),
+                                rows.map_or("not an in-memory table".to_string(), |r| format!("{r} rows"))
+                            ))),
+                        }
+                    }
+                    Err(e) => Route::Cpu(Some(e.to_string())),
+                },
+                Backend::Cpu | Backend::DataFusion => Route::Cpu(None),
+            })
+        }
+        #[cfg(not(feature = "gpu"))]
+        {
+            let _ = plan;
+            match engine.backend {
+                Backend::Gpu | Backend::Hybrid => Err(DataFusionError::Plan(format!(
+                    "--backend {}: {NO_GPU_FEATURE}",
+                    engine.backend
+                ))),
+                Backend::Auto => Ok(Route::Cpu(Some(NO_GPU_FEATURE.into()))),
+                Backend::Cpu | Backend::DataFusion => Ok(Route::Cpu(None)),
+            }
+        }
+    }
+}
+
+/// Why a build without the `gpu` feature runs on the CPU.
+#[cfg(not(feature = "gpu"))]
+pub(crate) const NO_GPU_FEATURE: &str = "grouper was built without its `gpu` feature";
+
+/// What ran, for `--explain`.
+#[derive(Debug, Clone)]
+pub(crate) enum Ran {
+    /// The CPU: its planner's decision, and why not a GPU where one was in question.
+    Cpu(Option<Decision>, Option<String>),
+    /// The GPU: its report, and whether the query had a fused form.
+    #[cfg(feature = "gpu")]
+    Gpu(GpuReport, bool),
+    /// Co-processing: the GPU's report, the CPU's (rows, chunks) and decision, all chunks.
+    #[cfg(feature = "gpu")]
+    Hybrid(GpuReport, (u64, usize), Option<Decision>, usize),
+}
+
+impl fmt::Display for Ran {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            #[cfg(feature = "gpu")]
+            Ran::Gpu(r, fused) => write!(f, "backend=gpu, {}", gpu::summary(r, *fused)),
+            #[cfg(feature = "gpu")]
+            Ran::Hybrid(r, (cpu_rows, cpu_chunks), d, chunks) => {
+                let total = (r.rows_run + cpu_rows).max(1) as f64;
+                write!(
+                    f,
+                    "backend=hybrid (split: GPU {} rows in {} chunks = {:.1}%, CPU {} rows in {} chunks = {:.1}%), gpu: {}",
+                    r.rows_run, chunks - cpu_chunks, 100.0 * r.rows_run as f64 / total,
+                    cpu_rows, cpu_chunks, 100.0 * *cpu_rows as f64 / total,
+                    gpu::summary(r, true)
+                )?;
+                match d {
+                    Some(d) => write!(f, ", cpu: {d}"),
+                    None => Ok(()),
+                }
+            }
+            Ran::Cpu(d, why) => {
+                write!(f, "backend=cpu")?;
+                if let Some(w) = why {
+                    write!(f, " ({w})")?;
+                }
+                match d {
+                    Some(d) => write!(f, ", {d}"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// How an attempt on the GPU ended.
+#[cfg(feature = "gpu")]
+#[derive(Debug)]
+pub(crate) enum Attempt {
+    /// It ran: result columns (keys, then aggregates), result rows, what ran.
+    Ran(Vec<ArrayRef>, usize, Box<Ran>),
+    /// It failed under `auto`: the CPU runs the query instead, for this reason.
+    FallBack(String),
+}
+
+/// Runs `route` over `input`: result columns, result rows, and what ran. A GPU attempt that
+/// falls back consumed the input once (a repartition's channels do not replay), so the CPU
+/// then runs on a fresh copy of the input plan.
+pub(crate) async fn run(
+    route: Route,
+    input: Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+) -> Result<(Vec<ArrayRef>, usize, Ran)> {
+    #[cfg(feature = "gpu")]
+    let fallback = engine.backend == Backend::Auto;
+    let (reason, attempted) = match route {
+        Route::Cpu(reason) => (reason, false),
+        #[cfg(feature = "gpu")]
+        Route::Gpu { query, fused } => {
+            match gpu::run(query, fused, &input, plan, engine, context, baseline).await? {
+                Attempt::Ran(columns, rows, ran) => return Ok((columns, rows, *ran)),
+                Attempt::FallBack(why) => (Some(why), true),
+            }
+        }
+        #[cfg(feature = "gpu")]
+        Route::Hybrid { query } => {
+            match hybrid::run(query, &input, plan, engine, context, baseline).await {
+                Ok(out) => return Ok(out),
+                Err(e) if fallback => (
+                    Some(format!("co-processing failed ({e}); ran on the CPU")),
+                    true,
+                ),
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    let input = match attempted {
+        true => reset_plan_states(input)?,
+        false => input,
+    };
+    let out = cpu::run_cpu(input, plan, engine, context, baseline).await?;
+    Ok((out.columns, out.num_rows, Ran::Cpu(out.decision, reason)))
+}
+
+pub(crate) fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// The error for a memory reservation the session's pool refused.
+pub(crate) fn over_budget(e: DataFusionError) -> DataFusionError {
+    DataFusionError::ResourcesExhausted(format!(
+        "memory limit exceeded: grouper's aggregation state outgrew the session's memory budget (raise --memory-limit): {e}"
+    ))
+}
+
+/// Rows of `source` when it is an in-memory table.
+#[cfg(feature = "gpu")]
+pub(crate) fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
+    let ds = source.downcast_ref::<DataSourceExec>()?;
+    let mem =
+        (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<MemorySourceConfig>()?;
+    Some(
+        mem.partitions()
+            .iter()
+            .flatten()
+            .map(|b| b.num_rows())
+            .sum(),
+    )
+}
