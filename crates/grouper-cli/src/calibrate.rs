@@ -14,9 +14,9 @@ use grouper_core::profile::{KeyKind, Profile};
 use grouper_gpu::{Gpu, GpuStrategy};
 use serde_json::json;
 
-use crate::bench::git_commit;
-use crate::regret::{SweepDevice, SweepSize, DISTS};
-use crate::strategy_sweep::{cpu_point, gpu_point, gpu_tuned_shape, PointSpec};
+use crate::bench::common::git_commit;
+use crate::bench::regret::{SweepDevice, SweepSize, DISTS};
+use crate::bench::strategy_sweep::{cpu_point, gpu_point, gpu_tuned_shape, PointSpec};
 use grouper::profile_store;
 
 #[derive(Args, Debug)]

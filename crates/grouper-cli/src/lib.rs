@@ -21,17 +21,5 @@ pub mod calibrate;
 #[cfg_attr(not(test), deny(clippy::indexing_slicing))]
 pub mod cli;
 pub mod difftest;
-#[cfg_attr(not(test), deny(clippy::indexing_slicing))]
-pub mod gpu_bench;
-#[cfg_attr(not(test), deny(clippy::indexing_slicing))]
-pub mod plots;
-#[cfg_attr(not(test), deny(clippy::indexing_slicing))]
-pub mod q1_bench;
-#[cfg_attr(not(test), deny(clippy::indexing_slicing))]
-pub mod regret;
-#[cfg_attr(not(test), deny(clippy::indexing_slicing))]
-pub mod strategy_sweep;
 pub mod synthetic;
 pub mod tpch;
-#[cfg_attr(not(test), deny(clippy::indexing_slicing))]
-pub mod tuner_bench;

@@ -16,8 +16,8 @@ use grouper_core::profile::KeyKind;
 use grouper_gpu::Gpu;
 use serde_json::{json, Value};
 
-use crate::bench::{git_commit, write_json};
-use crate::strategy_sweep::{cpu_point, gpu_point, Measured, PointSpec};
+use crate::bench::common::{git_commit, write_json};
+use crate::bench::strategy_sweep::{cpu_point, gpu_point, Measured, PointSpec};
 use grouper::profile_store;
 
 /// Where a sweep runs.
@@ -245,7 +245,7 @@ fn plot(a: &RegretArgs, points: &[Value], dist: Dist, kind: KeyKind) -> Result<(
         dist.name(),
         kind.name()
     );
-    crate::plots::regions(
+    crate::bench::plots::regions(
         &a.plots.join(name),
         &format!(
             "{} strategies, {} {} keys: ms per strategy, auto circled",

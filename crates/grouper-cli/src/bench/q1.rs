@@ -24,7 +24,7 @@ use grouper_gpu::{Gpu, GpuOptions, GpuReport, Prepared};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{
+use crate::bench::common::{
     duckdb_files, git_commit, last_gpu_report, q1_lineitem, time_sql, write_json, write_parquet,
 };
 
@@ -256,7 +256,7 @@ fn stream_rate(a: &Q1Args, h2d: f64) -> Result<Value> {
             RecordBatch::try_new(Arc::clone(&schema), vec![k.slice(o, n), v.slice(o, n)])
         })
         .collect::<std::result::Result<_, _>>()?;
-    let query = crate::gpu_bench::sweep_query(DataType::UInt32);
+    let query = crate::bench::gpu_sweep::sweep_query(DataType::UInt32);
     let mut out = serde_json::Map::new();
     for (name, compress, zero_copy) in [
         ("raw", false, false),
@@ -275,7 +275,7 @@ fn stream_rate(a: &Q1Args, h2d: f64) -> Result<Value> {
         for _ in 0..a.reps.max(1) {
             ms.push(p.run_kernels()?.kernel_ms);
         }
-        let t = crate::gpu_bench::median(ms) * 1e-3;
+        let t = crate::bench::gpu_sweep::median(ms) * 1e-3;
         let r = p.report();
         let sent = rows as f64 * r.sent_bytes_per_row / t;
         let input = rows as f64 * r.raw_bytes_per_row / t;

@@ -21,7 +21,7 @@ use grouper_gpu::GpuOptions;
 use rayon::prelude::*;
 use serde_json::{json, Map, Value};
 
-use crate::bench::time_sql_once;
+use crate::bench::common::time_sql_once;
 
 /// The multiplier that scatters ranks over the 64-bit range.
 const SCATTER: i64 = 0x7_9E37_79B9;
@@ -154,14 +154,16 @@ pub fn gpu_point(p: &PointSpec, reps: usize, profile: Option<Arc<Profile>>) -> R
         ..Default::default()
     };
     let (chosen, mut ms) =
-        crate::gpu_bench::time_strategies(batch.clone(), distinct, &opts, reps, |_| true)?;
+        crate::bench::gpu_sweep::time_strategies(batch.clone(), distinct, &opts, reps, |_| true)?;
     if profile.is_some() {
         let rules = GpuOptions {
             profile: None,
             ..opts
         };
         let (_, r) =
-            crate::gpu_bench::time_strategies(batch, distinct, &rules, reps, |s| s == "auto")?;
+            crate::bench::gpu_sweep::time_strategies(batch, distinct, &rules, reps, |s| {
+                s == "auto"
+            })?;
         if let Some(t) = r.get("auto") {
             ms.insert("rules".into(), t.clone());
         }
@@ -230,7 +232,7 @@ pub async fn cpu_point(
             .collect()
     };
     // The sweep's engines, less DataFusion's own; auto stays on the CPU.
-    let mut engines = crate::bench::engines(threads, true);
+    let mut engines = crate::bench::common::engines(threads, true);
     engines.retain(|(n, _)| n != "datafusion");
     // One worker pool for every engine: pools of their own differ by where their threads
     // landed, by more than the strategies differ (see `GrouperConfig::pool`).
@@ -310,7 +312,7 @@ pub async fn cpu_point(
                 groups == distinct,
                 "auto: {groups} groups, expected {distinct}"
             );
-            chosen = crate::bench::last_cpu_strategy(ctx, sql)
+            chosen = crate::bench::common::last_cpu_strategy(ctx, sql)
                 .await?
                 .unwrap_or_else(|| "?".into());
         }
@@ -318,7 +320,7 @@ pub async fn cpu_point(
         runs.insert(name.to_string(), json!(times));
     }
     let paired = paired.map(|(f, ratios)| {
-        let median = crate::gpu_bench::median(ratios.clone());
+        let median = crate::bench::gpu_sweep::median(ratios.clone());
         let against = sessions[f].0.as_str();
         ms.insert("auto".into(), json!(fastest(&sessions[f].2) * median));
         json!({ "against": against, "ratios": ratios, "median": median })
@@ -348,8 +350,11 @@ pub fn gpu_tuned_shape(
         ..Default::default()
     };
     let key_type = batch.schema().field(0).data_type().clone();
-    let mut prepared =
-        grouper_gpu::Prepared::new(&crate::gpu_bench::sweep_query(key_type), &[batch], &opts)?;
+    let mut prepared = grouper_gpu::Prepared::new(
+        &crate::bench::gpu_sweep::sweep_query(key_type),
+        &[batch],
+        &opts,
+    )?;
     for _ in 0..passes.max(1) {
         let report = prepared.run_kernels()?;
         if report.tuning.as_ref().is_some_and(|t| t.converged) {

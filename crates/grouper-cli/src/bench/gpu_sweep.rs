@@ -30,7 +30,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{duckdb, git_commit, q1_lineitem, time_sql, write_json};
+use crate::bench::common::{duckdb, git_commit, q1_lineitem, time_sql, write_json};
 
 #[derive(Args, Debug)]
 pub struct GpuSweepArgs {
@@ -389,7 +389,7 @@ async fn q1_gpu(a: &GpuSweepArgs) -> Result<Vec<Value>> {
                 Arc::new(MemTable::try_new(Arc::clone(&schema), parts.clone())?),
             )?;
             let wall = time_sql(&ctx, crate::tpch::Q1, a.reps).await?;
-            let report = crate::bench::last_gpu_report(&ctx, crate::tpch::Q1).await?;
+            let report = crate::bench::common::last_gpu_report(&ctx, crate::tpch::Q1).await?;
             ms.insert(format!("{name}_wall_ms"), json!(wall));
             if let Some(r) = report {
                 ms.insert(format!("{name}_kernel_ms"), json!(r.kernel_ms));

@@ -30,8 +30,8 @@ use grouper_gpu::{Gpu, GpuConfig, GpuOptions, GpuQuery, GpuStrategy, Prepared, T
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{git_commit, write_json};
-use crate::gpu_bench::{dense_keys, draws, median, sweep_batch, sweep_query};
+use crate::bench::common::{git_commit, write_json};
+use crate::bench::gpu_sweep::{dense_keys, draws, median, sweep_batch, sweep_query};
 
 #[derive(Args, Debug)]
 pub struct TunerArgs {
@@ -367,7 +367,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                         .filter(|(c, _)| c.items == best.items)
                         .map(|(c, ms)| (c.blocks_per_sm, c.threads, **ms))
                         .collect();
-                    crate::plots::shape_space(
+                    crate::bench::plots::shape_space(
                         &a.plots
                             .join(format!("tuner-space-{kind}-2p{gl}-{}.svg", s.name())),
                         &format!(

@@ -1,0 +1,51 @@
+//! `grouper bench`: sweeps that time grouper against DataFusion's own aggregation and DuckDB on
+//! the same data, the same threads and the same machine, in one run. Results: a table of ratios
+//! on stdout and JSON (device, commit, command) under `bench/results/`.
+//!
+//! - [`cpu_sweep`], [`gpu_sweep`], [`q1`]: the engines side by side;
+//! - [`regret`] (and [`strategy_sweep`], the per-point timing it and calibration share): `auto`
+//!   against every fixed strategy;
+//! - [`tuner`]: the runtime tuner against the exhaustive search;
+//! - [`common`]: timing, DuckDB, data and JSON helpers the sweeps share; [`plots`]: SVG.
+//!
+//! Method (docs/ARCHITECTURE.md, "Measuring"): data generated once per point and held in memory
+//! by every engine; one warm-up, then the median of `--reps` wall-clock runs of the whole query.
+
+pub mod common;
+pub mod cpu_sweep;
+pub mod gpu_sweep;
+pub mod plots;
+pub mod q1;
+pub mod regret;
+pub mod strategy_sweep;
+pub mod tuner;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// SUM+COUNT by key over 2^0..2^24 groups, uniform and zipf; TPC-H Q1.
+    CpuSweep(cpu_sweep::SweepArgs),
+    /// GPU strategies on resident data vs the copy rate and PyTorch; Q1 on the GPU vs DuckDB.
+    GpuSweep(gpu_sweep::GpuSweepArgs),
+    /// TPC-H Q1 from host RAM (SF 10, 100): every GPU transfer mode, hybrid, CPU and DuckDB;
+    /// the streaming rate against the pinned host-to-device bandwidth.
+    Q1(q1::Q1Args),
+    /// The runtime tuner (Rosenfeld's Algorithm 1) against the exhaustive search over launch
+    /// shapes, per strategy, group count and key kind: quality, cost, overhead, effort.
+    Tuner(tuner::TunerArgs),
+    /// auto against the best fixed strategy at every sweep point (CPU or GPU, uniform and
+    /// zipf, dense and hashed keys): the regret, JSON and SVG plots of the regions.
+    Regret(regret::RegretArgs),
+}
+
+pub async fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::CpuSweep(a) => cpu_sweep::cpu_sweep(a).await,
+        BenchCommand::GpuSweep(a) => gpu_sweep::gpu_sweep(a).await,
+        BenchCommand::Q1(a) => q1::q1(a).await,
+        BenchCommand::Tuner(a) => tuner::tuner(a).await,
+        BenchCommand::Regret(a) => regret::regret(a).await,
+    }
+}
