@@ -1,0 +1,267 @@
+//! Code generation without a GPU: the generated source's shape, and its validity as C++.
+//!
+//! The generated source is checked as C++ by the host compiler against a small CUDA shim
+//! (declarations only), so syntax and type errors show up without a GPU; NVRTC compiles
+//! and runs the same sources in the device tests.
+
+use super::*;
+use crate::encode::Scheme;
+use grouper_core::agg::{AggKind, AggregateSpec};
+use grouper_core::expr::{BinOp, Scalar};
+
+const SHIM: &str = r#"
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__
+#define __launch_bounds__(x)
+#define __restrict__
+struct Dim { unsigned x, y, z; };
+static Dim threadIdx, blockIdx, blockDim, gridDim;
+unsigned long long atomicAdd(unsigned long long*, unsigned long long);
+unsigned atomicAdd(unsigned*, unsigned);
+double atomicAdd(double*, double);
+unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long);
+long long atomicMin(long long*, long long);
+long long atomicMax(long long*, long long);
+unsigned long long atomicMin(unsigned long long*, unsigned long long);
+unsigned long long atomicMax(unsigned long long*, unsigned long long);
+unsigned long long atomicOr(unsigned long long*, unsigned long long);
+unsigned long long atomicExch(unsigned long long*, unsigned long long);
+void __syncthreads();
+void __threadfence();
+long long __double_as_longlong(double);
+double __longlong_as_double(long long);
+int __float_as_int(float);
+float __int_as_float(int);
+int __clzll(long long);
+unsigned long long __brevll(unsigned long long);
+unsigned long long __ldg(const unsigned long long*);
+"#;
+
+fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
+    let dec = DataType::Decimal128(15, 2);
+    let aggs = vec![
+        AggregateSpec::count_star(),
+        AggregateSpec::new(AggKind::Sum, DataType::Decimal128(32, 4)),
+        AggregateSpec::new(AggKind::Avg, DataType::Float64),
+        AggregateSpec::new(AggKind::Min, DataType::Float32),
+        AggregateSpec::new(AggKind::Max, DataType::Int64),
+        AggregateSpec::new(AggKind::Sum, DataType::UInt64),
+        AggregateSpec::new(AggKind::Count, DataType::Boolean),
+        AggregateSpec::new(AggKind::Max, DataType::Decimal128(38, 2)),
+    ];
+    let col = |i: usize, t: DataType| Box::new(Expr::column(i, t));
+    let one_minus = Expr::Binary {
+        op: BinOp::Sub,
+        left: Box::new(Expr::Literal {
+            value: Scalar::Int(100),
+            data_type: DataType::Decimal128(15, 2),
+        }),
+        right: col(1, dec.clone()),
+        data_type: DataType::Decimal128(16, 2),
+    };
+    let args = vec![
+        None,
+        Some(Expr::Binary {
+            op: BinOp::Mul,
+            left: col(1, dec.clone()),
+            right: Box::new(one_minus),
+            data_type: DataType::Decimal128(32, 4),
+        }),
+        Some(Expr::Cast {
+            expr: col(2, DataType::Int32),
+            to: DataType::Float64,
+        }),
+        Some(Expr::column(3, DataType::Float32)),
+        Some(Expr::Case {
+            whens: vec![(
+                Expr::IsNull {
+                    expr: col(2, DataType::Int32),
+                    negated: false,
+                },
+                Expr::Literal {
+                    value: Scalar::Int(-1),
+                    data_type: DataType::Int64,
+                },
+            )],
+            otherwise: Some(Box::new(Expr::Binary {
+                op: BinOp::Div,
+                left: Box::new(Expr::Cast {
+                    expr: col(2, DataType::Int32),
+                    to: DataType::Int64,
+                }),
+                right: Box::new(Expr::Literal {
+                    value: Scalar::Int(3),
+                    data_type: DataType::Int64,
+                }),
+                data_type: DataType::Int64,
+            })),
+            data_type: DataType::Int64,
+        }),
+        Some(Expr::column(5, DataType::UInt64)),
+        Some(Expr::column(4, DataType::Boolean)),
+        Some(Expr::Cast {
+            expr: col(1, dec.clone()),
+            to: DataType::Decimal128(38, 2),
+        }),
+    ];
+    let filter = Expr::Binary {
+        op: BinOp::And,
+        left: Box::new(Expr::Binary {
+            op: BinOp::LtEq,
+            left: col(6, DataType::Date32),
+            right: Box::new(Expr::Literal {
+                value: Scalar::Int(10471),
+                data_type: DataType::Date32,
+            }),
+            data_type: DataType::Boolean,
+        }),
+        right: Box::new(Expr::Not(Box::new(Expr::column(4, DataType::Boolean)))),
+        data_type: DataType::Boolean,
+    };
+    let key = |c: usize, kind: PackedKind, mult: u64| {
+        (
+            c,
+            PackedColumn {
+                data_type: DataType::UInt32,
+                kind,
+                nulls: true,
+                mult,
+            },
+        )
+    };
+    let mut words = vec![vec![
+        key(0, PackedKind::Dictionary, 1),
+        key(7, PackedKind::Ordinal { min: -5 }, 4),
+    ]];
+    if key_words > 1 {
+        words.push(vec![key(4, PackedKind::Bool, 1)]);
+    }
+    let mut columns: Vec<Option<DataType>> = vec![
+        Some(DataType::UInt32),
+        Some(dec),
+        Some(DataType::Int32),
+        Some(DataType::Float32),
+        Some(DataType::Boolean),
+        Some(DataType::UInt64),
+        Some(DataType::Date32),
+        Some(DataType::Int16),
+    ];
+    columns[7] = Some(DataType::Int16);
+    // Every transfer encoding's decode: dictionary codes bit-packed, a decimal dictionary, a
+    // frame of reference, a float dictionary, a wide base, a constant.
+    let packed = |scheme, bits, base: i128, dictionary: Vec<u64>| {
+        Some(Encoding {
+            scheme,
+            bits,
+            base,
+            dictionary,
+        })
+    };
+    let encodings = vec![
+        packed(Scheme::NullSuppression, 3, 0, vec![]),
+        packed(
+            Scheme::Dictionary,
+            6,
+            0,
+            (1..=50).map(|v| v * 100).collect(),
+        ),
+        packed(Scheme::FrameOfReference, 12, -8036, vec![]),
+        packed(Scheme::Dictionary, 1, 0, vec![0.5f32.to_bits() as u64, 0]),
+        None,
+        packed(Scheme::FrameOfReference, 40, 1i128 << 70, vec![]),
+        packed(Scheme::FrameOfReference, 0, 8036, vec![]),
+        Some(Encoding::plain(&DataType::Int16)),
+    ];
+    KernelSpec {
+        columns,
+        encodings,
+        // Both forms of column read: with and without a validity bitmap.
+        nullable: (0..8).map(|c| c % 2 == 0).collect(),
+        filter: Some(filter),
+        key_words: words,
+        non_null_args: vec![true; args.len()],
+        args,
+        layout: Layout::new(&aggs).unwrap(),
+        strategy,
+        threads: 128,
+        items_per_thread: 2,
+        hash: HashFn::Murmur3,
+        domain: 6,
+        copies: 4,
+        local_slots: 256,
+        fill_factor: 0.5,
+    }
+}
+
+#[test]
+fn counts_of_non_null_arguments_are_derived_from_rows() {
+    let layout = Layout::new(&[
+        AggregateSpec::new(AggKind::Count, DataType::Int64),
+        AggregateSpec::new(AggKind::Avg, DataType::Float64),
+        AggregateSpec::new(AggKind::Sum, DataType::Int64),
+    ])
+    .unwrap();
+    // rows | count | avg sum, avg count | sum lo, sum hi, seen
+    let mut cols: Vec<Vec<u64>> = vec![
+        vec![0, 3],
+        vec![0, 0],
+        vec![0, 9],
+        vec![0, 0],
+        vec![0, 7],
+        vec![0, 0],
+        vec![0, 0],
+    ];
+    derive_counts(&layout, &[true, true, false], &mut cols);
+    assert_eq!(cols[1], vec![0, 3]); // COUNT(x) = rows
+    assert_eq!(cols[3], vec![0, 3]); // AVG's count = rows
+    assert_eq!(cols[6], vec![0, 0]); // SUM's argument may be NULL: its flag is the kernel's
+    derive_counts(&layout, &[false, false, true], &mut cols);
+    assert_eq!(cols[6], vec![0, 1]); // seen = rows > 0
+    let src = update_merge(&layout, &[true, true, true]);
+    assert!(!src.contains("op_seen<A>(w +"), "{src}");
+}
+
+#[test]
+fn generated_kernels_are_valid_cpp() {
+    let Ok(out) = std::process::Command::new("g++").arg("--version").output() else {
+        eprintln!("g++ not found: skipping the host syntax check of generated kernels");
+        return;
+    };
+    assert!(out.status.success());
+    let dir = std::env::temp_dir().join(format!("grouper-codegen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("shim.h"), SHIM).unwrap();
+    for strategy in GpuStrategy::ALL {
+        for key_words in [1, 2] {
+            if strategy.is_perfect() && key_words > 1 {
+                continue;
+            }
+            let src = generate(&spec(strategy, key_words));
+            let file = dir.join(format!("{}_{key_words}.cu", strategy.name()));
+            std::fs::write(&file, &src).unwrap();
+            let out = std::process::Command::new("g++")
+                .args([
+                    "-std=c++17",
+                    "-fsyntax-only",
+                    "-Wno-unknown-pragmas",
+                    "-x",
+                    "c++",
+                    "-include",
+                ])
+                .arg(dir.join("shim.h"))
+                .arg(&file)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{strategy} with {key_words} key words:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    if std::env::var_os("GROUPER_KEEP_KERNELS").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
