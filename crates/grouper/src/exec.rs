@@ -31,52 +31,13 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 use futures::TryStreamExt;
-use grouper_core::planner::{Decision, Overrides};
-use grouper_core::profile::Profile;
-use grouper_core::QuerySpec;
+use grouper_core::planner::Decision;
 #[cfg(feature = "gpu")]
-use grouper_gpu::{GpuOptions, GpuReport};
+use grouper_gpu::GpuReport;
 
-use crate::backend::{self, Backend, Ran, Route, Split};
-use crate::fuse::Fused;
-
-/// The expressions of one aggregate's argument: `None` for `COUNT(*)`.
-pub type ArgExpr = Option<Arc<dyn PhysicalExpr>>;
-
-/// What a [`GroupByExec`] computes: key and argument expressions over its input's schema, their
-/// display names, and the engine's view of the query.
-#[derive(Debug)]
-pub struct GroupByPlan {
-    /// Group key expressions and their output names.
-    pub keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
-    /// One argument per aggregate (`None` for `COUNT(*)`).
-    pub args: Vec<ArgExpr>,
-    /// Display names of the aggregates.
-    pub agg_names: Vec<String>,
-    /// Key types and aggregates for `grouper-core`.
-    pub spec: QuerySpec,
-    /// The same aggregation over a source further down, when the filter and projections
-    /// between translate into the IR (the GPU evaluates them in its kernel).
-    pub fused: Option<Fused>,
-}
-
-/// How GroupByExec nodes of a session run: backend, CPU overrides, GPU options, thread pool.
-#[derive(Debug)]
-pub struct Engine {
-    /// Which engine aggregates.
-    pub backend: Backend,
-    /// CPU strategy and table parameters fixed by the user.
-    pub overrides: Overrides,
-    /// This CPU's profile from `grouper calibrate`, if one is stored.
-    pub cpu_profile: Option<Arc<Profile>>,
-    /// GPU strategy, kernel parameters, resident or batched.
-    #[cfg(feature = "gpu")]
-    pub gpu: GpuOptions,
-    /// How co-processing divides the chunks.
-    pub hybrid_split: Split,
-    /// The CPU worker pool.
-    pub pool: Arc<rayon::ThreadPool>,
-}
+use crate::backend::{self, Ran, Route};
+use crate::config::Engine;
+use crate::group_by::GroupByPlan;
 
 /// grouper's `GROUP BY` operator inside a DataFusion plan.
 #[derive(Debug)]

@@ -21,11 +21,13 @@
 )]
 
 pub mod backend;
+pub mod config;
 pub mod exec;
 pub mod fuse;
+pub mod group_by;
 pub mod profile_store;
 pub mod rule;
 pub mod session;
 
-pub use backend::{Backend, Split};
+pub use config::{Backend, Split};
 pub use session::{grouper_context, session_context, worker_pool, GrouperConfig};

@@ -32,9 +32,10 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitio
 use grouper_core::agg::{AggKind, AggregateSpec};
 use grouper_core::QuerySpec;
 
-use crate::backend::Backend;
-use crate::exec::{Engine, GroupByExec, GroupByPlan};
+use crate::config::{Backend, Engine};
+use crate::exec::GroupByExec;
 use crate::fuse::fuse;
+use crate::group_by::GroupByPlan;
 
 /// Replaces handled aggregations with [`GroupByExec`].
 #[derive(Debug)]

@@ -11,8 +11,7 @@ use grouper_core::planner::Overrides;
 #[cfg(feature = "gpu")]
 use grouper_gpu::{Gpu, GpuOptions};
 
-use crate::backend::{Backend, Split};
-use crate::exec::Engine;
+use crate::config::{Backend, Engine, Split};
 use crate::profile_store;
 use crate::rule::GrouperRule;
 

@@ -23,7 +23,7 @@ pub struct DifftestArgs {
     #[arg(long)]
     pub python: Option<PathBuf>,
     /// Shrink mismatches and save them as regression files in this directory.
-    #[arg(long, default_value = "crates/grouper-cli/tests/difftest")]
+    #[arg(long, default_value = "crates/grouper-cli/tests/it/regressions")]
     pub save: PathBuf,
     /// Run only on the CPU even when a GPU is present.
     #[arg(long)]

@@ -1,5 +1,5 @@
 //! Regression files: a shrunk case with DuckDB's answer, as JSON under
-//! `crates/grouper-cli/tests/difftest/`. CI replays them on every target without DuckDB.
+//! `crates/grouper-cli/tests/it/regressions/`. CI replays them on every target without DuckDB.
 
 use std::path::{Path, PathBuf};
 

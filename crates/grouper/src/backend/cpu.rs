@@ -18,7 +18,8 @@ use grouper_core::planner::Hints;
 use grouper_core::InputBatch;
 
 use super::{external, over_budget};
-use crate::exec::{Engine, GroupByPlan};
+use crate::config::Engine;
+use crate::group_by::GroupByPlan;
 
 /// Streams every partition of `input` through CPU workers and merges them.
 pub(crate) async fn run_cpu(

@@ -22,7 +22,8 @@ use grouper_gpu::{ColumnBounds, Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
 
 use super::cpu::evaluate;
 use super::{external, in_memory_rows, over_budget, Attempt, Backend, Ran};
-use crate::exec::{Engine, GroupByPlan};
+use crate::config::Engine;
+use crate::group_by::GroupByPlan;
 
 /// The GPU form of `plan`'s query and whether its batches come from the fused source, or why
 /// the GPU cannot run it (an unsupported type or expression, no device).

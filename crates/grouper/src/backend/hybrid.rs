@@ -45,7 +45,8 @@ use grouper_gpu::{GpuOptions, GpuQuery, Piece, Prepared};
 use super::cpu::run_cpu_with;
 use super::gpu::collect;
 use super::{external, Ran, Split};
-use crate::exec::{Engine, GroupByPlan};
+use crate::config::Engine;
+use crate::group_by::GroupByPlan;
 
 /// What a CPU worker gets from the queue.
 #[derive(Debug, PartialEq, Eq)]

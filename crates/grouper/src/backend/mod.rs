@@ -14,7 +14,6 @@ pub mod gpu;
 pub mod hybrid;
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
@@ -29,91 +28,9 @@ use grouper_core::planner::Decision;
 #[cfg(feature = "gpu")]
 use grouper_gpu::{Gpu, GpuQuery, GpuReport};
 
-use crate::exec::{Engine, GroupByPlan};
-
-/// Which engine aggregates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Backend {
-    /// The best engine for the query (see [`Route::choose`]; `--explain` says why).
-    #[default]
-    Auto,
-    /// grouper's CPU strategies.
-    Cpu,
-    /// grouper on an NVIDIA GPU; an error when there is none.
-    Gpu,
-    /// CPU workers and the GPU take chunks from one queue (co-processing); an error when there
-    /// is no GPU.
-    Hybrid,
-    /// DataFusion's own aggregation: the built-in baseline.
-    DataFusion,
-}
-
-impl FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "auto" => Backend::Auto,
-            "cpu" => Backend::Cpu,
-            "gpu" => Backend::Gpu,
-            "hybrid" => Backend::Hybrid,
-            "datafusion" => Backend::DataFusion,
-            _ => {
-                return Err(format!(
-                    "unknown backend '{s}' (expected auto, cpu, gpu, hybrid or datafusion)"
-                ))
-            }
-        })
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Backend::Auto => "auto",
-            Backend::Cpu => "cpu",
-            Backend::Gpu => "gpu",
-            Backend::Hybrid => "hybrid",
-            Backend::DataFusion => "datafusion",
-        })
-    }
-}
-
-/// How the chunks divide between the GPU and the CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum Split {
-    /// Both take chunks from one queue, the CPU only while it would finish before the GPU.
-    #[default]
-    Dynamic,
-    /// The CPU takes this share (0 to 1) of the chunks, the last ones, whatever the speeds;
-    /// the GPU the others.
-    Static(f64),
-}
-
-impl Split {
-    /// A static CPU share from the user: a number from 0 to 1.
-    pub fn cpu_share(share: f64) -> std::result::Result<Self, String> {
-        if (0.0..=1.0).contains(&share) {
-            Ok(Self::Static(share))
-        } else {
-            Err(format!(
-                "a CPU share is a fraction from 0 to 1, not {share}"
-            ))
-        }
-    }
-}
-
-impl std::str::FromStr for Split {
-    type Err = String;
-
-    /// A static CPU share, as the user writes it (`0.05`).
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let share: f64 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a number"))?;
-        Self::cpu_share(share)
-    }
-}
+use crate::config::Engine;
+pub use crate::config::{Backend, Split};
+use crate::group_by::GroupByPlan;
 
 /// Where one execution of a `GroupByExec` runs.
 #[derive(Debug)]

@@ -79,7 +79,7 @@ fn random_cases_agree_with_duckdb() {
         .collect();
     assert!(
         found.is_empty(),
-        "{} mismatches (shrunk cases in {}; move them to crates/grouper-cli/tests/difftest/ once fixed):\n{}",
+        "{} mismatches (shrunk cases in {}; move them to crates/grouper-cli/tests/it/regressions/ once fixed):\n{}",
         found.len(),
         save.display(),
         found.join("\n")
@@ -88,7 +88,7 @@ fn random_cases_agree_with_duckdb() {
 
 #[test]
 fn regression_cases_still_agree() {
-    let dir = root().join("crates/grouper-cli/tests/difftest");
+    let dir = root().join("crates/grouper-cli/tests/it/regressions");
     let cases = regress::load_all(&dir).unwrap();
     assert!(
         !cases.is_empty(),

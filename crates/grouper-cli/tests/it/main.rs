@@ -1,0 +1,8 @@
+//! grouper-cli's integration tests, one binary (DataFusion is linked once):
+//! - `differential`: grouper inside DataFusion against DataFusion's own aggregation;
+//! - `difftest`: against DuckDB, with the saved regression cases in `regressions/`;
+//! - `faults`: every failure a user can cause, through the `grouper` binary.
+
+mod differential;
+mod difftest;
+mod faults;

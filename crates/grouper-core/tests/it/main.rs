@@ -1,0 +1,4 @@
+//! grouper-core's integration tests, one binary (`cargo test -p grouper-core --test it`).
+
+mod strategies;
+mod structure;

@@ -1,0 +1,4 @@
+//! grouper-gpu's integration tests, one binary: they need a GPU, and are ignored without one
+//! (see `gpu`).
+
+mod gpu;
