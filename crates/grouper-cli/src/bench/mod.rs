@@ -6,11 +6,13 @@
 //! - [`regret`] (and [`strategy_sweep`], the per-point timing it and calibration share): `auto`
 //!   against every fixed strategy;
 //! - [`tuner`]: the runtime tuner against the exhaustive search;
+//! - [`check`]: the regression guard against the committed baseline of this machine;
 //! - [`common`]: timing, DuckDB, data and JSON helpers the sweeps share; [`plots`]: SVG.
 //!
 //! Method (docs/ARCHITECTURE.md, "Measuring"): data generated once per point and held in memory
 //! by every engine; one warm-up, then the median of `--reps` wall-clock runs of the whole query.
 
+pub mod check;
 pub mod common;
 pub mod cpu_sweep;
 pub mod gpu_sweep;
@@ -38,6 +40,10 @@ pub enum BenchCommand {
     /// auto against the best fixed strategy at every sweep point (CPU or GPU, uniform and
     /// zipf, dense and hashed keys): the regret, JSON and SVG plots of the regions.
     Regret(regret::RegretArgs),
+    /// The regression guard: a short fixed set (GPU and CPU points from 1 to 2^24 groups,
+    /// TPC-H Q1 in memory and from Parquet) against this machine's committed baseline; fails
+    /// when a figure is more than 10% slower.
+    Check(check::CheckArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> Result<()> {
@@ -47,5 +53,6 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Q1(a) => q1::q1(a).await,
         BenchCommand::Tuner(a) => tuner::tuner(a).await,
         BenchCommand::Regret(a) => regret::regret(a).await,
+        BenchCommand::Check(a) => check::check(a).await,
     }
 }
