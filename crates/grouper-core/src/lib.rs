@@ -7,13 +7,15 @@
 //!  input batches ──▶ keys: normalize to u64 words ──▶ planner: estimate, choose strategy
 //!                    (mixed-radix packing, string          │
 //!                     dictionaries, row interning)        ▼
-//!                          cpu::{perfect, thread_local, shared, sort}  (later: gpu)
+//!                          cpu::{perfect, thread_local, shared, sort}  (the GPU: grouper-gpu)
 //!                                          │ group ids → agg algebra (init/update/merge/finalize)
 //!                                          ▼
 //!                    keys decoded back to Arrow + finalized aggregates
 //! ```
 //!
 //! [`reference`] is a deliberately simple single-threaded executor used as the test oracle.
+//! The expression IR ([`expr`]), the planner and the tuner ([`tune`]) serve the GPU backend as
+//! well; docs/ARCHITECTURE.md maps the whole workspace.
 //!
 //! No panics on user input: outside tests the crate denies `unwrap`, `expect` and `panic!`
 //! (clippy, in CI). Input is validated where it enters ([`InputBatch::try_new`]: lengths and

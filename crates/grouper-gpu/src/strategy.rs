@@ -74,7 +74,7 @@ impl FromStr for GpuStrategy {
     }
 }
 
-/// The knobs the planner and (later) the runtime tuner set. `None` lets the planner decide
+/// The knobs the planner and the runtime tuner set. `None` lets the planner decide
 /// from the device's properties.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GpuParams {

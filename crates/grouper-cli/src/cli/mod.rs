@@ -19,7 +19,7 @@ use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy};
 
 pub use output::Format;
 
-/// grouper: GROUP BY aggregation on CPUs (and soon GPUs), inside Apache DataFusion.
+/// grouper: GROUP BY aggregation on CPUs and NVIDIA GPUs, inside Apache DataFusion.
 #[derive(Parser, Debug)]
 #[command(name = "grouper", version, about)]
 struct Cli {

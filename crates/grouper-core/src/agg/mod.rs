@@ -9,8 +9,8 @@
 //!   finalize(states)  -> Arrow array      the SQL result, NULL where SQL says so
 //! ```
 //!
-//! Every CPU strategy, the reference executor and (later) the GPU code generator use exactly these
-//! operations; strategies differ only in *where* states live and *how* rows find their group.
+//! Every CPU strategy, the reference executor and the GPU code generator (`grouper-gpu`'s
+//! `layout` and `codegen`) use exactly these operations; strategies differ only in *where* states live and *how* rows find their group.
 //!
 //! SQL semantics, matching what DataFusion plans: NULL inputs are skipped; `COUNT(*)` counts rows;
 //! `COUNT(x)` counts non-NULL values; SUM/MIN/MAX/AVG of no non-NULL value is NULL. Result types are

@@ -1,4 +1,4 @@
-//! CPU strategies (DESIGN §3). Each maps rows to dense group ids in its own way and folds values
+//! CPU strategies (docs/ARCHITECTURE.md, "Seams"). Each maps rows to dense group ids in its own way and folds values
 //! with the shared aggregate algebra:
 //!
 //! | strategy       | where states live                         | wins when                       |

@@ -1,6 +1,6 @@
 //! Key normalization: every group key (one column or several, any supported type, NULLs
 //! included) becomes one `u64` *word* per row, so strategies only ever hash, compare and index
-//! 64-bit integers (DESIGN §2 "Keys").
+//! 64-bit integers (docs/ARCHITECTURE.md, "Data flow").
 //!
 //! ```text
 //!  column       code per row (+1, NULL = 0, if NULLs) range (+1 if NULLs)

@@ -1,4 +1,4 @@
-//! How many groups a query will make, estimated before aggregating (DESIGN §5; Karnagel §4:
+//! How many groups a query will make, estimated before aggregating (docs/ARCHITECTURE.md, "The planner's decision order"; Karnagel §4:
 //! every rule keys on the group count), and where the number came from.
 //!
 //! Three sources, the most trustworthy first:

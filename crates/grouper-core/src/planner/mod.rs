@@ -1,5 +1,5 @@
 //! The planner: estimate the number of groups, then choose a strategy and its parameters
-//! (DESIGN §5; Karnagel §4's rules for the CPU side).
+//! (docs/ARCHITECTURE.md, "The planner's decision order"; Karnagel §4's rules for the CPU side).
 //!
 //! The estimate ([`estimate()`]) comes from statistics, the key range, or a sketch of the first
 //! rows, and says which. The rules are few and measured (see `grouper bench cpu-sweep`); a
