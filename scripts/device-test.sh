@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret ...]
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check ...]
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
 #   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
@@ -19,6 +19,11 @@
 # profile: Nsight Compute on the aggregation kernel of the points in PROFILE
 # ("log2groups:strategy ...", 2^PROFILE_ROWS_LOG2 rows, dense then scattered keys), and the SASS
 # of each kernel's source (atomics: native or CAS loops) under $OUT/profile/.
+# compare: the same `grouper bench gpu-sweep` (COMPARE_ARGS) with .device/bin/grouper-before.xz
+# (an earlier build, e.g. before a restructuring) and the current grouper, taking turns point
+# set by point set, JSON at $OUT/compare-{before,after}-N.json.
+# check: `grouper bench check` (CHECK_ARGS; e.g. --record to write the baseline) against
+# bench/results/baseline-<machine>.json, JSON at $OUT/check.json (and the baseline when recorded).
 # BENCH_ARGS adds arguments to `grouper bench gpu-sweep`; TEST_FILTER selects GPU tests.
 # DuckDB for the Q1 peer comes from wheels carried in .whl/ (see scripts/device-prepare.sh).
 # The kernel cache and profiles come back as $OUT/cache.txz; copied to .device/cache.txz, the
@@ -184,6 +189,29 @@ PY
   run /tmp/grouper query "SELECT count(*) AS groups, sum(n) AS n FROM ($big)" --strategy perfect_global --resident --transfer raw --format csv
   check "GPU out of memory, auto: CPU answer" 0 $'groups,n\n1000,150000000'
   kill $holder 2>/dev/null; wait $holder 2>/dev/null; rm -f /tmp/held
+fi
+if wants compare && [ -f .device/bin/grouper-before.xz ]; then
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  xz -dc .device/bin/grouper-before.xz > /tmp/grouper-before && chmod +x /tmp/grouper-before
+  # Point sets in turns (before, after, before, after): clocks and load drift over minutes.
+  for turn in 1 2; do
+    for who in before after; do
+      bin=/tmp/grouper; [ "$who" = before ] && bin=/tmp/grouper-before
+      echo "== $who, turn $turn"
+      # shellcheck disable=SC2086
+      limited "$bin" bench gpu-sweep --torch-python /bin/false --python python3 \
+        --out "$OUT/compare-$who-$turn.json" ${COMPARE_ARGS:-} 2>&1 | tee -a "$OUT/compare.log" \
+        | grep -vE "^ *$"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    done
+  done
+fi
+if wants check; then
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  # shellcheck disable=SC2086
+  limited /tmp/grouper bench check --out "$OUT/check.json" --data /tmp/bench-check ${CHECK_ARGS:-} 2>&1 | tee "$OUT/check.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  cp bench/results/baseline-*.json "$OUT/" 2>/dev/null
 fi
 echo "device-test: exit $status"
 exit $status

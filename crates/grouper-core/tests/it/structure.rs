@@ -211,8 +211,15 @@ fn cycle(g: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<Vec<Vec<Str
     None
 }
 
+/// The workspace's crates: beside this crate where it was built, else under `crates/` of the
+/// working directory (a test executable carried to another machine runs from the repository's
+/// root there).
 fn crates() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = match built.is_dir() {
+        true => built,
+        false => PathBuf::from("crates"),
+    };
     let mut out: Vec<PathBuf> = fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path().join("src"))
