@@ -13,9 +13,10 @@ import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["executable"])
-' | while read -r exe; do
-  name=$(basename "$exe" | sed "s/-[0-9a-f]*$//")
+        # Named crate-target: every crate has an integration-test binary called `it`.
+        crate = m["manifest_path"].rstrip("/").split("/")[-2]
+        print(m["executable"], crate + "-" + m["target"]["name"])
+' | while read -r exe name; do
   xz -T0 -6 -c "$exe" > ".device/tests/$name.xz"
 done
 if [ "${1:-}" != "--tests-only" ]; then
