@@ -151,7 +151,9 @@ pub async fn regret(a: RegretArgs) -> Result<()> {
                 };
                 let m = match a.backend {
                     SweepDevice::Gpu => gpu_point(&p, a.size.reps, profile.clone())?,
-                    SweepDevice::Cpu => cpu_point(&p, a.size.reps, threads, a.no_profile).await?,
+                    SweepDevice::Cpu => {
+                        cpu_point(&p, a.size.reps, threads, a.no_profile, false).await?
+                    }
                 };
                 print_row(&p, &m);
                 points.push(point_json(&p, &m));
