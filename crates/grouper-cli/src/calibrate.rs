@@ -68,7 +68,7 @@ pub async fn calibrate(a: CalibrateArgs) -> Result<()> {
                 };
                 let m = match device {
                     SweepDevice::Gpu => gpu_point(&p, a.size.reps, None)?,
-                    SweepDevice::Cpu => cpu_point(&p, a.size.reps, threads, true, false).await?,
+                    SweepDevice::Cpu => cpu_point(&p, a.size.reps, threads, true).await?,
                 };
                 let mut point = m.profile_point(&p);
                 let best = point.best().map(|(s, t)| (s.to_string(), t));

@@ -151,9 +151,7 @@ pub async fn regret(a: RegretArgs) -> Result<()> {
                 };
                 let m = match a.backend {
                     SweepDevice::Gpu => gpu_point(&p, a.size.reps, profile.clone())?,
-                    SweepDevice::Cpu => {
-                        cpu_point(&p, a.size.reps, threads, a.no_profile, false).await?
-                    }
+                    SweepDevice::Cpu => cpu_point(&p, a.size.reps, threads, a.no_profile).await?,
                 };
                 print_row(&p, &m);
                 points.push(point_json(&p, &m));

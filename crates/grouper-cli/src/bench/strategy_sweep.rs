@@ -209,15 +209,12 @@ fn auto_and_fastest<N: AsRef<str>, C>(sessions: &[(N, C, Vec<f64>)]) -> Option<(
 }
 
 /// CPU: fastest wall-clock times through DataFusion of `auto` (with this machine's CPU profile unless
-/// `no_profile`) and of every CPU strategy, on `threads` workers; with `yardstick`, also of
-/// DataFusion's own aggregation on the same data (named `datafusion`: the regression check
-/// measures the host's speed of the moment by it).
+/// `no_profile`) and of every CPU strategy, on `threads` workers.
 pub async fn cpu_point(
     p: &PointSpec,
     reps: usize,
     threads: usize,
     no_profile: bool,
-    yardstick: bool,
 ) -> Result<Measured> {
     let (batch, distinct) = batch(p)?;
     let parts: Vec<Vec<RecordBatch>> = {
@@ -234,17 +231,14 @@ pub async fn cpu_point(
             })
             .collect()
     };
-    // The sweep's engines, less DataFusion's own unless it is the yardstick; auto stays on the
-    // CPU.
+    // The sweep's engines, less DataFusion's own; auto stays on the CPU.
     let mut engines = crate::bench::common::engines(threads, true);
-    engines.retain(|(n, _)| yardstick || n != "datafusion");
+    engines.retain(|(n, _)| n != "datafusion");
     // One worker pool for every engine: pools of their own differ by where their threads
     // landed, by more than the strategies differ (see `GrouperConfig::pool`).
     let pool = grouper::worker_pool(threads)?;
     for (n, c) in engines.iter_mut() {
-        if n != "datafusion" {
-            c.backend = Backend::Cpu;
-        }
+        c.backend = Backend::Cpu;
         c.no_profile = no_profile || n != "auto";
         c.pool = Some(Arc::clone(&pool));
     }
