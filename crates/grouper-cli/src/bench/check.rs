@@ -137,8 +137,12 @@ enum Unit {
 type Figure = (String, f64, String);
 
 /// Runs of a unit again, at most, while one of its figures stays beyond the tolerance: a
-/// regression persists, a noisy run does not (on the H100 host's 16 shared cores, CPU figures
-/// of the same commit spread by up to ±29% from one pass to the next; GPU kernel times by 8%).
+/// regression persists, a noisy run does not. GPU kernel times of one commit stay within 8%
+/// from pass to pass. Host figures on the H100 machine's 16 shared cores do not: passes of the
+/// same commit minutes apart ran up to 29% slower, every strategy of a point together, so a
+/// check there still flags some CPU figures (8 of 55 with these retries, none of them on the
+/// GPU); read a CPU "SLOWER" there against the other strategies of its point before believing
+/// it, and prefer a quieter machine for CPU work.
 const RETRIES: usize = 2;
 
 /// What the units need, made once: the GPU sweep's draws, Q1's data.
