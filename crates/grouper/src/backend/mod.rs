@@ -45,7 +45,7 @@ pub(crate) enum Route {
     Hybrid { query: GpuQuery },
 }
 
-/// Rows from which `auto` co-processes an in-memory table (see `execute`).
+/// Rows from which `auto` co-processes an in-memory table (see [`Route::choose`]).
 pub const HYBRID_MIN_ROWS: usize = 1 << 24;
 
 impl Route {
