@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the cargo-fuzz targets for a bounded time each (nightly toolchain; cargo-fuzz is
 # installed when missing). Crashes land in fuzz/artifacts/<target>/; turn each into a test
-# (crates/grouper-cli/tests/faults.rs, crates/grouper-core/tests/strategies.rs) before fixing it.
+# (crates/grouper-cli/tests/it/faults.rs, crates/grouper-core/tests/it/strategies.rs) before fixing it.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default: 60 s, operator and cli)
 set -euo pipefail
 cd "$(dirname "$0")/.."
