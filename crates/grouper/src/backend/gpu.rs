@@ -21,8 +21,8 @@ use grouper_core::QuerySpec;
 use grouper_gpu::{ColumnBounds, Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
 
 use super::cpu::evaluate;
-use super::{external, in_memory_rows, over_budget, Attempt, Backend, Ran};
-use crate::config::Engine;
+use super::{external, in_memory_rows, over_budget, Attempt, Ran};
+use crate::config::{Backend, Engine};
 use crate::group_by::GroupByPlan;
 
 /// The GPU form of `plan`'s query and whether its batches come from the fused source, or why

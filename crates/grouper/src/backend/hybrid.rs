@@ -44,8 +44,8 @@ use grouper_gpu::{GpuOptions, GpuQuery, Piece, Prepared};
 
 use super::cpu::run_cpu_with;
 use super::gpu::collect;
-use super::{external, Ran, Split};
-use crate::config::Engine;
+use super::{external, Ran};
+use crate::config::{Engine, Split};
 use crate::group_by::GroupByPlan;
 
 /// What a CPU worker gets from the queue.

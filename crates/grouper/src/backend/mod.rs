@@ -28,8 +28,7 @@ use grouper_core::planner::Decision;
 #[cfg(feature = "gpu")]
 use grouper_gpu::{Gpu, GpuQuery, GpuReport};
 
-use crate::config::Engine;
-pub use crate::config::{Backend, Split};
+use crate::config::{Backend, Engine};
 use crate::group_by::GroupByPlan;
 
 /// Where one execution of a `GroupByExec` runs.
