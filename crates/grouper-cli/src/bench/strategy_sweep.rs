@@ -192,7 +192,7 @@ const RETIME_SECONDS: f64 = 2.0;
 const RETIME_MAX_PAIRS: usize = 200;
 
 /// The fastest of `runs` (infinite before the first).
-fn fastest(runs: &[f64]) -> f64 {
+pub(crate) fn fastest(runs: &[f64]) -> f64 {
     runs.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
