@@ -18,9 +18,9 @@ use std::sync::{Arc, PoisonError, RwLock};
 use arrow::array::{new_empty_array, ArrayRef};
 use arrow::compute::concat;
 
-use crate::cpu::local::{self, Partial};
 use crate::cpu::morsel::run_workers;
-use crate::cpu::{self, dense, finalize_chunk_aggs, new_accumulators, Chunk, Strategy};
+use crate::cpu::streaming::{self, Partial};
+use crate::cpu::{self, dense, finalize_chunk_aggs, new_accumulators, Chunk, Intake, Strategy};
 use crate::error::{GrouperError, Result};
 use crate::input::{morsels, InputBatch, QuerySpec};
 use crate::keys::KeyCodec;
@@ -268,13 +268,13 @@ impl Aggregation {
                 }
             };
             let parts: Vec<Partial> = workers.into_iter().filter_map(|w| w.partial).collect();
-            if decision.strategy == Strategy::Perfect && !parts.iter().all(Partial::is_dense) {
+            if decision.strategy == Strategy::Perfect && !parts.iter().all(Partial::is_direct) {
                 decision.reason += &format!(
                     "; the key range grew past the direct-index bound (domain {}), so workers switched to hash tables",
                     plan.codec.domain()
                 );
             }
-            (local::merge(&self.spec, parts, &params)?, plan.codec)
+            (streaming::merge(&self.spec, parts, &params)?, plan.codec)
         } else {
             let kept: Vec<InputBatch> = workers.into_iter().flat_map(|w| w.kept).collect();
             let morsels = morsels(&kept);
@@ -414,21 +414,25 @@ impl Worker {
             if self.seen.as_ref().is_some_and(|(_, v)| *v == plan.version) {
                 return Ok(plan);
             }
-            let params = &plan.decision.params;
+            let Intake::Streaming(new_index) = plan.decision.strategy.descriptor().intake else {
+                return Err(GrouperError::InvalidInput(
+                    "a buffered strategy has no worker groups".into(),
+                ));
+            };
+            let index = || {
+                new_index(
+                    plan.codec.domain(),
+                    agg.dense_limit(),
+                    &plan.decision.params,
+                )
+            };
             match (self.partial.take(), self.seen.take()) {
                 (Some(p), Some((old, v))) => {
                     let old_words = p.words();
                     let keys = old.decode(&old_words)?;
                     match plan.codec.encode(&keys, old_words.len())? {
                         Some(words) => {
-                            let domain = plan.codec.domain();
-                            self.partial = Some(p.rekeyed(
-                                &agg.spec,
-                                &words,
-                                domain,
-                                agg.dense_limit(),
-                                params,
-                            )?);
+                            self.partial = Some(p.rekeyed(&agg.spec, &words, index()?)?)
                         }
                         None => {
                             self.partial = Some(p);
@@ -438,12 +442,7 @@ impl Worker {
                         }
                     }
                 }
-                _ if plan.decision.strategy == Strategy::Perfect
-                    && plan.codec.domain() <= agg.dense_limit() =>
-                {
-                    self.partial = Some(Partial::dense(&agg.spec, plan.codec.domain())?);
-                }
-                _ => self.partial = Some(Partial::hashed(&agg.spec, params)?),
+                _ => self.partial = Some(Partial::new(&agg.spec, index()?)?),
             }
             self.seen = Some((Arc::clone(&plan.codec), plan.version));
             return Ok(plan);

@@ -80,7 +80,7 @@ pub fn targets(gpu: bool, threads: usize) -> Result<Vec<Target>> {
     for s in Strategy::ALL {
         configs.push((format!("cpu:{s}"), false, cpu(Some(s), None)));
     }
-    for s in [Strategy::ThreadLocal, Strategy::Shared] {
+    for s in Strategy::ALL.into_iter().filter(|s| s.descriptor().grows) {
         configs.push((format!("cpu:{s}/initial=1"), false, cpu(Some(s), Some(1))));
     }
     if gpu {
@@ -103,7 +103,7 @@ pub fn targets(gpu: bool, threads: usize) -> Result<Vec<Target>> {
         configs.push((
             "gpu:global/initial=1".into(),
             true,
-            gpu(Some(GpuStrategy::Global), Some(1)),
+            gpu(Some(GpuStrategy::GLOBAL), Some(1)),
         ));
     }
     configs

@@ -2,6 +2,7 @@
 //! merged at the end. `perfect` uses the key word itself as the id (Tomé §3.3's perfect hash);
 //! `sort` uses the rank of the key's run.
 
+use super::group_index::{GroupIndex, Groups};
 use super::morsel::run_workers;
 use super::{new_accumulators, update_all, Chunk};
 use crate::error::{GrouperError, Result};
@@ -19,6 +20,13 @@ pub fn check_domain(domain: u64) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Whether direct-index arrays over a key domain of `domain` values (as the first batch showed
+/// it) stay within `limit` values, with room for the range to widen by an eighth (so that a
+/// direct index is not abandoned midway).
+pub fn fits(domain: u64, limit: u64) -> bool {
+    domain.saturating_add(domain / 8) <= limit
 }
 
 /// Aggregates all morsels into `domain` groups; `ids(m, out)` writes morsel `m`'s group ids.
@@ -53,7 +61,13 @@ pub fn aggregate(
             update_all(&mut l.accs, &l.gids, &morsels[m], domain)
         },
     )?;
-    let merged = merge(locals.into_iter().map(|l| (l.accs, l.present)).collect())?;
+    let merged = merge(
+        locals
+            .into_iter()
+            .map(|l| (l.accs, present_ids(&l.present)))
+            .collect(),
+        domain,
+    )?;
     Ok(merged.into_iter().next().unwrap_or(Chunk {
         words: Vec::new(),
         accs: new_accumulators(spec)?,
@@ -61,31 +75,89 @@ pub fn aggregate(
     }))
 }
 
-/// Merges per-worker dense arrays (accumulators and presence) into one chunk selecting the
-/// groups that received rows; no chunk when there are no workers.
-pub fn merge(mut locals: Vec<(super::Accumulators, Vec<bool>)>) -> Result<Option<Chunk>> {
-    let Some((mut accs, mut present)) = locals.pop() else {
+/// The ids flagged present.
+fn present_ids(present: &[bool]) -> Vec<u32> {
+    (0..present.len() as u32)
+        .filter(|&g| present[g as usize])
+        .collect()
+}
+
+/// Merges per-worker dense arrays over `domain` ids (accumulators, and the ids that received
+/// rows) into one chunk selecting the groups that received rows; no chunk when there are no
+/// workers.
+pub fn merge(
+    mut locals: Vec<(super::Accumulators, Vec<u32>)>,
+    domain: usize,
+) -> Result<Option<Chunk>> {
+    let Some((mut accs, ids)) = locals.pop() else {
         return Ok(None);
     };
-    for (other_accs, other_present) in &locals {
-        let idx: Vec<u32> = (0..other_present.len() as u32)
-            .filter(|&g| other_present[g as usize])
-            .collect();
+    let mut present = vec![false; domain];
+    ids.iter().for_each(|&g| present[g as usize] = true);
+    for (other_accs, idx) in &locals {
         for (a, b) in accs.iter_mut().zip(other_accs) {
-            a.merge(b.as_ref(), &idx, &idx)?;
+            a.merge(b.as_ref(), idx, idx)?;
         }
-        for &g in &idx {
-            present[g as usize] = true;
-        }
+        idx.iter().for_each(|&g| present[g as usize] = true);
     }
-    let select: Vec<u32> = (0..present.len() as u32)
-        .filter(|&g| present[g as usize])
-        .collect();
     Ok(Some(Chunk {
         words: Vec::new(),
         accs,
-        select: Some(select),
+        select: Some(present_ids(&present)),
     }))
+}
+
+/// `perfect`'s group index: the key word is the group id (Tomé §3.3's perfect hash), over a
+/// domain small enough for per-worker arrays; a flag per id says which received rows.
+pub struct DirectIndex {
+    present: Vec<bool>,
+}
+
+impl DirectIndex {
+    /// An index over the key domain `0..domain`; fails beyond [`MAX_DOMAIN`].
+    pub fn new(domain: u64) -> Result<Self> {
+        check_domain(domain)?;
+        Ok(Self {
+            present: vec![false; domain as usize],
+        })
+    }
+}
+
+impl GroupIndex for DirectIndex {
+    fn intern(&mut self, words: &[u64], gids: &mut Vec<u32>) {
+        gids.clear();
+        gids.extend(words.iter().map(|&w| w as u32));
+        for &g in gids.iter() {
+            self.present[g as usize] = true;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.present.len()
+    }
+
+    fn words(&self) -> Vec<u64> {
+        present_ids(&self.present)
+            .into_iter()
+            .map(u64::from)
+            .collect()
+    }
+
+    fn into_groups(self: Box<Self>) -> Groups {
+        let ids = present_ids(&self.present);
+        Groups {
+            words: ids.iter().map(|&g| u64::from(g)).collect(),
+            ids: Some(ids),
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.present.len()
+    }
+
+    fn is_direct(&self) -> bool {
+        true
+    }
 }
 
 impl Chunk {

@@ -10,12 +10,18 @@
 //! | `sort`         | sort (key, row) pairs, runs become groups  | very many groups, sorted input  |
 //!
 //! All of them run morsel-driven on the current rayon pool ([`morsel`]).
+//!
+//! [`DESCRIPTORS`] is the one table of them that the planner, the executor, the CLI, difftest
+//! and calibration read: a strategy's name, how it takes its input (streaming into a worker's
+//! [`group_index::GroupIndex`], or buffered), when `auto` may pick it, and whether its tables
+//! grow. Adding a strategy is its module, an enum variant and a row here.
 
 pub mod dense;
-pub mod local;
+pub mod group_index;
 pub mod morsel;
 pub mod shared;
 pub mod sort;
+pub mod streaming;
 pub mod thread_local;
 
 use std::fmt;
@@ -27,8 +33,10 @@ use crate::agg::{new_accumulator, GroupAccumulator};
 use crate::error::{GrouperError, Result};
 use crate::hash::HashFn;
 use crate::input::{InputBatch, QuerySpec};
+use crate::table::LinearTable;
+use group_index::GroupIndex;
 
-/// A CPU aggregation strategy.
+/// A CPU aggregation strategy (its properties are its row of [`DESCRIPTORS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Strategy {
     /// Direct-index arrays per thread.
@@ -42,7 +50,7 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    /// Every CPU strategy.
+    /// Every CPU strategy, in the order of [`DESCRIPTORS`].
     pub const ALL: [Strategy; 4] = [
         Strategy::Perfect,
         Strategy::ThreadLocal,
@@ -50,15 +58,116 @@ impl Strategy {
         Strategy::Sort,
     ];
 
+    /// Its row of [`DESCRIPTORS`].
+    pub fn descriptor(self) -> &'static Descriptor {
+        &DESCRIPTORS[self as usize]
+    }
+
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Perfect => "perfect",
-            Strategy::ThreadLocal => "thread_local",
-            Strategy::Shared => "shared",
-            Strategy::Sort => "sort",
-        }
+        self.descriptor().name
     }
+
+    /// Whether the strategy folds batches in as they arrive rather than needing the whole input
+    /// first.
+    pub fn is_streaming(self) -> bool {
+        matches!(self.descriptor().intake, Intake::Streaming(_))
+    }
+}
+
+/// Makes a worker's group index for a key domain of `domain` values; `dense_limit` is the
+/// largest domain the query keeps in direct-index arrays.
+pub type NewIndex =
+    fn(domain: u64, dense_limit: u64, params: &Params) -> Result<Box<dyn GroupIndex>>;
+
+/// Runs a strategy over all morsels and their key words.
+pub type RunBuffered = fn(
+    spec: &QuerySpec,
+    morsels: &[InputBatch],
+    words: &[Vec<u64>],
+    params: &Params,
+) -> Result<Vec<Chunk>>;
+
+/// How a strategy takes its input.
+#[derive(Clone, Copy)]
+pub enum Intake {
+    /// Each worker folds batches into its own groups as they arrive ([`streaming::Partial`]
+    /// over the index this makes); the workers' groups merge at the end.
+    Streaming(NewIndex),
+    /// The batches are kept until all have arrived, then this runs over all of them (`shared`
+    /// sizes one table for all; `sort` sorts all).
+    Buffered(RunBuffered),
+}
+
+/// One CPU strategy's properties: the one place the rest of the engine learns them from.
+pub struct Descriptor {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// The name used on the command line, in profiles and in reports.
+    pub name: &'static str,
+    /// How it takes its input.
+    pub intake: Intake,
+    /// Whether `auto` may pick it (from a profile's ranking) for keys whose estimated domain
+    /// is `domain` values, when direct-index arrays may span `perfect_limit` of them.
+    pub eligible: fn(domain: u64, perfect_limit: u64) -> bool,
+    /// Whether its hash tables start at [`Params::initial_groups`] or
+    /// [`Params::private_groups`] and grow (difftest also runs it from tiny tables).
+    pub grows: bool,
+}
+
+/// Every CPU strategy's descriptor, in the order of [`Strategy`]'s variants.
+pub const DESCRIPTORS: [Descriptor; 4] = [
+    Descriptor {
+        strategy: Strategy::Perfect,
+        name: "perfect",
+        intake: Intake::Streaming(perfect_index),
+        eligible: dense::fits,
+        grows: false,
+    },
+    Descriptor {
+        strategy: Strategy::ThreadLocal,
+        name: "thread_local",
+        intake: Intake::Streaming(private_table),
+        eligible: always,
+        grows: true,
+    },
+    Descriptor {
+        strategy: Strategy::Shared,
+        name: "shared",
+        intake: Intake::Buffered(shared::run),
+        eligible: always,
+        grows: true,
+    },
+    Descriptor {
+        strategy: Strategy::Sort,
+        name: "sort",
+        intake: Intake::Buffered(sort::run),
+        eligible: always,
+        grows: false,
+    },
+];
+
+fn always(_: u64, _: u64) -> bool {
+    true
+}
+
+/// `perfect`: a direct index while the domain fits the query's bound, else (the key range grew
+/// past it) a private hash table.
+fn perfect_index(domain: u64, dense_limit: u64, params: &Params) -> Result<Box<dyn GroupIndex>> {
+    if domain <= dense_limit {
+        Ok(Box::new(dense::DirectIndex::new(domain)?))
+    } else {
+        private_table(domain, dense_limit, params)
+    }
+}
+
+/// `thread_local`: a private linear-probing table sized for [`Params::private_groups`].
+fn private_table(_: u64, _: u64, params: &Params) -> Result<Box<dyn GroupIndex>> {
+    Ok(Box::new(LinearTable::new(
+        params.private_groups,
+        params.hash,
+        params.fill_factor,
+    )))
 }
 
 impl fmt::Display for Strategy {
@@ -74,8 +183,10 @@ impl FromStr for Strategy {
             .into_iter()
             .find(|x| x.name() == s)
             .ok_or_else(|| {
+                let names: Vec<&str> = DESCRIPTORS.iter().map(|d| d.name).collect();
                 GrouperError::InvalidOption(format!(
-                    "unknown CPU strategy '{s}' (expected perfect, thread_local, shared or sort)"
+                    "unknown CPU strategy '{s}' (expected one of {})",
+                    names.join(", ")
                 ))
             })
     }
@@ -130,15 +241,7 @@ pub fn update_all(
     Ok(())
 }
 
-impl Strategy {
-    /// Whether the strategy folds batches in as they arrive (`perfect`, `thread_local`) rather
-    /// than needing the whole input first (`shared` sizes one table for all; `sort` sorts all).
-    pub fn is_streaming(self) -> bool {
-        matches!(self, Strategy::Perfect | Strategy::ThreadLocal)
-    }
-}
-
-/// Runs a non-streaming strategy over all morsels and their key words.
+/// Runs a buffered strategy over all morsels and their key words.
 pub fn run_buffered(
     strategy: Strategy,
     spec: &QuerySpec,
@@ -146,11 +249,10 @@ pub fn run_buffered(
     words: &[Vec<u64>],
     params: &Params,
 ) -> Result<Vec<Chunk>> {
-    match strategy {
-        Strategy::Shared => shared::run(spec, morsels, words, params),
-        Strategy::Sort => sort::run(spec, morsels, words),
-        s => Err(GrouperError::InvalidOption(format!(
-            "{s} streams; it does not run on buffered input"
+    match strategy.descriptor().intake {
+        Intake::Buffered(run) => run(spec, morsels, words, params),
+        Intake::Streaming(_) => Err(GrouperError::InvalidOption(format!(
+            "{strategy} streams; it does not run on buffered input"
         ))),
     }
 }
@@ -161,4 +263,20 @@ pub(crate) fn finalize_chunk_aggs(
     select: Option<&[u32]>,
 ) -> Result<Vec<ArrayRef>> {
     accs.into_iter().map(|a| a.finalize(select)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_follow_the_variants() {
+        for (i, s) in Strategy::ALL.into_iter().enumerate() {
+            assert_eq!(s as usize, i);
+            assert_eq!(DESCRIPTORS[i].strategy, s);
+            assert_eq!(s.name().parse::<Strategy>().unwrap(), s);
+        }
+        let err = "hashed".parse::<Strategy>().unwrap_err().to_string();
+        assert!(err.contains("perfect, thread_local, shared, sort"), "{err}");
+    }
 }

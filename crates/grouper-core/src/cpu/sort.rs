@@ -10,12 +10,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use rayon::prelude::*;
 
-use super::{dense, Chunk};
+use super::{dense, Chunk, Params};
 use crate::error::Result;
 use crate::input::{InputBatch, QuerySpec};
 
-/// Runs the strategy; returns one chunk with groups in key order.
-pub fn run(spec: &QuerySpec, morsels: &[InputBatch], words: &[Vec<u64>]) -> Result<Vec<Chunk>> {
+/// Runs the strategy; returns one chunk with groups in key order (it has no parameters).
+pub fn run(
+    spec: &QuerySpec,
+    morsels: &[InputBatch],
+    words: &[Vec<u64>],
+    _: &Params,
+) -> Result<Vec<Chunk>> {
     let mut pairs: Vec<(u64, u32, u32)> = words
         .par_iter()
         .enumerate()

@@ -1,12 +1,13 @@
 //! `thread_local`: every worker aggregates its batches into a private linear-probing table (no
 //! sharing, no atomics: Rosenfeld's INDEPENDENT, Luan's "independent tables"; the per-worker state
-//! is [`super::local::Partial`]), then the tables are merged in parallel by radix partition, as
+//! is [`super::streaming::Partial`] over a [`LinearTable`]), then the tables are merged in parallel by radix partition, as
 //! DuckDB does: each group goes to the partition named by its hash, and each partition is merged
 //! by one thread into its own table, so no two threads touch the same group and the merge scales
 //! with the threads.
 
 use rayon::prelude::*;
 
+use super::group_index::{GroupIndex, Groups};
 use super::{new_accumulators, Accumulators, Chunk, Params};
 use crate::error::Result;
 use crate::hash::murmur3;
@@ -18,6 +19,31 @@ use crate::table::LinearTable;
 #[inline]
 fn partition_of(word: u64, bits: u32) -> usize {
     (murmur3(word) & ((1u64 << bits) - 1)) as usize
+}
+
+impl GroupIndex for LinearTable {
+    fn intern(&mut self, words: &[u64], gids: &mut Vec<u32>) {
+        self.map(words, gids);
+    }
+
+    fn len(&self) -> usize {
+        LinearTable::len(self)
+    }
+
+    fn words(&self) -> Vec<u64> {
+        self.keys().to_vec()
+    }
+
+    fn into_groups(self: Box<Self>) -> Groups {
+        Groups {
+            words: self.into_keys(),
+            ids: None,
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        LinearTable::memory_bytes(self)
+    }
 }
 
 /// Merges per-worker groups (key words by group id, and their accumulators) by radix partition;

@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use crate::cpu::{Params, Strategy};
+use crate::cpu::{dense, Params, Strategy};
 use crate::error::Result;
 use crate::hash::HashFn;
 use crate::profile::{KeyKind, Profile};
@@ -111,7 +111,7 @@ pub fn choose(
 ) -> Result<Decision> {
     let fill_factor = overrides.fill_factor.unwrap_or(DEFAULT_FILL);
     check_fill_factor(fill_factor)?;
-    let indexable = estimate.domain.saturating_add(estimate.domain / 8) <= perfect_limit;
+    let indexable = dense::fits(estimate.domain, perfect_limit);
     let dense = indexable && (estimate.domain <= ALWAYS_PERFECT_DOMAIN || estimate.looks_dense());
     let kind = if dense {
         KeyKind::Dense
@@ -132,7 +132,7 @@ pub fn choose(
                 .ranked
                 .iter()
                 .filter_map(|(n, _)| n.parse::<Strategy>().ok())
-                .find(|&s| s != Strategy::Perfect || indexable)?;
+                .find(|&s| (s.descriptor().eligible)(estimate.domain, perfect_limit))?;
             Some((s, a.to_string()))
         });
     let (strategy, reason) = match (overrides.strategy, profiled) {
@@ -140,8 +140,7 @@ pub fn choose(
         (None, Some(advised)) => advised,
         // The first batch's range grows by an eighth if later keys fall outside it: plan for
         // that, so a direct-index choice does not have to be abandoned midway.
-        (None, None) if estimate.domain.saturating_add(estimate.domain / 8) > perfect_limit
-            && estimate.nearly_unique() =>
+        (None, None) if !indexable && estimate.nearly_unique() =>
         {
             (
                 Strategy::Sort,
@@ -151,7 +150,7 @@ pub fn choose(
                 ),
             )
         }
-        (None, None) if estimate.domain.saturating_add(estimate.domain / 8) > perfect_limit => (
+        (None, None) if !indexable => (
             Strategy::ThreadLocal,
             format!(
                 "the key domain ({}) is too wide for direct indexing (≤ {perfect_limit}); per-thread tables with a partitioned merge",
