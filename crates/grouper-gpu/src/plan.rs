@@ -10,9 +10,9 @@
 
 use crate::device::DeviceInfo;
 use crate::layout::Layout;
+use crate::placement::Room;
 use crate::query::GpuOptions;
-use crate::strategy::GpuStrategy;
-use crate::table::pow2_at_least;
+use crate::strategy::{GpuStrategy, Index, Placement};
 use grouper_core::error::{GrouperError, Result};
 use grouper_core::profile::KeyKind;
 
@@ -24,15 +24,6 @@ pub(crate) struct Choice {
     pub(crate) threads: u32,
     pub(crate) copies: u32,
     pub(crate) local_slots: u64,
-}
-
-/// Slots of a `thread_private` table at most: one per thread in device memory, so only few.
-const PRIVATE_SLOTS: u64 = 64;
-
-/// Whether `groups` fit `thread_private` tables at fill factor `fill`: beyond, every thread's
-/// table overflows and the strategy only adds a pass.
-pub(crate) fn private_tables_hold(groups: u64, fill: f64) -> bool {
-    groups as f64 / fill <= PRIVATE_SLOTS as f64
 }
 
 /// What the planner knows of a query's keys when it chooses: their domain, the groups and
@@ -95,102 +86,45 @@ pub(crate) fn choose(
         skewed,
     } = demand;
     let w = layout.words as u64;
-    let k = key_words.max(1) as u64;
     let fill = opts.params.fill_factor;
     let single = key_words <= 1;
-    let smem = info.shared_per_block as u64;
-    // Block sizes to consider: the user's, or 256, 512 and 1024 threads. Larger blocks share
-    // one shared-memory table among more threads, so a large table still leaves the SM full
-    // of threads (occupancy hides the input's memory latency).
-    let block_sizes: Vec<u32> = match opts.params.threads_per_block {
-        Some(t) => vec![t],
-        None => vec![256, 512, 1024],
-    };
-    let largest = *block_sizes.last().unwrap_or(&256);
-    // Shared bytes a block of `t` threads may use while the SM stays fully occupied (the
-    // driver reserves 1 KiB per block).
-    let at_full = |t: u32| -> u64 {
-        let blocks = (info.threads_per_sm / t).max(1) as u64;
-        (info.shared_per_sm as u64 / blocks)
-            .saturating_sub(1024)
-            .min(smem)
-    };
-    let pow2_floor = |x: u64| {
-        if x == 0 {
-            0
-        } else {
-            1u64 << (63 - x.leading_zeros())
-        }
-    };
-    // perfect_shared: (threads, copies). The smallest block that holds at least one copy at
-    // full occupancy, with as many interleaved copies as fit (fewer conflicts on hot slots),
-    // up to one per thread; else one copy in a block of the largest size.
-    let shared_plan = |bytes_per_copy: u64| -> (u32, u32) {
-        let bytes_per_copy = bytes_per_copy.max(1);
-        block_sizes
-            .iter()
-            .map(|&t| {
-                (
-                    t,
-                    pow2_floor((at_full(t) / bytes_per_copy).min(t as u64)) as u32,
-                )
-            })
-            .find(|&(_, c)| c > 0)
-            .unwrap_or((largest, (bytes_per_copy <= smem) as u32))
+    let room = Room {
+        info,
+        block_sizes: match opts.params.threads_per_block {
+            Some(t) => vec![t],
+            None => vec![256, 512, 1024],
+        },
+        default_threads: opts.params.threads_per_block.unwrap_or(256),
+        words: w,
+        key_words: key_words.max(1) as u64,
+        domain,
+        groups,
+        fill,
+        // A direct table in device memory: within a quarter of the device, and half of the
+        // memory limit (the rest streams the input).
+        direct_room: (info.memory_bytes / 4).min(opts.memory_limit.map_or(u64::MAX, |l| l / 2)),
     };
     let registers_ok = single && domain <= 8 && domain * w <= 48;
-    let (shared_threads, shared_copies) = if single {
-        shared_plan(domain.saturating_mul(8 * w))
-    } else {
-        (largest, 0)
-    };
-    // A direct table in device memory: within a quarter of the device, and half of the
-    // memory limit (the rest streams the input).
-    let direct_room = (info.memory_bytes / 4).min(opts.memory_limit.map_or(u64::MAX, |l| l / 2));
-    let global_direct_ok = single && domain.saturating_mul(8 * w) <= direct_room;
-    // block_local: (threads, slots). The smallest block whose table holds ~groups / fill slots
-    // at full occupancy; else the largest table that keeps the SM full with the largest blocks.
-    let block_plan = |g: u64| -> (u32, u64) {
-        let want = pow2_at_least(((g as f64 / fill) as u64).max(64));
-        let bytes = 8 * (w + k);
-        block_sizes
-            .iter()
-            .find(|&&t| want * bytes <= at_full(t))
-            .map(|&t| (t, want))
-            .unwrap_or((largest, pow2_floor(at_full(largest) / bytes).min(want)))
-    };
-    let block_slots = |g: u64| block_plan(g).1;
-    let private_slots = pow2_at_least(((groups as f64 / fill) as u64).clamp(16, PRIVATE_SLOTS));
+    let shared = Placement::Shared.size(Index::Direct, &room);
+    let (shared_threads, shared_copies) =
+        shared.map_or((room.largest(), 0), |z| (z.threads, z.copies));
+    let global_direct_ok = Placement::Global.size(Index::Direct, &room).is_some();
+    let block_slots = Placement::Block
+        .size(Index::Hashed, &room)
+        .map_or(0, |z| z.local_slots);
     let pick = |strategy: GpuStrategy, reason: String| -> Result<Choice> {
-        let default_threads = opts.params.threads_per_block.unwrap_or(256);
-        let (threads, copies, local_slots) = match strategy {
-            GpuStrategy::PerfectShared => (shared_threads, shared_copies, 0),
-            GpuStrategy::BlockLocal => {
-                let (t, slots) = block_plan(groups);
-                (t, 0, slots)
-            }
-            GpuStrategy::ThreadPrivate => (default_threads, 0, private_slots),
-            _ => (default_threads, 0, 0),
-        };
-        let fits = match strategy {
-            GpuStrategy::PerfectRegisters => single && domain.saturating_mul(w) <= 64,
-            GpuStrategy::PerfectShared => shared_copies > 0,
-            GpuStrategy::PerfectGlobal => global_direct_ok,
-            GpuStrategy::BlockLocal => local_slots >= 16,
-            _ => true,
-        };
-        if !fits {
+        let Some(z) = strategy.placement().size(strategy.index(), &room) else {
             return Err(GrouperError::InvalidOption(format!(
                 "GPU strategy {strategy} does not apply: key domain {domain} with {w} state words{}",
                 if single { "" } else { " (keys wider than 64 bits)" }
             )));
-        }
+        };
         Ok(Choice {
             strategy,
             reason,
-            threads,
-            copies,
-            local_slots,
+            threads: z.threads,
+            copies: z.copies,
+            local_slots: z.local_slots,
         })
     };
     if let Some(s) = opts.strategy {
@@ -213,7 +147,7 @@ pub(crate) fn choose(
             let Ok(s) = name.parse::<GpuStrategy>() else {
                 continue;
             };
-            if s == GpuStrategy::ThreadPrivate && !private_tables_hold(groups, fill) {
+            if !s.placement().holds(groups, fill) {
                 continue;
             }
             if let Ok(c) = pick(s, advice.to_string()) {
@@ -223,13 +157,13 @@ pub(crate) fn choose(
     }
     if registers_ok {
         return pick(
-            GpuStrategy::PerfectRegisters,
+            GpuStrategy::PERFECT_REGISTERS,
             format!("key domain {domain} fits registers"),
         );
     }
     if shared_copies >= 32.min(shared_threads) || (shared_copies > 0 && domain <= 4096) {
         return pick(
-            GpuStrategy::PerfectShared,
+            GpuStrategy::PERFECT_SHARED,
             format!("key domain {domain} fits shared memory ({shared_copies} copies per block)"),
         );
     }
@@ -239,7 +173,7 @@ pub(crate) fn choose(
     let contended = top_share >= hot_limit;
     if contended {
         return pick(
-            GpuStrategy::BlockLocal,
+            GpuStrategy::BLOCK_LOCAL,
             format!(
                 "the hottest key takes {:.2}% of the rows (≥ {:.3}%): in one device-memory table its atomics serialize; per-block shared tables absorb it, the rest overflows",
                 100.0 * top_share,
@@ -249,20 +183,20 @@ pub(crate) fn choose(
     }
     if global_direct_ok && domain <= groups.saturating_mul(4).max(rows).max(1 << 16) {
         return pick(
-            GpuStrategy::PerfectGlobal,
+            GpuStrategy::PERFECT_GLOBAL,
             format!(
                 "dense keys: domain {domain} for ~{groups} groups, direct index in device memory"
             ),
         );
     }
-    if block_slots(groups) as f64 * fill >= groups as f64 && block_slots(groups) >= 64 {
+    if block_slots as f64 * fill >= groups as f64 && block_slots >= 64 {
         return pick(
-            GpuStrategy::BlockLocal,
+            GpuStrategy::BLOCK_LOCAL,
             format!("~{groups} groups fit a shared-memory hash table per block"),
         );
     }
     pick(
-        GpuStrategy::Global,
+        GpuStrategy::GLOBAL,
         format!("~{groups} groups: one hash table in device memory"),
     )
 }
@@ -314,7 +248,7 @@ mod tests {
             for log in 0..=12 {
                 let domain = 1u64 << log;
                 let forced = GpuOptions {
-                    strategy: Some(GpuStrategy::PerfectShared),
+                    strategy: Some(GpuStrategy::PERFECT_SHARED),
                     ..opts.clone()
                 };
                 let c = choose(
@@ -354,11 +288,11 @@ mod tests {
                 &info,
             )
             .unwrap();
-            assert_eq!(auto.strategy, GpuStrategy::PerfectShared, "{auto:?}");
+            assert_eq!(auto.strategy, GpuStrategy::PERFECT_SHARED, "{auto:?}");
         }
         // A block size the user fixed is kept: the table then costs occupancy.
         let fixed = GpuOptions {
-            strategy: Some(GpuStrategy::PerfectShared),
+            strategy: Some(GpuStrategy::PERFECT_SHARED),
             params: GpuParams {
                 threads_per_block: Some(256),
                 ..Default::default()
@@ -377,7 +311,7 @@ mod tests {
         // block_local: 1024 groups at fill 0.5 need 2048 slots of 4 words (key, rows, sum,
         // seen): 64 KiB, which only blocks of 1024 threads may take at full occupancy.
         let forced = GpuOptions {
-            strategy: Some(GpuStrategy::BlockLocal),
+            strategy: Some(GpuStrategy::BLOCK_LOCAL),
             ..opts.clone()
         };
         let c = choose(
@@ -407,7 +341,7 @@ mod tests {
         // Dense keys over 2^16 values, uniform: a direct table in device memory.
         let uniform = Demand::uniform(1 << 16, 1 << 16, 1 << 28);
         let c = choose(&opts, &layout(1), 1, uniform, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::PerfectGlobal, "{c:?}");
+        assert_eq!(c.strategy, GpuStrategy::PERFECT_GLOBAL, "{c:?}");
         // The same keys zipf-distributed: the hottest takes ~11% of the rows.
         let zipf = Demand {
             top_share: 0.11,
@@ -415,7 +349,7 @@ mod tests {
             ..uniform
         };
         let c = choose(&opts, &layout(1), 1, zipf, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         assert!(
             c.reason.contains("hottest key takes 11.00%"),
             "{}",
@@ -424,13 +358,13 @@ mod tests {
         // Hashed keys, many groups: the global hash table unless a key is hot.
         let wide = Demand::uniform(u64::MAX, 1 << 20, 1 << 28);
         let c = choose(&opts, &layout(1), 1, wide, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::Global, "{c:?}");
+        assert_eq!(c.strategy, GpuStrategy::GLOBAL, "{c:?}");
         let hot = Demand {
             top_share: 2.0 * info.hot_key_share(),
             ..wide
         };
         let c = choose(&opts, &layout(1), 1, hot, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         // Shared-memory strategies already spread hot keys: the rules keep them.
         let small = Demand {
             top_share: 0.3,
@@ -438,18 +372,18 @@ mod tests {
             ..Demand::uniform(1024, 1024, 1 << 28)
         };
         let c = choose(&opts, &layout(1), 1, small, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::PerfectShared, "{c:?}");
+        assert_eq!(c.strategy, GpuStrategy::PERFECT_SHARED, "{c:?}");
         // Re-planned for more groups than estimated: uniform keys cool down, skewed stay hot.
         let few = Demand {
             top_share: 1.0 / 40.0,
             ..Demand::uniform(u64::MAX, 40, 1 << 28)
         };
         let c = choose(&opts, &layout(1), 1, few, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::BlockLocal, "{c:?}");
+        assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         let grown = few.grown(1 << 20);
         assert!(grown.top_share < 1e-4, "{grown:?}");
         let c = choose(&opts, &layout(1), 1, grown, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::Global, "{c:?}");
+        assert_eq!(c.strategy, GpuStrategy::GLOBAL, "{c:?}");
         let skewed = Demand {
             skewed: true,
             ..few
@@ -457,10 +391,10 @@ mod tests {
         assert_eq!(skewed.grown(1 << 20).top_share, skewed.top_share);
         // A forced strategy stays forced.
         let forced = GpuOptions {
-            strategy: Some(GpuStrategy::Global),
+            strategy: Some(GpuStrategy::GLOBAL),
             ..opts
         };
         let c = choose(&forced, &layout(1), 1, hot, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::Global);
+        assert_eq!(c.strategy, GpuStrategy::GLOBAL);
     }
 }

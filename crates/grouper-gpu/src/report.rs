@@ -170,8 +170,8 @@ mod tests {
             threads,
             items: 4,
         };
-        let planned = c(GpuStrategy::BlockLocal, 4, 256);
-        let found = c(GpuStrategy::BlockLocal, 8, 128);
+        let planned = c(GpuStrategy::BLOCK_LOCAL, 4, 256);
+        let found = c(GpuStrategy::BLOCK_LOCAL, 8, 128);
         let step = |config, time| Step {
             config,
             time,
@@ -179,7 +179,7 @@ mod tests {
             reference: None,
         };
         let r = TuneReport {
-            starts: vec![planned, c(GpuStrategy::Global, 8, 256)],
+            starts: vec![planned, c(GpuStrategy::GLOBAL, 8, 256)],
             steps: vec![step(planned, 2e-6), step(found, 1e-6)],
             best: Some((found, 1e-6)),
             converged: true,

@@ -120,7 +120,7 @@ impl Prepared {
             grows: 0,
             blocks: planned.blocks,
             threads: planned.spec.threads,
-            shared_bytes: planned.spec.shared_bytes(),
+            shared_bytes: crate::placement::shared_bytes(&planned.spec),
             compile_ms: compiled.compile_ms,
             cache: compiled.source,
             upload_ms: input.upload_ms,

@@ -1,5 +1,7 @@
-//! What a GPU plan is made of: the strategy (where the aggregation table lives and how rows
-//! reach it) and the kernel parameters the planner and the runtime tuner set.
+//! What a GPU plan is made of: the strategy — an [`Index`] (direct or hashed) and a
+//! [`Placement`] (where the table lives) — and the kernel parameters the planner and the
+//! runtime tuner set, among them the hashed index's [`Probing`] scheme and hash function. The
+//! axes are orthogonal, as cuCollections separates hash, probing scheme and storage.
 
 use std::fmt;
 use std::str::FromStr;
@@ -7,54 +9,134 @@ use std::str::FromStr;
 use grouper_core::error::GrouperError;
 use grouper_core::hash::HashFn;
 
-/// Where the aggregation table lives and how rows reach it.
+/// How a row's key finds its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GpuStrategy {
-    /// Direct index; each thread accumulates in registers, then merges into shared memory and
-    /// the global table (Tomé's in_registers): a handful of groups.
-    PerfectRegisters,
-    /// Direct index into copies of the table in interleaved shared memory, bank-conflict free
-    /// (Tomé §4.1); copies are per thread when they fit, else shared with atomics.
-    PerfectShared,
-    /// Direct index into one device-memory table with atomics: dense keys beyond shared memory.
-    PerfectGlobal,
-    /// Per-block shared-memory hash table, flushed to the global table (WORKGROUPLOCAL).
-    BlockLocal,
-    /// Per-thread private hash tables in device memory, merged at the end (INDEPENDENT).
-    ThreadPrivate,
-    /// One device-memory hash table, CAS linear probing (SHARED; Karnagel §2).
+pub enum Index {
+    /// The key word is the slot (Tomé's perfect hash): dense keys in a small domain.
+    Direct,
+    /// A hash table: the key's hash starts a probe ([`Probing`]) for its slot.
+    Hashed,
+}
+
+/// Where the table a row updates lives (Karnagel's and Rosenfeld's placements). What a
+/// placement needs — its sizing on a device, its kernel body, its scratch memory — is in
+/// `placement/`, one file each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// Each thread's states in registers, merged into shared memory, then the global table:
+    /// a handful of groups (Tomé's in_registers).
+    Registers,
+    /// Copies of the table in interleaved shared memory, bank-conflict free (Tomé §4.1); per
+    /// thread when they fit, else shared by threads with atomics.
+    Shared,
+    /// One shared-memory table per block, flushed to the global table (WORKGROUPLOCAL).
+    Block,
+    /// One table per thread in device memory, merged at the end (INDEPENDENT).
+    Private,
+    /// One table in device memory for all threads, with atomics (SHARED; Karnagel §2).
     Global,
 }
 
-impl GpuStrategy {
-    /// Every GPU strategy.
-    pub const ALL: [GpuStrategy; 6] = [
-        GpuStrategy::PerfectRegisters,
-        GpuStrategy::PerfectShared,
-        GpuStrategy::PerfectGlobal,
-        GpuStrategy::BlockLocal,
-        GpuStrategy::ThreadPrivate,
-        GpuStrategy::Global,
-    ];
+/// How a hashed index probes for a key's slot (cuCollections' probing scheme). The CUDA form
+/// of each is in `codegen/probing.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Probing {
+    /// The next slot, then the next: one cache line holds several probes (Luan §3: the
+    /// fastest scheme below ~0.5–0.7 load).
+    #[default]
+    Linear,
+}
+
+impl Probing {
+    /// Every probing scheme.
+    pub const ALL: [Probing; 1] = [Probing::Linear];
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
-            GpuStrategy::PerfectRegisters => "perfect_registers",
-            GpuStrategy::PerfectShared => "perfect_shared",
-            GpuStrategy::PerfectGlobal => "perfect_global",
-            GpuStrategy::BlockLocal => "block_local",
-            GpuStrategy::ThreadPrivate => "thread_private",
-            GpuStrategy::Global => "global",
+            Probing::Linear => "linear",
         }
+    }
+}
+
+impl FromStr for Probing {
+    type Err = GrouperError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Probing::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| GrouperError::InvalidOption(format!("unknown probing scheme '{s}'")))
+    }
+}
+
+/// A GPU strategy: an index and a placement. The probing scheme and hash function of a hashed
+/// index are parameters ([`GpuParams`]), orthogonal to both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GpuStrategy {
+    index: Index,
+    placement: Placement,
+}
+
+impl GpuStrategy {
+    /// Direct index in registers.
+    pub const PERFECT_REGISTERS: GpuStrategy =
+        GpuStrategy::new(Index::Direct, Placement::Registers);
+    /// Direct index in shared memory.
+    pub const PERFECT_SHARED: GpuStrategy = GpuStrategy::new(Index::Direct, Placement::Shared);
+    /// Direct index in one device-memory table.
+    pub const PERFECT_GLOBAL: GpuStrategy = GpuStrategy::new(Index::Direct, Placement::Global);
+    /// Hash table per block in shared memory.
+    pub const BLOCK_LOCAL: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Block);
+    /// Hash table per thread in device memory.
+    pub const THREAD_PRIVATE: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Private);
+    /// One hash table in device memory.
+    pub const GLOBAL: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Global);
+
+    /// Every GPU strategy: the pairs of index and placement that make sense (registers and
+    /// interleaved shared copies are addressed by the key itself; a block's or a thread's
+    /// hash table holds the keys its rows bring).
+    pub const ALL: [GpuStrategy; 6] = [
+        GpuStrategy::PERFECT_REGISTERS,
+        GpuStrategy::PERFECT_SHARED,
+        GpuStrategy::PERFECT_GLOBAL,
+        GpuStrategy::BLOCK_LOCAL,
+        GpuStrategy::THREAD_PRIVATE,
+        GpuStrategy::GLOBAL,
+    ];
+
+    const fn new(index: Index, placement: Placement) -> Self {
+        GpuStrategy { index, placement }
+    }
+
+    /// How a row's key finds its slot.
+    pub fn index(self) -> Index {
+        self.index
+    }
+
+    /// Where the table lives.
+    pub fn placement(self) -> Placement {
+        self.placement
+    }
+
+    /// The name used on the command line and in profiles.
+    pub fn name(self) -> &'static str {
+        const NAMES: [&str; 6] = [
+            "perfect_registers",
+            "perfect_shared",
+            "perfect_global",
+            "block_local",
+            "thread_private",
+            "global",
+        ];
+        GpuStrategy::ALL
+            .iter()
+            .position(|&s| s == self)
+            .map_or("unnamed", |i| NAMES[i])
     }
 
     /// Whether the strategy indexes directly by key word (needs a small key domain).
     pub fn is_perfect(self) -> bool {
-        matches!(
-            self,
-            GpuStrategy::PerfectRegisters | GpuStrategy::PerfectShared | GpuStrategy::PerfectGlobal
-        )
+        self.index == Index::Direct
     }
 }
 
@@ -92,6 +174,8 @@ pub struct GpuParams {
     pub fill_factor: f64,
     /// Hash function of hash tables.
     pub hash: HashFn,
+    /// Probing scheme of hash tables.
+    pub probing: Probing,
     /// Initial capacity of the global hash table in groups (the estimate when `None`).
     pub initial_groups: Option<u64>,
 }
@@ -104,6 +188,7 @@ impl Default for GpuParams {
             items_per_thread: 1,
             fill_factor: 0.5,
             hash: HashFn::Murmur3,
+            probing: Probing::Linear,
             initial_groups: None,
         }
     }

@@ -183,7 +183,7 @@ fn launch_rows(
     // by value, u64 counts, device pointers); every pointer in `cols` addresses a live column
     // of at least `n` rows (or of the rows `list` names), the tables hold `cap` slots, and
     // `scratch` was fitted to `v` (spill slots for its blocks, a private table per thread).
-    unsafe { b.launch(v.launch_cfg(v.spec.shared_bytes())) }
+    unsafe { b.launch(v.launch_cfg(crate::placement::shared_bytes(&v.spec))) }
         .map_err(gpu_err("launching agg_rows"))?;
     Ok(())
 }

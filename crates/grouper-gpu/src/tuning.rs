@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::plan::{choose, private_tables_hold};
+use crate::plan::choose;
 use crate::prepare::PreparedInput;
 use crate::query::GpuOptions;
 use crate::report::TuneReport;
@@ -89,9 +89,7 @@ impl Tuning {
         if opts.strategy.is_none() {
             for s in same_table(planned.spec.strategy).filter(|&s| s != planned.spec.strategy) {
                 // Private tables help only groups few enough to fit them.
-                if s == GpuStrategy::ThreadPrivate
-                    && !private_tables_hold(input.estimate.groups, p.fill_factor)
-                {
+                if !s.placement().holds(input.estimate.groups, p.fill_factor) {
                     continue;
                 }
                 let forced = GpuOptions {
@@ -100,10 +98,9 @@ impl Tuning {
                 };
                 let dims = input.demand();
                 if let Ok(c) = choose(&forced, &input.layout, input.key_words.len(), dims, info) {
-                    let blocks_per_sm = match s {
-                        GpuStrategy::ThreadPrivate => 2,
-                        _ => (info.threads_per_sm / c.threads).max(1),
-                    };
+                    let blocks_per_sm = s
+                        .placement()
+                        .blocks_per_sm((info.threads_per_sm / c.threads).max(1));
                     starts.push(Config {
                         strategy: s,
                         blocks_per_sm,

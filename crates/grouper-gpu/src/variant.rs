@@ -13,10 +13,10 @@ use crate::budget::Budget;
 use crate::codegen::{self, KernelSpec};
 use crate::compile::{self, Compiled};
 use crate::device::gpu_err;
+use crate::placement;
 use crate::plan::{choose, Choice, Demand};
 use crate::prepare::PreparedInput;
 use crate::query::GpuOptions;
-use crate::strategy::GpuStrategy;
 use crate::table::{DeviceTable, TableKernels};
 use grouper_core::error::{GrouperError, Result};
 
@@ -48,12 +48,13 @@ impl Variant {
             threads: choice.threads,
             items_per_thread: p.items_per_thread,
             hash: p.hash,
+            probing: p.probing,
             copies: choice.copies,
             local_slots: choice.local_slots,
             fill_factor: p.fill_factor,
             ..input.template.clone()
         };
-        let shared = spec.shared_bytes();
+        let shared = placement::shared_bytes(&spec);
         if shared > info.shared_per_block as u64 {
             return Err(GrouperError::InvalidOption(format!(
                 "{} needs {shared} bytes of shared memory per block; {} has {}",
@@ -82,11 +83,9 @@ impl Variant {
             .occupancy_max_active_blocks_per_multiprocessor(spec.threads, shared as usize, None)
             .map_err(gpu_err("reading the kernel's occupancy"))?
             .max(1);
-        let blocks_per_sm = p.blocks_per_sm.unwrap_or(match choice.strategy {
-            // Private tables live in device memory, one per thread: fewer threads, less memory.
-            GpuStrategy::ThreadPrivate => 2.min(resident),
-            _ => resident,
-        });
+        let blocks_per_sm = p
+            .blocks_per_sm
+            .unwrap_or(choice.strategy.placement().blocks_per_sm(resident));
         let blocks = (info.sms * blocks_per_sm).max(1);
         let variant = Variant {
             spec,
@@ -109,15 +108,10 @@ impl Variant {
     /// Slots of spilled entries (shared or private tables that filled) one launch may write,
     /// and slots of per-thread private tables.
     fn scratch_slots(&self) -> (u64, u64) {
-        let threads = self.blocks as u64 * self.spec.threads as u64;
-        match self.spec.strategy {
-            GpuStrategy::BlockLocal => (self.blocks as u64 * self.spec.local_slots, 0),
-            GpuStrategy::ThreadPrivate => {
-                let slots = threads * self.spec.local_slots;
-                (slots, slots)
-            }
-            _ => (1, 0),
-        }
+        self.spec
+            .strategy
+            .placement()
+            .scratch_slots(self.blocks as u64, &self.spec)
     }
 
     /// Blocks of this shape whose scratch buffers fit in `bytes` of GPU memory, at least one

@@ -215,7 +215,7 @@ pub(crate) fn time_strategies(
     let auto = Prepared::new(&sweep_query(key_type), &[batch], opts)?;
     let mut runs: Vec<(String, Prepared)> = Vec::new();
     for s in GpuStrategy::ALL {
-        if !wants(s.name()) || (s == GpuStrategy::ThreadPrivate && distinct > 64) {
+        if !wants(s.name()) || (s == GpuStrategy::THREAD_PRIVATE && distinct > 64) {
             continue; // its private tables hold at most 64 groups
         }
         let forced = GpuOptions {

@@ -337,7 +337,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
             };
             for s in GpuStrategy::ALL {
                 // Private tables hold at most 64 slots: beyond 32 groups everything spills.
-                if !wants(s) || (s == GpuStrategy::ThreadPrivate && g > 32) {
+                if !wants(s) || (s == GpuStrategy::THREAD_PRIVATE && g > 32) {
                     continue;
                 }
                 let forced = GpuOptions {

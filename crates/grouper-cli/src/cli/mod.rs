@@ -15,7 +15,7 @@ use grouper_core::cpu::Strategy;
 use grouper_core::hash::HashFn;
 use grouper_core::planner::Overrides;
 use grouper_core::tune::Hyper;
-use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy};
+use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy, Probing};
 
 pub use output::Format;
 
@@ -62,6 +62,9 @@ pub struct EngineArgs {
     /// Force a hash function: murmur3, multiply_shift, fnv1a or identity.
     #[arg(long)]
     pub hash: Option<HashFn>,
+    /// Probing scheme of the GPU's hash tables: linear (the only one yet).
+    #[arg(long)]
+    pub probing: Option<Probing>,
     /// Hash-table fill factor in (0, 0.95].
     #[arg(long)]
     pub fill_factor: Option<f64>,
@@ -183,7 +186,8 @@ impl std::str::FromStr for StrategyArg {
         }
         s.parse::<GpuStrategy>().map(StrategyArg::Gpu).map_err(|_| {
             format!(
-                "unknown strategy '{s}' (CPU: perfect, thread_local, shared, sort; GPU: {})",
+                "unknown strategy '{s}' (CPU: {}; GPU: {})",
+                Strategy::ALL.map(|c| c.name()).join(", "),
                 GpuStrategy::ALL.map(|g| g.name()).join(", ")
             )
         })
@@ -217,6 +221,7 @@ impl EngineArgs {
                     items_per_thread: self.items_per_thread,
                     fill_factor: self.fill_factor.unwrap_or(defaults.fill_factor),
                     hash: self.hash.unwrap_or(defaults.hash),
+                    probing: self.probing.unwrap_or(defaults.probing),
                     initial_groups: None,
                 },
                 resident: self.resident,

@@ -19,78 +19,23 @@ use std::fmt::Write;
 
 use arrow::datatypes::DataType;
 
-use crate::encode::{Encoding, CUDA_UNPACK};
+use crate::encode::CUDA_UNPACK;
 use crate::expr_cuda::{c_type, Emitter};
 use crate::layout::{Input, Layout, Op, ROWS_WORD};
-use crate::table::fill_limit;
-use crate::GpuStrategy;
-use grouper_core::expr::Expr;
-use grouper_core::hash::HashFn;
-use grouper_core::keys::{PackedColumn, PackedKind};
+use grouper_core::keys::PackedKind;
+
+mod hash;
+pub mod probing;
+pub mod rows;
+pub(crate) mod spec;
+
+pub use spec::KernelSpec;
 
 /// Most device columns one kernel reads (the pointer block is a by-value kernel parameter).
 pub const MAX_COLUMNS: usize = 32;
 
 /// Error bit: a spill buffer was too small (never expected; a bug if seen).
 pub const ERR_SPILL: u64 = 2;
-
-/// Everything a kernel's source depends on.
-#[derive(Debug, Clone)]
-pub struct KernelSpec {
-    /// Storage type of each device column (`UInt32` codes for dictionary keys), `None` if unread.
-    pub columns: Vec<Option<DataType>>,
-    /// Per column, how its values travel (`None`, or a missing entry: plain).
-    pub encodings: Vec<Option<Encoding>>,
-    /// Per column, whether any row of the input is NULL. Columns without NULLs are read with no
-    /// validity-bitmap load or test (a load and several integer operations less per row).
-    pub nullable: Vec<bool>,
-    /// Rows pass when this is true.
-    pub filter: Option<Expr>,
-    /// Per key word, the columns packed into it.
-    pub key_words: Vec<Vec<(usize, PackedColumn)>>,
-    /// Per aggregate, its argument (`None` for COUNT(*)).
-    pub args: Vec<Option<Expr>>,
-    /// Per aggregate, whether its argument is never NULL in this input: its counting fields
-    /// (COUNT(x), AVG's count, the seen flag) then equal the row count and are not updated
-    /// (one memory operation less per row each); [`derive_counts`] fills them in afterwards.
-    pub non_null_args: Vec<bool>,
-    /// State words.
-    pub layout: Layout,
-    /// Placement strategy.
-    pub strategy: GpuStrategy,
-    /// Threads per block.
-    pub threads: u32,
-    /// Rows per thread per loop step.
-    pub items_per_thread: u32,
-    /// Hash function of hash tables.
-    pub hash: HashFn,
-    /// Perfect strategies: number of direct-index slots.
-    pub domain: u64,
-    /// perfect_shared: copies of the table per block (a power of two ≤ threads).
-    pub copies: u32,
-    /// block_local: shared slots (power of two); thread_private: private slots per thread.
-    pub local_slots: u64,
-    /// Fill factor of shared/private tables before rows go to the global table.
-    pub fill_factor: f64,
-}
-
-impl KernelSpec {
-    /// Number of key words.
-    pub fn key_count(&self) -> usize {
-        self.key_words.len().max(1)
-    }
-
-    /// Dynamic shared memory bytes the aggregation kernel needs.
-    pub fn shared_bytes(&self) -> u64 {
-        let w = self.layout.words as u64;
-        match self.strategy {
-            GpuStrategy::PerfectShared => (8 * w * self.copies as u64).saturating_mul(self.domain),
-            GpuStrategy::PerfectRegisters => (8 * w).saturating_mul(self.domain),
-            GpuStrategy::BlockLocal => 8 * (w + self.key_count() as u64) * self.local_slots,
-            _ => 0,
-        }
-    }
-}
 
 const PRELUDE: &str = r#"
 typedef unsigned long long u64;
@@ -194,81 +139,14 @@ pub fn generate(spec: &KernelSpec) -> String {
             s.push_str(&e.cuda_globals(c));
         }
     }
-    s.push_str(&hash_source(spec.hash));
-    s.push_str(HASH_TABLE);
+    s.push_str(&hash::source(spec.hash));
+    s.push_str(probing::source(spec.probing));
     s.push_str(&update_merge(&spec.layout, &spec.non_null_args));
     s.push_str(&eval_row(spec));
     s.push_str(&agg_kernel(spec));
     s.push_str(MAINTENANCE);
     s
 }
-
-const HASH_TABLE: &str = r#"
-__device__ __forceinline__ u64 hash_key(const u64* key) {
-  u64 h = hash_word(key[0]);
-#pragma unroll
-  for (int w = 1; w < K; w++) h = hash_word(h ^ key[w]);
-  return h;
-}
-
-// Linear probing over `cap` slots (a power of two, >= 16) whose key word w is at
-// keys[slot * sst + w * kst] (sst = 1: struct of arrays; kst = 1: array of structs).
-// Claims an empty slot only while *count < limit; returns -1 when the key is absent and may
-// not be inserted (the caller lists the row: Karnagel's trap).
-__device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
-  const unsigned shift = __clzll(cap) + 1;
-  u64 slot = hash_key(key) >> shift;
-  for (u64 p = 0; p < cap; p++) {
-    volatile u64* kp = (volatile u64*)(keys + slot * sst);
-    u64 cur = *kp;
-    if (K > 1) while (cur == BUSY) cur = *kp;
-    if (cur == EMPTY) {
-      if (*(volatile u64*)count >= limit) return -1;
-      u64 prev = atomicCAS((u64*)kp, EMPTY, K > 1 ? BUSY : key[0]);
-      if (prev == EMPTY) {
-        if (K > 1) {
-          for (int w = 1; w < K; w++) ((volatile u64*)keys)[slot * sst + w * kst] = key[w];
-          __threadfence();
-          *kp = key[0];
-        }
-        atomicAdd(count, 1ULL);
-        return (i64)slot;
-      }
-      cur = prev;
-      if (K > 1) while (cur == BUSY) cur = *kp;
-    }
-    if (cur == key[0]) {
-      bool eq = true;
-      for (int w = 1; w < K; w++) eq = eq && ((volatile u64*)keys)[slot * sst + w * kst] == key[w];
-      if (eq) return (i64)slot;
-    }
-    slot = (slot + 1) & (cap - 1);
-  }
-  return -1;
-}
-
-// The same for a table only this thread touches (array of structs): no atomics.
-__device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 cap, u64 limit, const u64* key, u64* count) {
-  const unsigned shift = __clzll(cap) + 1;
-  u64 slot = hash_key(key) >> shift;
-  for (u64 p = 0; p < cap; p++) {
-    u64 cur = keys[slot * sst];
-    if (cur == EMPTY) {
-      if (*count >= limit) return -1;
-      for (int w = 0; w < K; w++) keys[slot * sst + w] = key[w];
-      *count += 1;
-      return (i64)slot;
-    }
-    if (cur == key[0]) {
-      bool eq = true;
-      for (int w = 1; w < K; w++) eq = eq && keys[slot * sst + w] == key[w];
-      if (eq) return (i64)slot;
-    }
-    slot = (slot + 1) & (cap - 1);
-  }
-  return -1;
-}
-"#;
 
 /// `update_slot` and `merge_slot`: the algebra's update and merge, word op by word op.
 fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
@@ -516,57 +394,6 @@ fn eval_row(spec: &KernelSpec) -> String {
     s
 }
 
-const ROW_LOOP_HEAD: &str = r#"
-  const u64 stride = (u64)gridDim.x * blockDim.x;
-  for (u64 base = (u64)blockIdx.x * blockDim.x * IPT + threadIdx.x; base < n; base += stride * IPT) {
-    // All IPT rows are loaded and evaluated before any is folded in, so their loads are in
-    // flight together (the table updates could otherwise alias them and serialize).
-    u64 keys_[IPT][K]; u64 ins_[IPT][NIN]; u64 masks_[IPT]; u64 rows_[IPT]; bool ok_[IPT];
-#pragma unroll
-    for (int j = 0; j < IPT; j++) {
-      const u64 i = base + (u64)j * blockDim.x;
-      ok_[j] = false;
-      if (i < n) {
-        rows_[j] = LIST ? (u64)list[i] : i;
-        ok_[j] = eval_row(C, rows_[j], keys_[j], ins_[j], &masks_[j], &ctrl->error);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < IPT; j++) {
-      if (!ok_[j]) continue;
-      const u64 row = rows_[j]; const u64* key = keys_[j]; const u64* in = ins_[j]; const u64 mask = masks_[j];
-"#;
-
-const ROW_LOOP_TAIL: &str = "    }\n  }\n";
-
-/// Inserting into the global table (array of structs: a slot's key and state words share
-/// cache lines), or listing the row for after the table has grown.
-const GLOBAL_UPDATE: &str = r#"
-      {
-        const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, key, &ctrl->groups);
-        if (g < 0) { const u64 o = atomicAdd(&ctrl->overflow, 1ULL); overflow[o] = (unsigned)row; }
-        else update_slot<true>(gt + (u64)g * GS + GK, 1, 0, in, mask);
-      }
-"#;
-
-/// Merging a local slot (keys `LKEY(w)`, state words at `lslot[w * lst]`) into the global table,
-/// or spilling it for after the table has grown.
-const FLUSH_SLOT: &str = r#"
-      {
-        u64 k[K];
-        for (int w = 0; w < K; w++) k[w] = LKEY(w);
-        const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, k, &ctrl->groups);
-        if (g >= 0) merge_slot<true>(gt + (u64)g * GS + GK, 1, 0, lslot, lst, 0);
-        else {
-          const u64 o = atomicAdd(&ctrl->spill, 1ULL);
-          if (o < spill_cap) {
-            for (int w = 0; w < K; w++) spill[o * GS + w] = k[w];
-            for (int w = 0; w < W; w++) spill[o * GS + GK + w] = lslot[w * lst];
-          } else atomicOr(&ctrl->error, ERR_SPILL);
-        }
-      }
-"#;
-
 fn agg_kernel(spec: &KernelSpec) -> String {
     // One body, two kernels: `agg_rows` over rows 0..n and `agg_list` over the rows a list
     // names (the re-run after the table has grown), so the common one carries no list test.
@@ -578,109 +405,7 @@ fn agg_kernel(spec: &KernelSpec) -> String {
          #define AGG_ARGS C, n, list, gt, gcap, glimit, ctrl, overflow, spill, spill_cap, priv\n\
          template <bool LIST> __device__ __forceinline__ void agg_body(AGG_PARAMS) {{\n"
     );
-    let d = spec.domain;
-    match spec.strategy {
-        GpuStrategy::Global => {
-            s.push_str(ROW_LOOP_HEAD);
-            s.push_str(GLOBAL_UPDATE);
-            s.push_str(ROW_LOOP_TAIL);
-        }
-        GpuStrategy::PerfectGlobal => {
-            s.push_str(ROW_LOOP_HEAD);
-            s.push_str("      update_slot<true>(gt + key[0] * GS, 1, 0, in, mask);\n");
-            s.push_str(ROW_LOOP_TAIL);
-        }
-        GpuStrategy::PerfectShared => {
-            let r = spec.copies as u64;
-            let atomic = spec.copies < spec.threads;
-            let _ = writeln!(
-                s,
-                "  extern __shared__ u64 sm[];\n  const u64 D = {d}ULL, R = {r}ULL, SST = D * R;\n\
-                 for (u64 i = threadIdx.x; i < W * SST; i += blockDim.x) sm[i] = IDENT[i / SST];\n  __syncthreads();\n\
-                 u64* mine = sm + (threadIdx.x & (R - 1));"
-            );
-            s.push_str(ROW_LOOP_HEAD);
-            let _ = writeln!(
-                s,
-                "      update_slot<{atomic}, true>(mine, SST, key[0] * R, in, mask);"
-            );
-            s.push_str(ROW_LOOP_TAIL);
-            s.push_str(
-                "  __syncthreads();\n  for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x)\n\
-                 for (u64 r = 0; r < R; r++) merge_slot<true>(gt + sl * GS, 1, 0, sm + r, SST, sl * R);\n",
-            );
-        }
-        GpuStrategy::PerfectRegisters => {
-            let _ = writeln!(
-                s,
-                "  extern __shared__ u64 sm[];\n  const u64 D = {d}ULL;\n\
-                 for (u64 i = threadIdx.x; i < W * D; i += blockDim.x) sm[i] = IDENT[i / D];\n\
-                 u64 acc[W * {d}];\n#pragma unroll\n  for (int i = 0; i < W * {d}; i++) acc[i] = IDENT[i / {d}];\n  __syncthreads();"
-            );
-            s.push_str(ROW_LOOP_HEAD);
-            let _ = writeln!(
-                s,
-                "#pragma unroll\n      for (int sl = 0; sl < {d}; sl++) if (key[0] == (u64)sl) update_slot<false>(acc, D, sl, in, mask);"
-            );
-            s.push_str(ROW_LOOP_TAIL);
-            s.push_str(
-                "#pragma unroll\n  for (int sl = 0; sl < (int)D; sl++) merge_slot<true>(sm, D, sl, acc, D, sl);\n  __syncthreads();\n\
-                 for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true>(gt + sl * GS, 1, 0, sm, D, sl);\n",
-            );
-        }
-        GpuStrategy::BlockLocal => {
-            let sc = spec.local_slots;
-            let limit = fill_limit(sc, spec.fill_factor);
-            let _ = writeln!(
-                s,
-                "  extern __shared__ u64 sm[];\n  __shared__ u64 scount;\n  const u64 SC = {sc}ULL;\n\
-                 u64* lkeys = sm; u64* lwords = sm + K * SC; const u64 lst = SC;\n\
-                 #define LKEY(w) lkeys[(w) * SC + ls]\n\
-                 for (u64 i = threadIdx.x; i < K * SC; i += blockDim.x) lkeys[i] = EMPTY;\n\
-                 for (u64 i = threadIdx.x; i < W * SC; i += blockDim.x) lwords[i] = IDENT[i / SC];\n\
-                 if (threadIdx.x == 0) scount = 0;\n  __syncthreads();"
-            );
-            s.push_str(ROW_LOOP_HEAD);
-            let _ = writeln!(
-                s,
-                "      const i64 l = find_or_insert(lkeys, 1, SC, SC, {limit}ULL, key, &scount);\n\
-                 if (l >= 0) {{ update_slot<true, true>(lwords, SC, (u64)l, in, mask); continue; }}"
-            );
-            s.push_str(GLOBAL_UPDATE);
-            s.push_str(ROW_LOOP_TAIL);
-            s.push_str("  __syncthreads();\n  for (u64 ls = threadIdx.x; ls < SC; ls += blockDim.x) {\n    if (lkeys[ls] == EMPTY) continue;\n    const u64* lslot = lwords + ls;\n");
-            s.push_str(FLUSH_SLOT);
-            s.push_str("  }\n");
-        }
-        GpuStrategy::ThreadPrivate => {
-            let pc = spec.local_slots;
-            let limit = fill_limit(pc, spec.fill_factor);
-            let _ = writeln!(
-                s,
-                "  const u64 T = (u64)gridDim.x * blockDim.x, tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;\n\
-                 const u64 PC = {pc}ULL, lst = 1;\n\
-                 u64* mine = priv + tid * PC * GS; u64 lcount = 0;\n\
-                 #define LKEY(w) mine[ls * GS + (w)]"
-            );
-            s.push_str(ROW_LOOP_HEAD);
-            let _ = writeln!(
-                s,
-                "      const i64 l = find_or_insert_private(mine, GS, PC, {limit}ULL, key, &lcount);\n\
-                 if (l >= 0) {{ update_slot<false>(mine + (u64)l * GS + GK, 1, 0, in, mask); continue; }}"
-            );
-            s.push_str(GLOBAL_UPDATE);
-            s.push_str(ROW_LOOP_TAIL);
-            s.push_str(
-                "  for (u64 ls = 0; ls < PC; ls++) {\n    if (LKEY(0) == EMPTY) continue;\n    u64* lslot = mine + ls * GS + GK;\n",
-            );
-            s.push_str(FLUSH_SLOT);
-            // Reset the private table for the next launch.
-            s.push_str(
-                "    for (int w = 0; w < K; w++) LKEY(w) = EMPTY;\n\
-                 for (int w = 0; w < W; w++) lslot[w] = IDENT[w];\n  }\n",
-            );
-        }
-    }
+    s.push_str(&spec.strategy.placement().body(spec));
     s.push_str(
         "}\n\
          extern \"C\" __global__ void __launch_bounds__(THREADS) agg_rows(AGG_PARAMS) { agg_body<false>(AGG_ARGS); }\n\
@@ -715,26 +440,6 @@ extern "C" __global__ void init_table(u64* t, const u64 cap) {
   }
 }
 "#;
-
-/// The key-word hash function `hash` as CUDA C: `__device__ u64 hash_word(u64)`, the same
-/// function as [`HashFn::hash`] on the CPU (a table planned on one side probes alike on the
-/// other).
-fn hash_source(hash: HashFn) -> String {
-    let body = match hash {
-            HashFn::Murmur3 => {
-                "k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; \
-                 k *= 0xc4ceb9fe1a85ec53ULL; return k ^ (k >> 33);"
-            }
-            HashFn::MultiplyShift => "return k * 0x9e3779b97f4a7c15ULL;",
-            HashFn::Fnv1a => {
-                "u64 h = 0xcbf29ce484222325ULL; \
-                 for (int i = 0; i < 8; i++) { h ^= (k >> (8 * i)) & 0xff; h *= 0x100000001b3ULL; } \
-                 return h;"
-            }
-            HashFn::Identity => "return __brevll(k);",
-        };
-    format!("__device__ __forceinline__ u64 hash_word(u64 k) {{ {body} }}\n")
-}
 
 #[cfg(test)]
 mod tests;

@@ -5,9 +5,14 @@
 //! and runs the same sources in the device tests.
 
 use super::*;
-use crate::encode::Scheme;
+use crate::encode::{Encoding, Scheme};
+use crate::strategy::Probing;
+use crate::GpuStrategy;
 use grouper_core::agg::{AggKind, AggregateSpec};
+use grouper_core::expr::Expr;
 use grouper_core::expr::{BinOp, Scalar};
+use grouper_core::hash::HashFn;
+use grouper_core::keys::PackedColumn;
 
 const SHIM: &str = r#"
 #define __device__
@@ -188,6 +193,7 @@ fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
         threads: 128,
         items_per_thread: 2,
         hash: HashFn::Murmur3,
+        probing: Probing::Linear,
         domain: 6,
         copies: 4,
         local_slots: 256,

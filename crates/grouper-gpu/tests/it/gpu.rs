@@ -421,9 +421,9 @@ fn tiny_tables_trap_grow_and_resume() {
         let c = case(keys, vals, &aggs, 3);
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
         for s in [
-            GpuStrategy::Global,
-            GpuStrategy::BlockLocal,
-            GpuStrategy::ThreadPrivate,
+            GpuStrategy::GLOBAL,
+            GpuStrategy::BLOCK_LOCAL,
+            GpuStrategy::THREAD_PRIVATE,
         ] {
             let opts = GpuOptions {
                 strategy: Some(s),
@@ -456,7 +456,7 @@ fn streams_inputs_many_times_the_memory_limit() {
     // device budget: dozens of chunks, the table kept on the GPU across them.
     let rows = 1 << 22;
     let limit = 24u64 << 20;
-    for (groups, strategy) in [(4u64, None), (3000, Some(GpuStrategy::Global))] {
+    for (groups, strategy) in [(4u64, None), (3000, Some(GpuStrategy::GLOBAL))] {
         let keys = keyed(&[KeyKind::I64], rows, groups, 1, false, true, groups);
         let (vals, aggs) = values(rows, 1, 11);
         let c = case(keys, vals, &aggs, 7);
@@ -519,9 +519,9 @@ fn many_groups_up_to_2_pow_24() {
             let cpu = grouper_core::aggregate(&c.spec, &c.reference, &Default::default()).unwrap();
             for s in [
                 None,
-                Some(GpuStrategy::Global),
-                Some(GpuStrategy::PerfectGlobal),
-                Some(GpuStrategy::BlockLocal),
+                Some(GpuStrategy::GLOBAL),
+                Some(GpuStrategy::PERFECT_GLOBAL),
+                Some(GpuStrategy::BLOCK_LOCAL),
             ] {
                 let opts = GpuOptions {
                     resident: true,
@@ -706,9 +706,9 @@ fn fused_filter_and_expressions_match_the_interpreter() {
     // place of the filter's date column (qty stays: an argument reads it).
     let strategies = [
         None,
-        Some(GpuStrategy::PerfectShared),
-        Some(GpuStrategy::Global),
-        Some(GpuStrategy::BlockLocal),
+        Some(GpuStrategy::PERFECT_SHARED),
+        Some(GpuStrategy::GLOBAL),
+        Some(GpuStrategy::BLOCK_LOCAL),
     ];
     for (i, s) in strategies.into_iter().enumerate() {
         let opts = GpuOptions {
@@ -835,7 +835,7 @@ fn errors_are_clear() {
         &[(AggregateSpec::new(AggKind::Sum, DataType::Int64), Some(0))],
         1,
     );
-    for s in [GpuStrategy::PerfectShared, GpuStrategy::Global] {
+    for s in [GpuStrategy::PERFECT_SHARED, GpuStrategy::GLOBAL] {
         let opts = GpuOptions {
             strategy: Some(s),
             ..Default::default()
@@ -876,7 +876,7 @@ fn errors_are_clear() {
         1,
     );
     let opts = GpuOptions {
-        strategy: Some(GpuStrategy::PerfectShared),
+        strategy: Some(GpuStrategy::PERFECT_SHARED),
         ..Default::default()
     };
     assert!(matches!(
@@ -1018,7 +1018,7 @@ fn the_plan_changes_between_chunks_as_groups_outgrow_the_estimate() {
             "{what}: planned {} ({}); {:?}",
             r.strategy, r.reason, r.switches
         );
-        assert_eq!(r.strategy, GpuStrategy::BlockLocal, "{what}: {r:?}");
+        assert_eq!(r.strategy, GpuStrategy::BLOCK_LOCAL, "{what}: {r:?}");
         match what {
             "uniform" => {
                 assert!(
@@ -1036,7 +1036,7 @@ fn the_plan_changes_between_chunks_as_groups_outgrow_the_estimate() {
         }
         // Forced, the strategy stays.
         let forced = GpuOptions {
-            strategy: Some(GpuStrategy::BlockLocal),
+            strategy: Some(GpuStrategy::BLOCK_LOCAL),
             ..opts
         };
         let out = run_streamed(&c, &bounds, &forced, 1).unwrap();

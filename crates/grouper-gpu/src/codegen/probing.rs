@@ -1,0 +1,79 @@
+//! The probing schemes of hashed indexes as CUDA C. Each defines the same two functions, which
+//! every placement calls:
+//!
+//! - `find_or_insert(keys, sst, kst, cap, limit, key, count)`: a table many threads share
+//!   (atomics);
+//! - `find_or_insert_private(keys, sst, cap, limit, key, count)`: a table one thread owns.
+//!
+//! Both return the key's slot, or -1 when the key is absent and may not be inserted (the table
+//! reached `limit` entries; the caller lists the row: Karnagel's trap). A new scheme is one
+//! more source here and one more [`Probing`] variant.
+
+use crate::strategy::Probing;
+
+/// The source of `probing`'s two functions.
+pub fn source(probing: Probing) -> &'static str {
+    match probing {
+        Probing::Linear => LINEAR,
+    }
+}
+
+const LINEAR: &str = r#"
+// Linear probing over `cap` slots (a power of two, >= 16) whose key word w is at
+// keys[slot * sst + w * kst] (sst = 1: struct of arrays; kst = 1: array of structs).
+// Claims an empty slot only while *count < limit; returns -1 when the key is absent and may
+// not be inserted (the caller lists the row: Karnagel's trap).
+__device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
+  const unsigned shift = __clzll(cap) + 1;
+  u64 slot = hash_key(key) >> shift;
+  for (u64 p = 0; p < cap; p++) {
+    volatile u64* kp = (volatile u64*)(keys + slot * sst);
+    u64 cur = *kp;
+    if (K > 1) while (cur == BUSY) cur = *kp;
+    if (cur == EMPTY) {
+      if (*(volatile u64*)count >= limit) return -1;
+      u64 prev = atomicCAS((u64*)kp, EMPTY, K > 1 ? BUSY : key[0]);
+      if (prev == EMPTY) {
+        if (K > 1) {
+          for (int w = 1; w < K; w++) ((volatile u64*)keys)[slot * sst + w * kst] = key[w];
+          __threadfence();
+          *kp = key[0];
+        }
+        atomicAdd(count, 1ULL);
+        return (i64)slot;
+      }
+      cur = prev;
+      if (K > 1) while (cur == BUSY) cur = *kp;
+    }
+    if (cur == key[0]) {
+      bool eq = true;
+      for (int w = 1; w < K; w++) eq = eq && ((volatile u64*)keys)[slot * sst + w * kst] == key[w];
+      if (eq) return (i64)slot;
+    }
+    slot = (slot + 1) & (cap - 1);
+  }
+  return -1;
+}
+
+// The same for a table only this thread touches (array of structs): no atomics.
+__device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 cap, u64 limit, const u64* key, u64* count) {
+  const unsigned shift = __clzll(cap) + 1;
+  u64 slot = hash_key(key) >> shift;
+  for (u64 p = 0; p < cap; p++) {
+    u64 cur = keys[slot * sst];
+    if (cur == EMPTY) {
+      if (*count >= limit) return -1;
+      for (int w = 0; w < K; w++) keys[slot * sst + w] = key[w];
+      *count += 1;
+      return (i64)slot;
+    }
+    if (cur == key[0]) {
+      bool eq = true;
+      for (int w = 1; w < K; w++) eq = eq && keys[slot * sst + w] == key[w];
+      if (eq) return (i64)slot;
+    }
+    slot = (slot + 1) & (cap - 1);
+  }
+  return -1;
+}
+"#;

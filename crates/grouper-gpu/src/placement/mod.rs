@@ -1,0 +1,145 @@
+//! What each [`Placement`] knows of itself, one file each: how it is sized on a device (the
+//! planner asks through [`Placement::size`]), the CUDA body of its aggregation kernel, the
+//! shared memory and scratch buffers it needs, and its default grid. A new placement is one
+//! file here, a [`Placement`] variant and its arms below (docs/ARCHITECTURE.md, "Seams").
+
+use crate::codegen::spec::KernelSpec;
+use crate::device::DeviceInfo;
+use crate::strategy::{Index, Placement};
+
+mod block;
+mod global;
+mod private;
+mod registers;
+mod shared;
+
+pub(crate) use private::private_tables_hold;
+
+/// What a placement is sized from: the device, the block sizes to consider, the table's
+/// widths, and what is known of the query's keys.
+pub(crate) struct Room<'a> {
+    /// The device.
+    pub(crate) info: &'a DeviceInfo,
+    /// Block sizes to consider, smallest first: the user's, or 256, 512 and 1024 threads.
+    /// Larger blocks share one shared-memory table among more threads, so a large table still
+    /// leaves the SM full of threads (occupancy hides the input's memory latency).
+    pub(crate) block_sizes: Vec<u32>,
+    /// Threads per block where the placement has no reason to choose.
+    pub(crate) default_threads: u32,
+    /// State words per slot.
+    pub(crate) words: u64,
+    /// Key words per slot (at least one).
+    pub(crate) key_words: u64,
+    /// Key domain (`u64::MAX` when unbounded).
+    pub(crate) domain: u64,
+    /// Expected groups.
+    pub(crate) groups: u64,
+    /// Fill factor of hash tables.
+    pub(crate) fill: f64,
+    /// Bytes a direct table in device memory may take.
+    pub(crate) direct_room: u64,
+}
+
+impl Room<'_> {
+    /// Whether the key is one word (direct indexes need that).
+    pub(crate) fn single(&self) -> bool {
+        self.key_words <= 1
+    }
+
+    /// The largest block size considered.
+    pub(crate) fn largest(&self) -> u32 {
+        *self.block_sizes.last().unwrap_or(&256)
+    }
+
+    /// Shared bytes a block of `t` threads may use while the SM stays fully occupied (the
+    /// driver reserves 1 KiB per block).
+    pub(crate) fn at_full(&self, t: u32) -> u64 {
+        let blocks = (self.info.threads_per_sm / t).max(1) as u64;
+        (self.info.shared_per_sm as u64 / blocks)
+            .saturating_sub(1024)
+            .min(self.info.shared_per_block as u64)
+    }
+}
+
+/// The largest power of two at most `x` (0 for 0).
+pub(crate) fn pow2_floor(x: u64) -> u64 {
+    if x == 0 {
+        0
+    } else {
+        1u64 << (63 - x.leading_zeros())
+    }
+}
+
+/// A placement's sizes on a device.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Sizing {
+    /// Threads per block.
+    pub(crate) threads: u32,
+    /// Copies of a shared direct table per block.
+    pub(crate) copies: u32,
+    /// Slots of a block's or a thread's hash table.
+    pub(crate) local_slots: u64,
+}
+
+impl Placement {
+    /// Its sizes in `room` for `index`, or `None` where its table cannot hold the keys there.
+    pub(crate) fn size(self, index: Index, room: &Room) -> Option<Sizing> {
+        match self {
+            Placement::Registers => registers::size(room),
+            Placement::Shared => shared::size(room),
+            Placement::Block => block::size(room),
+            Placement::Private => private::size(room),
+            Placement::Global => global::size(index, room),
+        }
+    }
+
+    /// The body of `agg_body` for `spec`: set-up, the row loop, the flush.
+    pub(crate) fn body(self, spec: &KernelSpec) -> String {
+        match self {
+            Placement::Registers => registers::body(spec),
+            Placement::Shared => shared::body(spec),
+            Placement::Block => block::body(spec),
+            Placement::Private => private::body(spec),
+            Placement::Global => global::body(spec),
+        }
+    }
+
+    /// Slots of spilled entries (tables that filled) a launch of `blocks` blocks may write,
+    /// and slots of per-thread private tables.
+    pub(crate) fn scratch_slots(self, blocks: u64, spec: &KernelSpec) -> (u64, u64) {
+        match self {
+            Placement::Block => block::scratch_slots(blocks, spec),
+            Placement::Private => private::scratch_slots(blocks, spec),
+            _ => (1, 0),
+        }
+    }
+
+    /// Blocks per multiprocessor when the user does not fix them, where `resident` blocks of
+    /// the compiled kernel fit.
+    pub(crate) fn blocks_per_sm(self, resident: u32) -> u32 {
+        match self {
+            Placement::Private => private::blocks_per_sm(resident),
+            _ => resident,
+        }
+    }
+
+    /// Whether its tables are worth trying for `groups` at fill factor `fill` (the planner's
+    /// profile advice and the tuner's alternatives skip those that are not).
+    pub(crate) fn holds(self, groups: u64, fill: f64) -> bool {
+        match self {
+            Placement::Private => private_tables_hold(groups, fill),
+            _ => true,
+        }
+    }
+}
+
+/// Dynamic shared memory bytes `spec`'s aggregation kernel needs.
+pub(crate) fn shared_bytes(spec: &KernelSpec) -> u64 {
+    let w = spec.layout.words as u64;
+    match spec.strategy.placement() {
+        Placement::Registers => registers::shared_bytes(w, spec),
+        Placement::Shared => shared::shared_bytes(w, spec),
+        Placement::Block => block::shared_bytes(w, spec),
+        Placement::Private | Placement::Global => 0,
+    }
+}

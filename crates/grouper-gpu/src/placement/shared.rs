@@ -1,0 +1,64 @@
+//! Direct index in shared memory: `copies` interleaved copies of the table per block, bank-
+//! conflict free (Tomé §4.1); a copy per thread when they fit (no atomics), else threads share
+//! copies with shared-memory atomics. Each block merges its copies into the global table.
+
+use std::fmt::Write;
+
+use super::{pow2_floor, Room, Sizing};
+use crate::codegen::rows::{ROW_LOOP_HEAD, ROW_LOOP_TAIL};
+use crate::codegen::spec::KernelSpec;
+
+/// The smallest block that holds at least one copy at full occupancy, with as many
+/// interleaved copies as fit (fewer conflicts on hot slots), up to one per thread; else one
+/// copy in a block of the largest size, if it fits at all.
+pub(super) fn size(room: &Room) -> Option<Sizing> {
+    if !room.single() {
+        return None;
+    }
+    let bytes_per_copy = room.domain.saturating_mul(8 * room.words).max(1);
+    let smem = room.info.shared_per_block as u64;
+    let (threads, copies) = room
+        .block_sizes
+        .iter()
+        .map(|&t| {
+            (
+                t,
+                pow2_floor((room.at_full(t) / bytes_per_copy).min(t as u64)) as u32,
+            )
+        })
+        .find(|&(_, c)| c > 0)
+        .unwrap_or((room.largest(), (bytes_per_copy <= smem) as u32));
+    (copies > 0).then_some(Sizing {
+        threads,
+        copies,
+        local_slots: 0,
+    })
+}
+
+pub(super) fn shared_bytes(w: u64, spec: &KernelSpec) -> u64 {
+    (8 * w * spec.copies as u64).saturating_mul(spec.domain)
+}
+
+pub(super) fn body(spec: &KernelSpec) -> String {
+    let d = spec.domain;
+    let r = spec.copies as u64;
+    let atomic = spec.copies < spec.threads;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  extern __shared__ u64 sm[];\n  const u64 D = {d}ULL, R = {r}ULL, SST = D * R;\n\
+         for (u64 i = threadIdx.x; i < W * SST; i += blockDim.x) sm[i] = IDENT[i / SST];\n  __syncthreads();\n\
+         u64* mine = sm + (threadIdx.x & (R - 1));"
+    );
+    s.push_str(ROW_LOOP_HEAD);
+    let _ = writeln!(
+        s,
+        "      update_slot<{atomic}, true>(mine, SST, key[0] * R, in, mask);"
+    );
+    s.push_str(ROW_LOOP_TAIL);
+    s.push_str(
+        "  __syncthreads();\n  for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x)\n\
+         for (u64 r = 0; r < R; r++) merge_slot<true>(gt + sl * GS, 1, 0, sm + r, SST, sl * R);\n",
+    );
+    s
+}
