@@ -29,7 +29,6 @@ pub mod encode;
 pub mod expr_cuda;
 pub mod image;
 mod key_words;
-pub mod layout;
 pub mod pipeline;
 mod placement;
 mod plan;

@@ -9,10 +9,10 @@
 //! tables while the groups fit, else the global hash table.
 
 use crate::device::DeviceInfo;
-use crate::layout::Layout;
 use crate::placement::Room;
 use crate::query::GpuOptions;
 use crate::strategy::{GpuStrategy, Index, Placement};
+use grouper_core::agg::layout::Layout;
 use grouper_core::error::{GrouperError, Result};
 use grouper_core::profile::KeyKind;
 

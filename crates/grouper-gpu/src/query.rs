@@ -9,8 +9,8 @@ use std::sync::Arc;
 use arrow::datatypes::DataType;
 
 use crate::codegen::MAX_COLUMNS;
-use crate::layout::Layout;
 use crate::strategy::{GpuParams, GpuStrategy};
+use grouper_core::agg::layout::Layout;
 use grouper_core::agg::AggregateSpec;
 use grouper_core::error::{GrouperError, Result};
 use grouper_core::expr::Expr;

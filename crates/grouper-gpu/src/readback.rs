@@ -9,10 +9,11 @@ use arrow::array::ArrayRef;
 use crate::codegen;
 use crate::device::gpu_err;
 use crate::key_words::KeyOut;
-use crate::layout::{to_accumulator, ROWS_WORD};
 use crate::prepare::PreparedInput;
 use crate::table::DeviceTable;
 use crate::variant::Variant;
+use grouper_core::agg::layout::to_accumulator;
+use grouper_core::agg::words::ROWS_WORD;
 use grouper_core::error::Result;
 use grouper_core::partial::PartialGroups;
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 
+use super::words::{overflow, wide_to_i128, FieldWords, Input, Op};
 use super::{downcast_input, for_each_valid, Aggregate};
+use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
 /// Per-group state of an AVG.
@@ -156,6 +158,52 @@ impl Aggregate for AvgDecimal {
             .with_precision_and_scale(self.output_precision, self.output_scale)?;
         Ok(Arc::new(out))
     }
+}
+
+/// `AVG(x)` in words: the sum (f64, or a 192-bit decimal sum) and the count of values.
+pub(super) fn fields(input: &DataType) -> Option<Vec<(Op, Input)>> {
+    let sum = match input {
+        DataType::Float64 => Op::AddF64,
+        DataType::Decimal128(..) => Op::Wide {
+            words: 3,
+            signed: true,
+        },
+        _ => return None,
+    };
+    Some(vec![(sum, Input::Value), (Op::AddU64, Input::One)])
+}
+
+/// `AVG(x)`'s states from its words.
+pub(super) fn from_words(
+    spec: &AggregateSpec,
+    words: &FieldWords,
+) -> Result<Box<dyn GroupAccumulator>> {
+    let out = spec.output_type()?;
+    let n = words.groups();
+    let count = |g: usize| words.word(1)[g] as i64;
+    Ok(match spec.input_type {
+        Some(DataType::Decimal128(_, s)) => {
+            let states = (0..n)
+                .map(|g| {
+                    let sum = wide_to_i128(&words.wide(0, g)).ok_or_else(|| overflow(spec))?;
+                    Ok(AvgState {
+                        sum,
+                        count: count(g),
+                    })
+                })
+                .collect::<Result<_>>()?;
+            Box::new(Groups::from_states(AvgDecimal::new(s, &out)?, states))
+        }
+        _ => Box::new(Groups::from_states(
+            Avg,
+            (0..n)
+                .map(|g| AvgState {
+                    sum: f64::from_bits(words.word(0)[g]),
+                    count: count(g),
+                })
+                .collect(),
+        )),
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array};
 
+use super::words::{FieldWords, Input, Op};
 use super::Aggregate;
+use super::{GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
 /// `COUNT(*)`: counts every row of the group.
@@ -70,4 +72,18 @@ impl Aggregate for Count {
     fn finalize(&self, states: Vec<i64>) -> Result<ArrayRef> {
         finalize_counts(states)
     }
+}
+
+/// `COUNT(x)` in words: one count, one more per non-NULL value (`COUNT(*)` has no field of its
+/// own: it reads the table's row count).
+pub(super) fn fields() -> Vec<(Op, Input)> {
+    vec![(Op::AddU64, Input::One)]
+}
+
+/// `COUNT(x)`'s states from its words.
+pub(super) fn from_words(words: &FieldWords) -> Box<dyn GroupAccumulator> {
+    Box::new(Groups::from_states(
+        Count,
+        words.word(0).iter().map(|&c| c as i64).collect(),
+    ))
 }

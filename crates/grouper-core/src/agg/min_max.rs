@@ -10,9 +10,14 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, BooleanArray, PrimitiveArray};
 use arrow::datatypes::{ArrowNativeTypeOp, ArrowPrimitiveType, DataType};
 
+use super::words::{FieldWords, Input, Op};
 use super::{downcast_input, for_each_valid, Aggregate};
+use super::{AggKind, AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
+use crate::keys::ordinal::Ordinal;
 use crate::strings::{string_array, ByteColumn};
+use crate::with_ordinal_type;
+use arrow::datatypes::Decimal128Type;
 
 /// Whether MIN/MAX handle arguments of this type.
 pub fn supports(t: &DataType) -> bool {
@@ -225,6 +230,110 @@ impl Aggregate for MinMaxBytes {
     fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
         string_array(&self.data_type, states.iter().map(|s| s.as_deref()))
     }
+}
+
+/// `MIN(x)`/`MAX(x)` in words: the best value's ordinal — one word, signed or unsigned, where it
+/// fits 64 bits; a 128-bit value and a latch word for decimals over 18 digits — and a flag that
+/// a value was seen. Strings have no word form.
+pub(super) fn fields(is_max: bool, input: &DataType) -> Option<Vec<(Op, Input)>> {
+    let best = match (input, ordinal_word(input)) {
+        (DataType::Decimal128(p, _), _) if *p > 18 => match is_max {
+            true => Op::MaxI128,
+            false => Op::MinI128,
+        },
+        (_, Some(unsigned)) => match (is_max, unsigned) {
+            (false, false) => Op::MinI64,
+            (true, false) => Op::MaxI64,
+            (false, true) => Op::MinU64,
+            (true, true) => Op::MaxU64,
+        },
+        (_, None) => return None,
+    };
+    Some(vec![(best, Input::Value), (Op::Seen, Input::One)])
+}
+
+/// Whether MIN/MAX of `t` fits a 64-bit ordinal word, and whether that word is unsigned.
+fn ordinal_word(t: &DataType) -> Option<bool> {
+    match t {
+        DataType::UInt64 | DataType::Boolean => Some(true),
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Date32
+        | DataType::Date64 => Some(false),
+        DataType::Decimal128(p, _) if *p <= 18 => Some(false),
+        _ => None,
+    }
+}
+
+/// `MIN(x)`/`MAX(x)`'s states from its words.
+pub(super) fn from_words(
+    spec: &AggregateSpec,
+    words: &FieldWords,
+) -> Result<Box<dyn GroupAccumulator>> {
+    let is_max = spec.kind == AggKind::Max;
+    let t = spec.input_type.clone().unwrap_or(DataType::Null);
+    let values = words.word(0);
+    let seen = words.word(1);
+    let unsigned = ordinal_word(&t) == Some(true);
+    fn prim<T: ArrowPrimitiveType>(
+        is_max: bool,
+        t: &DataType,
+        states: Vec<Option<T::Native>>,
+    ) -> Box<dyn GroupAccumulator> {
+        Box::new(Groups::from_states(
+            MinMaxPrimitive::<T>::new(is_max, t.clone()),
+            states,
+        ))
+    }
+    if let DataType::Decimal128(p, _) = t {
+        if p > 18 {
+            let states = (0..words.groups())
+                .map(|g| {
+                    let w = words.wide(0, g);
+                    words
+                        .seen(1, g)
+                        .then(|| (w[0] as u128 | (w[1] as u128) << 64) as i128)
+                })
+                .collect();
+            return Ok(prim::<Decimal128Type>(is_max, &t, states));
+        }
+    }
+    if t == DataType::Boolean {
+        let states = values
+            .iter()
+            .zip(seen)
+            .map(|(&v, &s)| (s != 0).then_some(v != 0))
+            .collect();
+        return Ok(Box::new(Groups::from_states(
+            MinMaxBool::new(is_max),
+            states,
+        )));
+    }
+    let ord = |v: u64| {
+        if unsigned {
+            v as i128
+        } else {
+            v as i64 as i128
+        }
+    };
+    with_ordinal_type!(&t, T => {
+        let states = values
+            .iter()
+            .zip(seen)
+            .map(|(&v, &s)| (s != 0).then(|| <T as ArrowPrimitiveType>::Native::from_ord(ord(v))))
+            .collect();
+        Ok(prim::<T>(is_max, &t, states))
+    }, _ => Err(GrouperError::UnsupportedType {
+        what: "min/max in words",
+        data_type: t.clone(),
+    }))
 }
 
 #[cfg(test)]

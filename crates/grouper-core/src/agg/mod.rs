@@ -9,8 +9,13 @@
 //!   finalize(states)  -> Arrow array      the SQL result, NULL where SQL says so
 //! ```
 //!
-//! Every CPU strategy, the reference executor and the GPU code generator (`grouper-gpu`'s
-//! `layout` and `codegen`) use exactly these operations; strategies differ only in *where* states live and *how* rows find their group.
+//! Every CPU strategy, the reference executor and the GPU code generator use exactly these
+//! operations; strategies differ only in *where* states live and *how* rows find their group.
+//! Each aggregate also declares its state as 64-bit words with one atomic-friendly operation
+//! per field ([`words`], numbered by [`layout`]): the form GPU code generation compiles and the
+//! CPU's `shared` strategy interprets with atomics. Adding an aggregate is its file here (the
+//! scalar algebra, its word fields and their conversion back to states) and its arms in
+//! `AggKind`, [`layout`] and [`accumulator`].
 //!
 //! SQL semantics, matching what DataFusion plans: NULL inputs are skipped; `COUNT(*)` counts rows;
 //! `COUNT(x)` counts non-NULL values; SUM/MIN/MAX/AVG of no non-NULL value is NULL. Result types are
@@ -22,8 +27,10 @@
 mod accumulator;
 pub mod avg;
 mod count;
+pub mod layout;
 mod min_max;
 pub mod sum;
+pub mod words;
 
 use std::fmt;
 

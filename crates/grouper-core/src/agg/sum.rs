@@ -11,7 +11,9 @@ use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int64Type, UInt64Type,
 };
 
+use super::words::{overflow, wide_to_i128, FieldWords, Input, Op};
 use super::{downcast_input, for_each_valid, Aggregate};
+use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
 /// How a native type sums: in which accumulator, with what addition, and back again. 64-bit
@@ -177,6 +179,72 @@ where
         let array: PrimitiveArray<T> = values.into_iter().collect();
         Ok(Arc::new(array.with_data_type(self.output_type.clone())))
     }
+}
+
+/// `SUM(x)` in words: the exact sum — 128 bits for Int64 and UInt64, 192 for decimals (add with
+/// carry), an f64 for Float64 — and a flag that a value was seen (SUM of none is NULL).
+pub(super) fn fields(input: &DataType) -> Option<Vec<(Op, Input)>> {
+    let sum = match input {
+        DataType::Int64 => Op::Wide {
+            words: 2,
+            signed: true,
+        },
+        DataType::UInt64 => Op::Wide {
+            words: 2,
+            signed: false,
+        },
+        DataType::Decimal128(..) => Op::Wide {
+            words: 3,
+            signed: true,
+        },
+        DataType::Float64 => Op::AddF64,
+        _ => return None,
+    };
+    Some(vec![(sum, Input::Value), (Op::Seen, Input::One)])
+}
+
+/// `SUM(x)`'s states from its words: the exact totals (finalize narrows them to the result
+/// type, or reports the overflow).
+pub(super) fn from_words(
+    spec: &AggregateSpec,
+    words: &FieldWords,
+) -> Result<Box<dyn GroupAccumulator>> {
+    let out = spec.output_type()?;
+    let n = words.groups();
+    let exact = |g: usize| -> Result<SumState<i128>> {
+        let w = words.wide(0, g);
+        let sum = match spec.input_type {
+            Some(DataType::UInt64) if w[1] != 0 => None,
+            _ => wide_to_i128(&w),
+        };
+        Ok(SumState {
+            sum: sum.ok_or_else(|| overflow(spec))?,
+            seen: words.seen(1, g),
+        })
+    };
+    Ok(match spec.input_type {
+        Some(DataType::Int64) => Box::new(Groups::from_states(
+            SumI64::new(out),
+            (0..n).map(exact).collect::<Result<_>>()?,
+        )),
+        Some(DataType::UInt64) => Box::new(Groups::from_states(
+            SumU64::new(out),
+            (0..n).map(exact).collect::<Result<_>>()?,
+        )),
+        Some(DataType::Float64) => Box::new(Groups::from_states(
+            SumF64::new(out),
+            (0..n)
+                .map(|g| SumState {
+                    sum: f64::from_bits(words.word(0)[g]),
+                    seen: words.seen(1, g),
+                })
+                .collect(),
+        )),
+        _ => Box::new(Groups::from_states(
+            SumDecimal::new(out),
+            (0..n).map(exact).collect::<Result<_>>()?,
+        )),
+    })
 }
 
 #[cfg(test)]

@@ -175,6 +175,22 @@ fn build(
         .with_precision_and_scale(15, 2)
         .unwrap(),
     );
+    // The word forms' other paths: a 2-word unsigned sum, 128-bit decimals under the latch word
+    // (beyond 64 bits, both signs), a signed ordinal (flipped in the shared table) of doubles.
+    let unsigned: ArrayRef = Arc::new(UInt64Array::from_iter(
+        v.iter()
+            .zip(&valid)
+            .map(|(&x, &ok)| ok.then_some((x << 24) + 7)),
+    ));
+    let wide_decs: ArrayRef = Arc::new(
+        Decimal128Array::from_iter(
+            v.iter()
+                .zip(&valid)
+                .map(|(&x, &ok)| ok.then_some((x as i128 - 500_000) << 70)),
+        )
+        .with_precision_and_scale(38, 2)
+        .unwrap(),
+    );
     let strs: ArrayRef = Arc::new(StringArray::from_iter(
         v.iter()
             .zip(&valid)
@@ -213,7 +229,27 @@ fn build(
         ),
         (
             AggregateSpec::new(AggKind::Max, DataType::Float64),
+            Some(floats.clone()),
+        ),
+        (
+            AggregateSpec::new(AggKind::Min, DataType::Float64),
             Some(floats),
+        ),
+        (
+            AggregateSpec::new(AggKind::Sum, DataType::UInt64),
+            Some(unsigned.clone()),
+        ),
+        (
+            AggregateSpec::new(AggKind::Max, DataType::UInt64),
+            Some(unsigned),
+        ),
+        (
+            AggregateSpec::new(AggKind::Min, DataType::Decimal128(38, 2)),
+            Some(wide_decs.clone()),
+        ),
+        (
+            AggregateSpec::new(AggKind::Max, DataType::Decimal128(38, 2)),
+            Some(wide_decs),
         ),
         (
             AggregateSpec::new(AggKind::Sum, DataType::Decimal128(15, 2)),

@@ -21,7 +21,8 @@ use arrow::datatypes::DataType;
 
 use crate::encode::CUDA_UNPACK;
 use crate::expr_cuda::{c_type, Emitter};
-use crate::layout::{Input, Layout, Op, ROWS_WORD};
+use grouper_core::agg::layout::Layout;
+use grouper_core::agg::words::{Input, Op, ROWS_WORD};
 use grouper_core::keys::PackedKind;
 
 mod hash;

@@ -3,8 +3,8 @@
 use arrow::datatypes::DataType;
 
 use crate::encode::Encoding;
-use crate::layout::Layout;
 use crate::strategy::{GpuStrategy, Probing};
+use grouper_core::agg::layout::Layout;
 use grouper_core::expr::Expr;
 use grouper_core::hash::HashFn;
 use grouper_core::keys::PackedColumn;

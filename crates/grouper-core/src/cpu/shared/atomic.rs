@@ -1,28 +1,21 @@
-//! Aggregate states as arrays of atomics, for the `shared` strategy.
-//!
-//! Each form implements the same algebra as [`crate::agg`] with hardware atomics (Karnagel
-//! Table 1): COUNT with `fetch_add`; exact SUMs (Int64, UInt64, Decimal128) as 128 bits in two
-//! 64-bit words, the low word's carry added to the high word (the scheme the GPU uses); Float64 SUM
-//! and AVG with a compare-and-swap loop; MIN/MAX of primitives with `fetch_min`/`fetch_max` on
-//! order-preserving ordinals. Everything else (decimal, boolean and string MIN/MAX) takes striped
-//! locks around the scalar algebra. At the end, states convert into the algebra's own
-//! [`Groups`](crate::agg::Groups), so finalization is shared with every other strategy.
+//! Aggregate states as arrays of atomics, for the `shared` strategy: the word form each aggregate
+//! declares in [`crate::agg`] ([`crate::agg::words`]), interpreted with hardware atomics (Karnagel
+//! Table 1) exactly as GPU code generation compiles it — counts with `fetch_add`, exact sums as
+//! word-wise adds with carry, Float64 sums with a compare-and-swap loop, MIN/MAX with
+//! `fetch_min`/`fetch_max` on ordinals (128-bit decimals under a latch word). Aggregates without
+//! a word form (MIN/MAX of strings) take striped locks around the scalar algebra. At the end the
+//! words convert into the algebra's own states ([`to_accumulator`]), so finalization is shared
+//! with every other strategy.
 
-use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::Mutex;
 
-use arrow::array::{Array, ArrayRef, PrimitiveArray, UInt32Array};
-use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int64Type, UInt64Type,
-};
+use arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
+use arrow::datatypes::Float64Type;
 
-use crate::agg::avg::AvgState;
-use crate::agg::sum::SumState;
-use crate::agg::{
-    new_accumulator, AggKind, AggregateSpec, Avg, AvgDecimal, Count, CountStar, GroupAccumulator,
-    Groups, MinMaxPrimitive, SumDecimal, SumF64, SumI64, SumU64,
-};
+use crate::agg::layout::{to_accumulator, AggLayout, Layout};
+use crate::agg::words::{Field, Input, Op, ROWS_WORD};
+use crate::agg::{new_accumulator, AggregateSpec, GroupAccumulator};
 use crate::error::{GrouperError, Result};
 use crate::keys::ordinal::Ordinal;
 use crate::with_ordinal_type;
@@ -35,12 +28,6 @@ pub trait AtomicAccumulator: Send + Sync {
     fn update(&self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()>;
     /// The first `n` groups as the algebra's ordinary states.
     fn into_groups(self: Box<Self>, n: usize) -> Result<Box<dyn GroupAccumulator>>;
-}
-
-fn grow_atomics<T: Default>(v: &mut Vec<T>, n: usize) {
-    if n > v.len() {
-        v.resize_with(n, T::default);
-    }
 }
 
 /// Calls `f(gid, row)` for every valid row (atomic variant of `agg::for_each_valid`).
@@ -56,226 +43,185 @@ fn each_valid(
     });
 }
 
-/// COUNT(*) and COUNT(x).
-struct AtomicCount {
-    star: bool,
-    counts: Vec<AtomicI64>,
+/// Flips the sign bit: signed order becomes unsigned order, so signed MIN/MAX words use the
+/// unsigned `fetch_min`/`fetch_max` (the stored form only; [`WordStates::into_groups`] flips
+/// back).
+#[inline(always)]
+fn flip(w: u64) -> u64 {
+    w ^ (1 << 63)
 }
 
-impl AtomicAccumulator for AtomicCount {
-    fn grow(&mut self, n: usize) {
-        grow_atomics(&mut self.counts, n);
-    }
-    fn update(&self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()> {
-        let nulls = if self.star {
-            None
-        } else {
-            input.and_then(|a| a.logical_nulls())
-        };
-        each_valid(nulls.as_ref(), gids, |g, _| {
-            self.counts[g].fetch_add(1, Relaxed);
-        });
-        Ok(())
-    }
-    fn into_groups(self: Box<Self>, n: usize) -> Result<Box<dyn GroupAccumulator>> {
-        let states: Vec<i64> = self
-            .counts
-            .into_iter()
-            .take(n)
-            .map(|c| c.into_inner())
-            .collect();
-        Ok(if self.star {
-            Box::new(Groups::from_states(CountStar, states))
-        } else {
-            Box::new(Groups::from_states(Count, states))
+/// Whether `op`'s word is stored flipped.
+fn flipped(op: Op) -> bool {
+    matches!(op, Op::MinI64 | Op::MaxI64)
+}
+
+/// One aggregate's word fields as arrays of atomics (`words[w][g]`), each updated by its
+/// [`Op`].
+struct WordStates {
+    layout: AggLayout,
+    /// Word 0, the row count, is kept only for `COUNT(*)` (which has no field of its own).
+    count_rows: bool,
+    words: Vec<Vec<AtomicU64>>,
+    /// The stored form of each word's identity.
+    identities: Vec<u64>,
+}
+
+impl WordStates {
+    fn new(layout: Layout) -> Option<Self> {
+        let mut identities = layout.identities();
+        let agg = layout.aggs.into_iter().next()?;
+        for f in agg.fields.iter().filter(|f| flipped(f.op)) {
+            identities[f.word] = flip(identities[f.word]);
+        }
+        Some(Self {
+            count_rows: agg.fields.is_empty(),
+            layout: agg,
+            words: (0..layout.words).map(|_| Vec::new()).collect(),
+            identities,
         })
     }
-}
 
-/// Exact 128-bit sums in two words: SUM of Int64/UInt64/Decimal128 and AVG of Decimal128.
-struct WideSum {
-    spec: AggregateSpec,
-    lo: Vec<AtomicU64>,
-    hi: Vec<AtomicI64>,
-    count: Vec<AtomicI64>,
-    overflow: AtomicBool,
-}
-
-impl WideSum {
+    /// Folds `v` (the field's input: a value's ordinal, bits or exact integer) into group `g`.
     #[inline(always)]
-    fn add(&self, g: usize, v: i128) {
-        let (vl, vh) = (v as u64, (v >> 64) as i64);
-        let old = self.lo[g].fetch_add(vl, Relaxed);
-        let carry = old.overflowing_add(vl).1 as i64;
-        let dh = vh + carry;
-        if dh != 0 && self.hi[g].fetch_add(dh, Relaxed).overflowing_add(dh).1 {
-            self.overflow.store(true, Relaxed);
+    fn apply(&self, f: &Field, g: usize, v: i128) {
+        let at = |w: usize| &self.words[f.word + w][g];
+        match f.op {
+            Op::AddU64 => {
+                at(0).fetch_add(v as u64, Relaxed);
+            }
+            Op::AddF64 => {
+                let x = f64::from_bits(v as u64);
+                let _ = at(0).fetch_update(Relaxed, Relaxed, |b| {
+                    Some((f64::from_bits(b) + x).to_bits())
+                });
+            }
+            Op::Wide { words, .. } => {
+                // Word-wise add with carry: exact under any interleaving of threads.
+                let top = if v < 0 { u64::MAX } else { 0 };
+                let parts = [v as u64, (v >> 64) as u64, top];
+                let mut carry = 0u64;
+                for (i, &part) in parts.iter().enumerate().take(words) {
+                    let add = part.wrapping_add(carry);
+                    let c1 = u64::from(add < carry);
+                    let mut c2 = 0;
+                    if add != 0 {
+                        let old = at(i).fetch_add(add, Relaxed);
+                        c2 = u64::from(old.wrapping_add(add) < old);
+                    }
+                    carry = c1 + c2;
+                }
+            }
+            Op::MinI64 => {
+                at(0).fetch_min(flip(v as i64 as u64), Relaxed);
+            }
+            Op::MaxI64 => {
+                at(0).fetch_max(flip(v as i64 as u64), Relaxed);
+            }
+            Op::MinU64 => {
+                at(0).fetch_min(v as u64, Relaxed);
+            }
+            Op::MaxU64 => {
+                at(0).fetch_max(v as u64, Relaxed);
+            }
+            Op::Seen => {
+                if at(0).load(Relaxed) == 0 {
+                    at(0).store(1, Relaxed);
+                }
+            }
+            Op::MinI128 | Op::MaxI128 => {
+                // No 128-bit atomics: compare and replace under the field's latch word.
+                let latch = at(2);
+                while latch.compare_exchange_weak(0, 1, Acquire, Relaxed).is_err() {
+                    std::hint::spin_loop();
+                }
+                let cur =
+                    (at(0).load(Relaxed) as u128 | (at(1).load(Relaxed) as u128) << 64) as i128;
+                if (f.op == Op::MaxI128 && v > cur) || (f.op == Op::MinI128 && v < cur) {
+                    at(0).store(v as u64, Relaxed);
+                    at(1).store((v >> 64) as u64, Relaxed);
+                }
+                latch.store(0, Release);
+            }
         }
-        self.count[g].fetch_add(1, Relaxed);
-    }
-
-    fn fold<T: ArrowPrimitiveType>(
-        &self,
-        gids: &[u32],
-        input: Option<&ArrayRef>,
-        widen: impl Fn(T::Native) -> i128,
-    ) -> Result<()> {
-        let a = crate::agg::downcast_input::<PrimitiveArray<T>>(input, "sum")?;
-        let values = a.values();
-        each_valid(a.nulls(), gids, |g, r| self.add(g, widen(values[r])));
-        Ok(())
     }
 }
 
-impl AtomicAccumulator for WideSum {
+/// Every row's input to a field updated by `op`: raw bits for a double sum, otherwise the
+/// value's ordinal (the integer itself for integers and decimals; 0/1 for booleans).
+fn field_inputs(op: Op, input: &ArrayRef) -> Result<Vec<i128>> {
+    if op == Op::AddF64 {
+        let a = crate::agg::downcast_input::<arrow::array::PrimitiveArray<Float64Type>>(
+            Some(input),
+            "sum",
+        )?;
+        return Ok(a.values().iter().map(|v| v.to_bits() as i128).collect());
+    }
+    if let Some(b) = input.as_boolean_opt() {
+        return Ok(b.values().iter().map(i128::from).collect());
+    }
+    with_ordinal_type!(input.data_type(), T => {
+        Ok(input
+            .as_primitive::<T>()
+            .values()
+            .iter()
+            .map(|&v| <T as ArrowPrimitiveType>::Native::to_ord(v))
+            .collect())
+    }, _ => Err(GrouperError::UnsupportedType {
+        what: "an atomic aggregate",
+        data_type: input.data_type().clone(),
+    }))
+}
+
+impl AtomicAccumulator for WordStates {
     fn grow(&mut self, n: usize) {
-        grow_atomics(&mut self.lo, n);
-        grow_atomics(&mut self.hi, n);
-        grow_atomics(&mut self.count, n);
+        for (w, words) in self.words.iter_mut().enumerate() {
+            if w == ROWS_WORD && !self.count_rows {
+                continue;
+            }
+            let init = self.identities[w];
+            while words.len() < n {
+                words.push(AtomicU64::new(init));
+            }
+        }
     }
+
     fn update(&self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()> {
-        match self.spec.input_type {
-            Some(DataType::Int64) => self.fold::<Int64Type>(gids, input, |v| v as i128),
-            Some(DataType::UInt64) => self.fold::<UInt64Type>(gids, input, |v| v as i128),
-            _ => self.fold::<Decimal128Type>(gids, input, |v| v),
+        if self.count_rows {
+            for &g in gids {
+                self.words[ROWS_WORD][g as usize].fetch_add(1, Relaxed);
+            }
+            return Ok(());
         }
+        let input = input.ok_or_else(|| {
+            GrouperError::InvalidInput(format!("{} needs input", self.layout.spec.kind))
+        })?;
+        let nulls = input.logical_nulls();
+        for f in &self.layout.fields {
+            match f.input {
+                Input::One => each_valid(nulls.as_ref(), gids, |g, _| self.apply(f, g, 1)),
+                Input::Value => {
+                    let values = field_inputs(f.op, input)?;
+                    each_valid(nulls.as_ref(), gids, |g, r| self.apply(f, g, values[r]));
+                }
+            }
+        }
+        Ok(())
     }
+
     fn into_groups(self: Box<Self>, n: usize) -> Result<Box<dyn GroupAccumulator>> {
-        let output = self.spec.output_type()?;
-        let overflow = GrouperError::Overflow {
-            aggregate: self.spec.kind.name(),
-            data_type: output.clone(),
-        };
-        if self.overflow.load(Relaxed) {
-            return Err(overflow);
-        }
-        let totals: Vec<(i128, i64)> = (0..n)
-            .map(|g| {
-                let lo = self.lo[g].load(Relaxed) as i128;
-                let hi = self.hi[g].load(Relaxed) as i128;
-                ((hi << 64) | lo, self.count[g].load(Relaxed))
-            })
+        let mut cols: Vec<Vec<u64>> = self
+            .words
+            .into_iter()
+            .map(|w| w.into_iter().take(n).map(AtomicU64::into_inner).collect())
             .collect();
-        // SUM states are the exact 128-bit totals; finalize narrows them to the result type.
-        let sums = || {
-            totals
-                .iter()
-                .map(|&(sum, c)| SumState { sum, seen: c > 0 })
-                .collect()
-        };
-        Ok(match (&self.spec.kind, &self.spec.input_type) {
-            (AggKind::Avg, Some(DataType::Decimal128(_, s))) => {
-                let states = totals
-                    .iter()
-                    .map(|&(sum, count)| AvgState { sum, count })
-                    .collect();
-                Box::new(Groups::from_states(AvgDecimal::new(*s, &output)?, states))
-            }
-            (_, Some(DataType::Int64)) => {
-                Box::new(Groups::from_states(SumI64::new(output), sums()))
-            }
-            (_, Some(DataType::UInt64)) => {
-                Box::new(Groups::from_states(SumU64::new(output), sums()))
-            }
-            _ => Box::new(Groups::from_states(SumDecimal::new(output), sums())),
-        })
-    }
-}
-
-/// SUM and AVG of Float64 with a compare-and-swap loop on the bits.
-struct F64Sum {
-    avg: bool,
-    bits: Vec<AtomicU64>,
-    count: Vec<AtomicI64>,
-}
-
-impl AtomicAccumulator for F64Sum {
-    fn grow(&mut self, n: usize) {
-        grow_atomics(&mut self.bits, n);
-        grow_atomics(&mut self.count, n);
-    }
-    fn update(&self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()> {
-        let a = crate::agg::downcast_input::<PrimitiveArray<Float64Type>>(input, "sum")?;
-        let values = a.values();
-        each_valid(a.nulls(), gids, |g, r| {
-            let _ = self.bits[g].fetch_update(Relaxed, Relaxed, |b| {
-                Some((f64::from_bits(b) + values[r]).to_bits())
-            });
-            self.count[g].fetch_add(1, Relaxed);
-        });
-        Ok(())
-    }
-    fn into_groups(self: Box<Self>, n: usize) -> Result<Box<dyn GroupAccumulator>> {
-        let states = (0..n).map(|g| {
-            (
-                f64::from_bits(self.bits[g].load(Relaxed)),
-                self.count[g].load(Relaxed),
-            )
-        });
-        Ok(if self.avg {
-            Box::new(Groups::from_states(
-                Avg,
-                states.map(|(sum, count)| AvgState { sum, count }).collect(),
-            ))
-        } else {
-            let states = states
-                .map(|(sum, c)| SumState { sum, seen: c > 0 })
-                .collect();
-            Box::new(Groups::from_states(SumF64::new(DataType::Float64), states))
-        })
-    }
-}
-
-/// MIN/MAX of a primitive whose ordinal fits 64 bits, with `fetch_min`/`fetch_max`.
-struct OrdMinMax<T: ArrowPrimitiveType> {
-    is_max: bool,
-    data_type: DataType,
-    /// Subtracted from ordinals so that UInt64's fit `i64`.
-    bias: i128,
-    best: Vec<AtomicI64>,
-    seen: Vec<AtomicBool>,
-    _t: PhantomData<fn() -> T>,
-}
-
-impl<T: ArrowPrimitiveType> AtomicAccumulator for OrdMinMax<T>
-where
-    T::Native: Ordinal,
-{
-    fn grow(&mut self, n: usize) {
-        let init = if self.is_max { i64::MIN } else { i64::MAX };
-        while self.best.len() < n {
-            self.best.push(AtomicI64::new(init));
+        if !self.count_rows {
+            cols[ROWS_WORD] = vec![0; n];
         }
-        grow_atomics(&mut self.seen, n);
-    }
-    fn update(&self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()> {
-        let a = crate::agg::downcast_input::<PrimitiveArray<T>>(input, "min/max")?;
-        let values = a.values();
-        each_valid(a.nulls(), gids, |g, r| {
-            let v = (values[r].to_ord() - self.bias) as i64;
-            if self.is_max {
-                self.best[g].fetch_max(v, Relaxed);
-            } else {
-                self.best[g].fetch_min(v, Relaxed);
-            }
-            if !self.seen[g].load(Relaxed) {
-                self.seen[g].store(true, Relaxed);
-            }
-        });
-        Ok(())
-    }
-    fn into_groups(self: Box<Self>, n: usize) -> Result<Box<dyn GroupAccumulator>> {
-        let states = (0..n)
-            .map(|g| {
-                self.seen[g]
-                    .load(Relaxed)
-                    .then(|| T::Native::from_ord(self.best[g].load(Relaxed) as i128 + self.bias))
-            })
-            .collect();
-        Ok(Box::new(Groups::from_states(
-            MinMaxPrimitive::<T>::new(self.is_max, self.data_type.clone()),
-            states,
-        )))
+        for f in self.layout.fields.iter().filter(|f| flipped(f.op)) {
+            cols[f.word].iter_mut().for_each(|w| *w = flip(*w));
+        }
+        to_accumulator(&self.layout, &cols)
     }
 }
 
@@ -330,60 +276,20 @@ impl AtomicAccumulator for Striped {
     }
 }
 
-/// The atomic form of one aggregate.
+/// The atomic form of one aggregate: its word form where it has one, else striped locks.
 pub fn new_atomic_accumulator(spec: &AggregateSpec) -> Result<Box<dyn AtomicAccumulator>> {
     spec.output_type()?;
-    let input = spec.input_type.clone().unwrap_or(DataType::Null);
-    let wide = || -> Box<dyn AtomicAccumulator> {
-        Box::new(WideSum {
-            spec: spec.clone(),
-            lo: Vec::new(),
-            hi: Vec::new(),
-            count: Vec::new(),
-            overflow: AtomicBool::new(false),
-        })
-    };
-    let striped = || -> Result<Box<dyn AtomicAccumulator>> {
-        let stripes = (0..STRIPES)
-            .map(|_| new_accumulator(spec).map(Mutex::new))
-            .collect::<Result<_>>()?;
-        Ok(Box::new(Striped {
-            spec: spec.clone(),
-            stripes,
-        }))
-    };
-    Ok(match (spec.kind, &input) {
-        (AggKind::CountStar, _) => Box::new(AtomicCount {
-            star: true,
-            counts: Vec::new(),
-        }),
-        (AggKind::Count, _) => Box::new(AtomicCount {
-            star: false,
-            counts: Vec::new(),
-        }),
-        (AggKind::Sum | AggKind::Avg, DataType::Float64) => Box::new(F64Sum {
-            avg: spec.kind == AggKind::Avg,
-            bits: Vec::new(),
-            count: Vec::new(),
-        }),
-        (AggKind::Sum, _) | (AggKind::Avg, DataType::Decimal128(_, _)) => wide(),
-        (AggKind::Min | AggKind::Max, DataType::Decimal128(_, _)) => striped()?,
-        (AggKind::Min | AggKind::Max, t) => {
-            let is_max = spec.kind == AggKind::Max;
-            let bias = if *t == DataType::UInt64 {
-                1i128 << 63
-            } else {
-                0
-            };
-            with_ordinal_type!(t, T => {
-                Box::new(OrdMinMax::<T> { is_max, data_type: t.clone(), bias, best: Vec::new(), seen: Vec::new(), _t: PhantomData }) as Box<dyn AtomicAccumulator>
-            }, _ => striped()?)
-        }
-        (AggKind::Avg, t) => {
-            return Err(GrouperError::UnsupportedType {
-                what: "avg",
-                data_type: t.clone(),
-            })
-        }
-    })
+    if let Some(states) = Layout::new(std::slice::from_ref(spec))
+        .ok()
+        .and_then(WordStates::new)
+    {
+        return Ok(Box::new(states));
+    }
+    let stripes = (0..STRIPES)
+        .map(|_| new_accumulator(spec).map(Mutex::new))
+        .collect::<Result<_>>()?;
+    Ok(Box::new(Striped {
+        spec: spec.clone(),
+        stripes,
+    }))
 }
