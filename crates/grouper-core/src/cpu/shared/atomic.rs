@@ -197,15 +197,22 @@ impl AtomicAccumulator for WordStates {
             GrouperError::InvalidInput(format!("{} needs input", self.layout.spec.kind))
         })?;
         let nulls = input.logical_nulls();
-        for f in &self.layout.fields {
-            match f.input {
-                Input::One => each_valid(nulls.as_ref(), gids, |g, _| self.apply(f, g, 1)),
-                Input::Value => {
-                    let values = field_inputs(f.op, input)?;
-                    each_valid(nulls.as_ref(), gids, |g, r| self.apply(f, g, values[r]));
-                }
+        // One pass over the rows, every field of a row at once (a group's words are touched
+        // while they are in cache).
+        let inputs = self
+            .layout
+            .fields
+            .iter()
+            .map(|f| match f.input {
+                Input::One => Ok(None),
+                Input::Value => field_inputs(f.op, input).map(Some),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        each_valid(nulls.as_ref(), gids, |g, r| {
+            for (f, values) in self.layout.fields.iter().zip(&inputs) {
+                self.apply(f, g, values.as_ref().map_or(1, |v| v[r]));
             }
-        }
+        });
         Ok(())
     }
 
