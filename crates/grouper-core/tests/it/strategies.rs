@@ -267,6 +267,10 @@ fn build(
             AggregateSpec::new(AggKind::Min, DataType::Utf8),
             Some(strs.clone()),
         ),
+        (
+            AggregateSpec::new(AggKind::Count, DataType::Utf8),
+            Some(strs.clone()),
+        ),
         (AggregateSpec::new(AggKind::Max, DataType::Utf8), Some(strs)),
         (
             AggregateSpec::new(AggKind::Max, DataType::Boolean),

@@ -56,14 +56,21 @@ fn flipped(op: Op) -> bool {
     matches!(op, Op::MinI64 | Op::MaxI64)
 }
 
-/// One aggregate's word fields as arrays of atomics (`words[w][g]`), each updated by its
-/// [`Op`].
+/// One aggregate's word fields as one array of atomics, a group's words side by side (a row's
+/// updates touch one cache line, not one per field), each updated by its [`Op`]. Measured on
+/// two threads at 2^16 groups (`SUM(v), COUNT(*)`, 2^22 rows): one array per word was 5% slower
+/// than this, and one table for all aggregates (the GPU's layout, row count included) 9%
+/// slower, both with one indirect read of the value per row.
 struct WordStates {
     layout: AggLayout,
-    /// Word 0, the row count, is kept only for `COUNT(*)` (which has no field of its own).
-    count_rows: bool,
-    words: Vec<Vec<AtomicU64>>,
-    /// The stored form of each word's identity.
+    /// Word 0, the row count, is kept only for `COUNT(*)` (which has no field of its own); the
+    /// stored words start at word `first`.
+    first: usize,
+    /// Words per group.
+    stride: usize,
+    /// Word `first + w` of group `g` at `states[g * stride + w]`.
+    states: Vec<AtomicU64>,
+    /// The stored form of each stored word's identity.
     identities: Vec<u64>,
 }
 
@@ -74,18 +81,26 @@ impl WordStates {
         for f in agg.fields.iter().filter(|f| flipped(f.op)) {
             identities[f.word] = flip(identities[f.word]);
         }
+        let first = usize::from(!agg.fields.is_empty());
         Some(Self {
-            count_rows: agg.fields.is_empty(),
+            first,
+            stride: layout.words - first,
+            states: Vec::new(),
+            identities: identities[first..].to_vec(),
             layout: agg,
-            words: (0..layout.words).map(|_| Vec::new()).collect(),
-            identities,
         })
+    }
+
+    /// Groups the states hold.
+    fn groups(&self) -> usize {
+        self.states.len() / self.stride.max(1)
     }
 
     /// Folds `v` (the field's input: a value's ordinal, bits or exact integer) into group `g`.
     #[inline(always)]
     fn apply(&self, f: &Field, g: usize, v: i128) {
-        let at = |w: usize| &self.words[f.word + w][g];
+        let base = g * self.stride + f.word - self.first;
+        let at = |w: usize| &self.states[base + w];
         match f.op {
             Op::AddU64 => {
                 at(0).fetch_add(v as u64, Relaxed);
@@ -97,11 +112,15 @@ impl WordStates {
                 });
             }
             Op::Wide { words, .. } => {
-                // Word-wise add with carry: exact under any interleaving of threads.
-                let top = if v < 0 { u64::MAX } else { 0 };
-                let parts = [v as u64, (v >> 64) as u64, top];
-                let mut carry = 0u64;
-                for (i, &part) in parts.iter().enumerate().take(words) {
+                // Word-wise add with carry: exact under any interleaving of threads. The low
+                // word always; a higher word only when its part plus the carry is not zero
+                // (a 64-bit input's higher parts are its sign).
+                let lo = v as u64;
+                let old = at(0).fetch_add(lo, Relaxed);
+                let mut carry = u64::from(old.wrapping_add(lo) < old);
+                let sign = if v < 0 { u64::MAX } else { 0 };
+                let mut part = (v >> 64) as u64;
+                for i in 1..words {
                     let add = part.wrapping_add(carry);
                     let c1 = u64::from(add < carry);
                     let mut c2 = 0;
@@ -110,6 +129,7 @@ impl WordStates {
                         c2 = u64::from(old.wrapping_add(add) < old);
                     }
                     carry = c1 + c2;
+                    part = sign;
                 }
             }
             Op::MinI64 => {
@@ -147,49 +167,46 @@ impl WordStates {
     }
 }
 
-/// Every row's input to a field updated by `op`: raw bits for a double sum, otherwise the
-/// value's ordinal (the integer itself for integers and decimals; 0/1 for booleans).
-fn field_inputs(op: Op, input: &ArrayRef) -> Result<Vec<i128>> {
-    if op == Op::AddF64 {
-        let a = crate::agg::downcast_input::<arrow::array::PrimitiveArray<Float64Type>>(
-            Some(input),
-            "sum",
-        )?;
-        return Ok(a.values().iter().map(|v| v.to_bits() as i128).collect());
+impl WordStates {
+    /// Folds every valid row into its group, all fields of a row at once (a group's words are
+    /// touched while they are in cache); `value(r)` is row `r`'s input to the field that reads
+    /// the argument (an aggregate has at most one such field).
+    #[inline(always)]
+    fn fold(
+        &self,
+        nulls: Option<&arrow::buffer::NullBuffer>,
+        gids: &[u32],
+        value: impl Fn(usize) -> i128,
+    ) {
+        each_valid(nulls, gids, |g, r| {
+            for f in &self.layout.fields {
+                let v = match f.input {
+                    Input::One => 1,
+                    Input::Value => value(r),
+                };
+                self.apply(f, g, v);
+            }
+        });
     }
-    if let Some(b) = input.as_boolean_opt() {
-        return Ok(b.values().iter().map(i128::from).collect());
-    }
-    with_ordinal_type!(input.data_type(), T => {
-        Ok(input
-            .as_primitive::<T>()
-            .values()
-            .iter()
-            .map(|&v| <T as ArrowPrimitiveType>::Native::to_ord(v))
-            .collect())
-    }, _ => Err(GrouperError::UnsupportedType {
-        what: "an atomic aggregate",
-        data_type: input.data_type().clone(),
-    }))
 }
 
 impl AtomicAccumulator for WordStates {
     fn grow(&mut self, n: usize) {
-        for (w, words) in self.words.iter_mut().enumerate() {
-            if w == ROWS_WORD && !self.count_rows {
-                continue;
-            }
-            let init = self.identities[w];
-            while words.len() < n {
-                words.push(AtomicU64::new(init));
+        let groups = self.groups();
+        if n > groups {
+            self.states.reserve((n - groups) * self.stride);
+            for _ in groups..n {
+                self.states
+                    .extend(self.identities.iter().map(|&i| AtomicU64::new(i)));
             }
         }
     }
 
     fn update(&self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()> {
-        if self.count_rows {
+        if self.first == ROWS_WORD {
+            // COUNT(*): the row count, one word per group.
             for &g in gids {
-                self.words[ROWS_WORD][g as usize].fetch_add(1, Relaxed);
+                self.states[g as usize].fetch_add(1, Relaxed);
             }
             return Ok(());
         }
@@ -197,33 +214,45 @@ impl AtomicAccumulator for WordStates {
             GrouperError::InvalidInput(format!("{} needs input", self.layout.spec.kind))
         })?;
         let nulls = input.logical_nulls();
-        // One pass over the rows, every field of a row at once (a group's words are touched
-        // while they are in cache).
-        let inputs = self
-            .layout
-            .fields
-            .iter()
-            .map(|f| match f.input {
-                Input::One => Ok(None),
-                Input::Value => field_inputs(f.op, input).map(Some),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        each_valid(nulls.as_ref(), gids, |g, r| {
-            for (f, values) in self.layout.fields.iter().zip(&inputs) {
-                self.apply(f, g, values.as_ref().map_or(1, |v| v[r]));
-            }
-        });
-        Ok(())
+        let nulls = nulls.as_ref();
+        if self.layout.fields.iter().all(|f| f.input == Input::One) {
+            // COUNT(x): the argument's validity is all it reads.
+            self.fold(nulls, gids, |_| 1);
+            return Ok(());
+        }
+        // The argument's input to its field, read in place: raw bits for a double sum,
+        // otherwise the value's ordinal (the integer itself for integers and decimals).
+        if self.layout.fields.iter().any(|f| f.op == Op::AddF64) {
+            let a = crate::agg::downcast_input::<arrow::array::PrimitiveArray<Float64Type>>(
+                Some(input),
+                "sum",
+            )?;
+            let v = a.values();
+            self.fold(nulls, gids, |r| v[r].to_bits() as i128);
+            return Ok(());
+        }
+        if let Some(b) = input.as_boolean_opt() {
+            self.fold(nulls, gids, |r| i128::from(b.value(r)));
+            return Ok(());
+        }
+        with_ordinal_type!(input.data_type(), T => {
+            let v = input.as_primitive::<T>().values();
+            self.fold(nulls, gids, |r| v[r].to_ord());
+            Ok(())
+        }, _ => Err(GrouperError::UnsupportedType {
+            what: "an atomic aggregate",
+            data_type: input.data_type().clone(),
+        }))
     }
 
     fn into_groups(self: Box<Self>, n: usize) -> Result<Box<dyn GroupAccumulator>> {
-        let mut cols: Vec<Vec<u64>> = self
-            .words
-            .into_iter()
-            .map(|w| w.into_iter().take(n).map(AtomicU64::into_inner).collect())
-            .collect();
-        if !self.count_rows {
+        let words = self.stride + self.first;
+        let mut cols: Vec<Vec<u64>> = vec![Vec::with_capacity(n); words];
+        if self.first != ROWS_WORD {
             cols[ROWS_WORD] = vec![0; n];
+        }
+        for (i, state) in self.states.into_iter().take(n * self.stride).enumerate() {
+            cols[self.first + i % self.stride].push(state.into_inner());
         }
         for f in self.layout.fields.iter().filter(|f| flipped(f.op)) {
             cols[f.word].iter_mut().for_each(|w| *w = flip(*w));
