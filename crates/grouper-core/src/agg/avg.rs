@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 
-use super::words::{overflow, wide_to_i128, FieldWords, Input, Op};
+use super::words::{overflow, FieldWords, Input, Op};
 use super::{downcast_input, for_each_valid, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
@@ -163,11 +163,7 @@ impl Aggregate for AvgDecimal {
 /// `AVG(x)` in words: the sum (f64, or a 192-bit decimal sum) and the count of values.
 pub(super) fn fields(input: &DataType) -> Option<Vec<(Op, Input)>> {
     let sum = match input {
-        DataType::Float64 => Op::AddF64,
-        DataType::Decimal128(..) => Op::Wide {
-            words: 3,
-            signed: true,
-        },
+        DataType::Float64 | DataType::Decimal128(..) => super::sum::sum_op(input)?,
         _ => return None,
     };
     Some(vec![(sum, Input::Value), (Op::AddU64, Input::One)])
@@ -185,7 +181,7 @@ pub(super) fn from_words(
         Some(DataType::Decimal128(_, s)) => {
             let states = (0..n)
                 .map(|g| {
-                    let sum = wide_to_i128(&words.wide(0, g)).ok_or_else(|| overflow(spec))?;
+                    let sum = words.exact(0, g).ok_or_else(|| overflow(spec))?;
                     Ok(AvgState {
                         sum,
                         count: count(g),

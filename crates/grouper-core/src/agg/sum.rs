@@ -11,7 +11,7 @@ use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int64Type, UInt64Type,
 };
 
-use super::words::{overflow, wide_to_i128, FieldWords, Input, Op};
+use super::words::{overflow, FieldWords, Input, Op};
 use super::{downcast_input, for_each_valid, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
@@ -184,7 +184,12 @@ where
 /// `SUM(x)` in words: the exact sum — 128 bits for Int64 and UInt64, 192 for decimals (add with
 /// carry), an f64 for Float64 — and a flag that a value was seen (SUM of none is NULL).
 pub(super) fn fields(input: &DataType) -> Option<Vec<(Op, Input)>> {
-    let sum = match input {
+    Some(vec![(sum_op(input)?, Input::Value), (Op::Seen, Input::One)])
+}
+
+/// The word operation of a sum of `input` (AVG's sum too).
+pub(super) fn sum_op(input: &DataType) -> Option<Op> {
+    Some(match input {
         DataType::Int64 => Op::Wide {
             words: 2,
             signed: true,
@@ -199,8 +204,7 @@ pub(super) fn fields(input: &DataType) -> Option<Vec<(Op, Input)>> {
         },
         DataType::Float64 => Op::AddF64,
         _ => return None,
-    };
-    Some(vec![(sum, Input::Value), (Op::Seen, Input::One)])
+    })
 }
 
 /// `SUM(x)`'s states from its words: the exact totals (finalize narrows them to the result
@@ -212,10 +216,9 @@ pub(super) fn from_words(
     let out = spec.output_type()?;
     let n = words.groups();
     let exact = |g: usize| -> Result<SumState<i128>> {
-        let w = words.wide(0, g);
         let sum = match spec.input_type {
-            Some(DataType::UInt64) if w[1] != 0 => None,
-            _ => wide_to_i128(&w),
+            Some(DataType::UInt64) if words.wide(0, g)[1] != 0 => None,
+            _ => words.exact(0, g),
         };
         Ok(SumState {
             sum: sum.ok_or_else(|| overflow(spec))?,

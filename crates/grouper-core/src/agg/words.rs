@@ -103,7 +103,7 @@ pub const ROWS_WORD: usize = 0;
 
 /// Sign- or zero-extended multi-word value as an i128 check: the words of a wide sum, least
 /// significant first, as a 192-bit two's-complement number narrowed to `i128` if it fits.
-pub(crate) fn wide_to_i128(words: &[u64]) -> Option<i128> {
+fn wide_to_i128(words: &[u64]) -> Option<i128> {
     let lo = words[0] as u128 | (words.get(1).copied().unwrap_or(0) as u128) << 64;
     let v = lo as i128;
     match words.get(2) {
@@ -141,12 +141,21 @@ impl FieldWords<'_> {
         &self.cols[self.fields[i].word]
     }
 
-    /// Field `i`'s words of group `g`, least significant first.
-    pub(crate) fn wide(&self, i: usize, g: usize) -> Vec<u64> {
+    /// Field `i`'s (up to three) words of group `g`, least significant first, zero beyond
+    /// its width.
+    pub(crate) fn wide(&self, i: usize, g: usize) -> [u64; 3] {
         let f = self.fields[i];
-        (0..f.op.width())
-            .map(|w| self.cols[f.word + w][g])
-            .collect()
+        let mut out = [0; 3];
+        for (w, o) in out.iter_mut().enumerate().take(f.op.width()) {
+            *o = self.cols[f.word + w][g];
+        }
+        out
+    }
+
+    /// Field `i` (a multi-word sum) of group `g` as an `i128`, `None` when it does not fit.
+    pub(crate) fn exact(&self, i: usize, g: usize) -> Option<i128> {
+        let w = self.wide(i, g);
+        wide_to_i128(&w[..self.fields[i].op.width().min(3)])
     }
 
     /// Whether field `i` (a [`Op::Seen`] flag) is set for group `g`.

@@ -61,13 +61,7 @@ pub fn aggregate(
             update_all(&mut l.accs, &l.gids, &morsels[m], domain)
         },
     )?;
-    let merged = merge(
-        locals
-            .into_iter()
-            .map(|l| (l.accs, present_ids(&l.present)))
-            .collect(),
-        domain,
-    )?;
+    let merged = merge(locals.into_iter().map(|l| (l.accs, l.present)).collect())?;
     Ok(merged.into_iter().next().unwrap_or(Chunk {
         words: Vec::new(),
         accs: new_accumulators(spec)?,
@@ -82,23 +76,20 @@ fn present_ids(present: &[bool]) -> Vec<u32> {
         .collect()
 }
 
-/// Merges per-worker dense arrays over `domain` ids (accumulators, and the ids that received
-/// rows) into one chunk selecting the groups that received rows; no chunk when there are no
-/// workers.
-pub fn merge(
-    mut locals: Vec<(super::Accumulators, Vec<u32>)>,
-    domain: usize,
-) -> Result<Option<Chunk>> {
-    let Some((mut accs, ids)) = locals.pop() else {
+/// Merges per-worker dense arrays (accumulators and presence) into one chunk selecting the
+/// groups that received rows; no chunk when there are no workers.
+pub fn merge(mut locals: Vec<(super::Accumulators, Vec<bool>)>) -> Result<Option<Chunk>> {
+    let Some((mut accs, mut present)) = locals.pop() else {
         return Ok(None);
     };
-    let mut present = vec![false; domain];
-    ids.iter().for_each(|&g| present[g as usize] = true);
-    for (other_accs, idx) in &locals {
+    for (other_accs, other_present) in &locals {
+        let idx = present_ids(other_present);
         for (a, b) in accs.iter_mut().zip(other_accs) {
-            a.merge(b.as_ref(), idx, idx)?;
+            a.merge(b.as_ref(), &idx, &idx)?;
         }
-        idx.iter().for_each(|&g| present[g as usize] = true);
+        for &g in &idx {
+            present[g as usize] = true;
+        }
     }
     Ok(Some(Chunk {
         words: Vec::new(),
@@ -153,6 +144,10 @@ impl GroupIndex for DirectIndex {
 
     fn memory_bytes(&self) -> usize {
         self.present.len()
+    }
+
+    fn into_presence(self: Box<Self>) -> Option<Vec<bool>> {
+        Some(self.present)
     }
 
     fn is_direct(&self) -> bool {

@@ -31,8 +31,14 @@ pub trait GroupIndex: Send {
     /// Bytes the index holds, aggregate states not counted (for memory accounting).
     fn memory_bytes(&self) -> usize;
 
-    /// Whether group ids are the key words themselves (a direct index over the key domain):
-    /// such workers' states merge position by position, with no lookup.
+    /// For a direct index (group ids are the key words themselves, over the key domain), the
+    /// flag of each id that has rows; `None` for other indexes. Workers whose indexes are all
+    /// direct merge their states position by position, with no lookup.
+    fn into_presence(self: Box<Self>) -> Option<Vec<bool>> {
+        None
+    }
+
+    /// Whether [`GroupIndex::into_presence`] gives flags.
     fn is_direct(&self) -> bool {
         false
     }

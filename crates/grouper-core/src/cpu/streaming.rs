@@ -89,12 +89,11 @@ impl Partial {
 /// Merges the partials of all workers into result chunks.
 pub fn merge(spec: &QuerySpec, parts: Vec<Partial>, params: &Params) -> Result<Vec<Chunk>> {
     if parts.iter().all(Partial::is_direct) {
-        let domain = parts.iter().map(|p| p.index.len()).max().unwrap_or(0);
         let locals = parts
             .into_iter()
-            .map(|p| (p.accs, p.index.into_groups().ids.unwrap_or_default()))
+            .map(|p| (p.accs, p.index.into_presence().unwrap_or_default()))
             .collect();
-        return Ok(dense::merge(locals, domain)?
+        return Ok(dense::merge(locals)?
             .into_iter()
             .map(Chunk::with_words_from_ids)
             .collect());

@@ -56,20 +56,20 @@ fn flipped(op: Op) -> bool {
     matches!(op, Op::MinI64 | Op::MaxI64)
 }
 
-/// One aggregate's word fields as one array of atomics, a group's words side by side (a row's
-/// updates touch one cache line, not one per field), each updated by its [`Op`]. Measured on
-/// two threads at 2^16 groups (`SUM(v), COUNT(*)`, 2^22 rows): one array per word was 5% slower
-/// than this, and one table for all aggregates (the GPU's layout, row count included) 9%
-/// slower, both with one indirect read of the value per row.
+/// One aggregate's word fields as arrays of atomics, one array per word, each updated by its
+/// [`Op`]. Measured on two threads (`SUM(v), COUNT(*)`, 2^22 rows, against the hand-written
+/// atomic forms this replaced): one array with a group's words side by side, as the GPU's
+/// global table keeps them, was 11% slower at 2^24 groups — every update pulls a sum's rarely
+/// written high word into cache —, and one table for all aggregates slower still; one array per
+/// word is even with the hand-written forms there, faster up to 2^10 groups, and 17% slower at
+/// 2^16 (the seen flag's load; an atomic `or` instead was slower).
 struct WordStates {
     layout: AggLayout,
     /// Word 0, the row count, is kept only for `COUNT(*)` (which has no field of its own); the
     /// stored words start at word `first`.
     first: usize,
-    /// Words per group.
-    stride: usize,
-    /// Word `first + w` of group `g` at `states[g * stride + w]`.
-    states: Vec<AtomicU64>,
+    /// Word `first + w` of group `g` at `words[w][g]`.
+    words: Vec<Vec<AtomicU64>>,
     /// The stored form of each stored word's identity.
     identities: Vec<u64>,
 }
@@ -84,23 +84,17 @@ impl WordStates {
         let first = usize::from(!agg.fields.is_empty());
         Some(Self {
             first,
-            stride: layout.words - first,
-            states: Vec::new(),
+            words: (first..layout.words).map(|_| Vec::new()).collect(),
             identities: identities[first..].to_vec(),
             layout: agg,
         })
     }
 
-    /// Groups the states hold.
-    fn groups(&self) -> usize {
-        self.states.len() / self.stride.max(1)
-    }
-
     /// Folds `v` (the field's input: a value's ordinal, bits or exact integer) into group `g`.
     #[inline(always)]
     fn apply(&self, f: &Field, g: usize, v: i128) {
-        let base = g * self.stride + f.word - self.first;
-        let at = |w: usize| &self.states[base + w];
+        let first = f.word - self.first;
+        let at = |w: usize| &self.words[first + w][g];
         match f.op {
             Op::AddU64 => {
                 at(0).fetch_add(v as u64, Relaxed);
@@ -112,15 +106,11 @@ impl WordStates {
                 });
             }
             Op::Wide { words, .. } => {
-                // Word-wise add with carry: exact under any interleaving of threads. The low
-                // word always; a higher word only when its part plus the carry is not zero
-                // (a 64-bit input's higher parts are its sign).
-                let lo = v as u64;
-                let old = at(0).fetch_add(lo, Relaxed);
-                let mut carry = u64::from(old.wrapping_add(lo) < old);
-                let sign = if v < 0 { u64::MAX } else { 0 };
-                let mut part = (v >> 64) as u64;
-                for i in 1..words {
+                // Word-wise add with carry: exact under any interleaving of threads.
+                let top = if v < 0 { u64::MAX } else { 0 };
+                let parts = [v as u64, (v >> 64) as u64, top];
+                let mut carry = 0u64;
+                for (i, &part) in parts.iter().enumerate().take(words) {
                     let add = part.wrapping_add(carry);
                     let c1 = u64::from(add < carry);
                     let mut c2 = 0;
@@ -129,7 +119,6 @@ impl WordStates {
                         c2 = u64::from(old.wrapping_add(add) < old);
                     }
                     carry = c1 + c2;
-                    part = sign;
                 }
             }
             Op::MinI64 => {
@@ -192,12 +181,10 @@ impl WordStates {
 
 impl AtomicAccumulator for WordStates {
     fn grow(&mut self, n: usize) {
-        let groups = self.groups();
-        if n > groups {
-            self.states.reserve((n - groups) * self.stride);
-            for _ in groups..n {
-                self.states
-                    .extend(self.identities.iter().map(|&i| AtomicU64::new(i)));
+        for (words, &init) in self.words.iter_mut().zip(&self.identities) {
+            if n > words.len() {
+                words.reserve(n - words.len());
+                words.extend((words.len()..n).map(|_| AtomicU64::new(init)));
             }
         }
     }
@@ -206,7 +193,7 @@ impl AtomicAccumulator for WordStates {
         if self.first == ROWS_WORD {
             // COUNT(*): the row count, one word per group.
             for &g in gids {
-                self.states[g as usize].fetch_add(1, Relaxed);
+                self.words[0][g as usize].fetch_add(1, Relaxed);
             }
             return Ok(());
         }
@@ -246,14 +233,15 @@ impl AtomicAccumulator for WordStates {
     }
 
     fn into_groups(self: Box<Self>, n: usize) -> Result<Box<dyn GroupAccumulator>> {
-        let words = self.stride + self.first;
-        let mut cols: Vec<Vec<u64>> = vec![Vec::with_capacity(n); words];
+        let mut cols: Vec<Vec<u64>> = Vec::with_capacity(self.first + self.words.len());
         if self.first != ROWS_WORD {
-            cols[ROWS_WORD] = vec![0; n];
+            cols.push(vec![0; n]);
         }
-        for (i, state) in self.states.into_iter().take(n * self.stride).enumerate() {
-            cols[self.first + i % self.stride].push(state.into_inner());
-        }
+        cols.extend(
+            self.words
+                .into_iter()
+                .map(|w| w.into_iter().take(n).map(AtomicU64::into_inner).collect()),
+        );
         for f in self.layout.fields.iter().filter(|f| flipped(f.op)) {
             cols[f.word].iter_mut().for_each(|w| *w = flip(*w));
         }
