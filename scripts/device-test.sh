@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check ...]
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup ...]
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
 #   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
@@ -212,6 +212,15 @@ if wants check; then
   limited /tmp/grouper bench check --out "$OUT/check.json" --data /tmp/bench-check ${CHECK_ARGS:-} 2>&1 | tee "$OUT/check.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
   cp bench/results/baseline-*.json "$OUT/" 2>/dev/null
+fi
+if wants startup; then
+  # The fixed cost of a fresh process: the driver's start-up steps (scripts/gpu-startup.py,
+  # twice: the first may pay the device's own initialization), then one `grouper query` process
+  # per run on a 1,000-row Parquet file under each backend (scripts/startup-bench.py).
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  for i in 1 2; do python3 scripts/gpu-startup.py | tee "$OUT/gpu-startup-$i.log"; done
+  python3 scripts/startup-bench.py /tmp/grouper "$OUT/startup.json" | tee "$OUT/startup.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 echo "device-test: exit $status"
 exit $status
