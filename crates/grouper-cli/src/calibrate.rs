@@ -11,7 +11,7 @@
 use anyhow::Result;
 use clap::Args;
 use grouper_core::profile::{KeyKind, Profile};
-use grouper_gpu::{Gpu, GpuStrategy};
+use grouper_gpu::GpuStrategy;
 use serde_json::json;
 
 use crate::bench::common::git_commit;
@@ -36,7 +36,7 @@ pub async fn calibrate(a: CalibrateArgs) -> Result<()> {
     let threads = a.size.threads();
     let devices = if a.devices.is_empty() {
         let mut d = Vec::new();
-        match Gpu::get() {
+        match grouper::device_facts::open() {
             Ok(_) => d.push(SweepDevice::Gpu),
             Err(e) => println!("GPU not calibrated: {e}"),
         }

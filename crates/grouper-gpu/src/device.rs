@@ -104,12 +104,22 @@ fn driver_version() -> Result<i32> {
     Ok(v)
 }
 
+/// Why there is no GPU when the driver library is missing.
+pub const NO_DRIVER: &str =
+    "the CUDA driver library (libcuda.so) was not found; install an NVIDIA driver";
+
+/// The installed CUDA driver's version, without initializing the driver: loads libcuda and asks
+/// its version (about a millisecond; no `cuInit`, which takes 0.1–0.2 s on an H100, and no
+/// context, another 0.1 s). `None` when there is no driver. What a session checks before it
+/// trusts device facts cached on disk.
+pub fn installed_driver() -> Option<i32> {
+    driver_library_present().then(driver_version)?.ok()
+}
+
 /// Initializes the driver and returns the number of devices, or why there are none.
 fn device_count() -> Result<usize> {
     if !driver_library_present() {
-        return Err(GrouperError::GpuUnavailable(
-            "the CUDA driver library (libcuda.so) was not found; install an NVIDIA driver".into(),
-        ));
+        return Err(GrouperError::GpuUnavailable(NO_DRIVER.into()));
     }
     cudarc::driver::result::init().map_err(|e| driver("CUDA driver initialization failed", e))?;
     let n = CudaContext::device_count().map_err(|e| driver("cuDeviceGetCount", e))?;

@@ -46,7 +46,7 @@ mod tuning;
 mod variant;
 mod wide_keys;
 
-pub use device::{gpu_required, DeviceInfo, Gpu};
+pub use device::{gpu_required, installed_driver, DeviceInfo, Gpu, NO_DRIVER};
 pub use prepare::Piece;
 pub use query::{ColumnBounds, GpuOptions, GpuQuery};
 pub use report::{GpuOutput, GpuReport, TuneReport};

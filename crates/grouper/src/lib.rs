@@ -22,6 +22,8 @@
 
 pub mod backend;
 pub mod config;
+#[cfg(feature = "gpu")]
+pub mod device_facts;
 pub mod exec;
 pub mod fuse;
 pub mod group_by;

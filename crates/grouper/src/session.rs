@@ -67,7 +67,7 @@ pub fn worker_pool(
 pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
     if matches!(config.backend, Backend::Gpu | Backend::Hybrid) {
         #[cfg(feature = "gpu")]
-        Gpu::get()
+        crate::device_facts::open()
             .map_err(|e| DataFusionError::Plan(format!("--backend {}: {e}", config.backend)))?;
         #[cfg(not(feature = "gpu"))]
         return Err(DataFusionError::Plan(format!(
@@ -111,9 +111,14 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
             cpu_profile = profile_store::load(&profile_store::cpu_key(threads));
             #[cfg(feature = "gpu")]
             if gpu.profile.is_none() && config.backend != Backend::Cpu {
-                gpu.profile = Gpu::get()
-                    .ok()
-                    .and_then(|g| profile_store::load(&profile_store::gpu_key(&g.info)));
+                // The GPU is started above only when the backend is the GPU's; `auto` finds
+                // its profile by the device facts an earlier process recorded, so a query that
+                // stays on the CPU never pays the GPU's start-up.
+                let info = match config.backend {
+                    Backend::Gpu | Backend::Hybrid => Gpu::get().ok().map(|g| g.info.clone()),
+                    _ => crate::device_facts::known(),
+                };
+                gpu.profile = info.and_then(|i| profile_store::load(&profile_store::gpu_key(&i)));
             }
         }
         builder =

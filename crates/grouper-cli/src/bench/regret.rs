@@ -13,7 +13,6 @@ use crate::synthetic::Dist;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use grouper_core::profile::KeyKind;
-use grouper_gpu::Gpu;
 use serde_json::{json, Value};
 
 use crate::bench::common::{git_commit, write_json};
@@ -50,7 +49,7 @@ impl SweepDevice {
     /// and `threads`.
     pub fn profile_key(self, threads: usize) -> Result<String> {
         Ok(match self {
-            SweepDevice::Gpu => profile_store::gpu_key(&Gpu::get()?.info),
+            SweepDevice::Gpu => profile_store::gpu_key(&grouper::device_facts::open()?.info),
             SweepDevice::Cpu => profile_store::cpu_key(threads),
         })
     }

@@ -18,7 +18,7 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use futures::StreamExt;
 use grouper_core::expr::Expr;
 use grouper_core::QuerySpec;
-use grouper_gpu::{ColumnBounds, Gpu, GpuOptions, GpuQuery, GpuReport, Prepared};
+use grouper_gpu::{ColumnBounds, GpuOptions, GpuQuery, GpuReport, Prepared};
 
 use super::cpu::evaluate;
 use super::{external, in_memory_rows, over_budget, Attempt, Ran};
@@ -26,7 +26,8 @@ use crate::config::{Backend, Engine};
 use crate::group_by::GroupByPlan;
 
 /// The GPU form of `plan`'s query and whether its batches come from the fused source, or why
-/// the GPU cannot run it (an unsupported type or expression, no device).
+/// the GPU cannot run it (an unsupported type or expression). It does not start the GPU: the
+/// route does, once it runs there ([`crate::device_facts::open`]).
 pub(crate) fn gpu_query(
     plan: &GroupByPlan,
     opts: &GpuOptions,
@@ -50,7 +51,6 @@ pub(crate) fn gpu_query(
         None => (evaluated_query(&plan.spec), false),
     };
     query.check(opts)?;
-    Gpu::get()?;
     Ok((query, fused))
 }
 

@@ -26,7 +26,7 @@ use datafusion::physical_plan::metrics::BaselineMetrics;
 use datafusion::physical_plan::ExecutionPlan;
 use grouper_core::planner::Decision;
 #[cfg(feature = "gpu")]
-use grouper_gpu::{Gpu, GpuQuery, GpuReport};
+use grouper_gpu::{GpuQuery, GpuReport};
 
 use crate::config::{Backend, Engine};
 use crate::group_by::GroupByPlan;
@@ -58,7 +58,13 @@ impl Route {
     pub(crate) fn choose(engine: &Engine, plan: &GroupByPlan) -> Result<Route> {
         #[cfg(feature = "gpu")]
         {
-            let gpu_query = || gpu::gpu_query(plan, &engine.gpu);
+            // The GPU starts (`open`) only for a route that runs on it: a fresh process pays
+            // about 0.35 s for it, which `auto` must not spend on a query the CPU runs.
+            let gpu_query = || {
+                let q = gpu::gpu_query(plan, &engine.gpu)?;
+                crate::device_facts::open()?;
+                Ok::<_, grouper_core::GrouperError>(q)
+            };
             Ok(match engine.backend {
                 Backend::Gpu => {
                     let (query, fused) = gpu_query().map_err(external)?;
@@ -75,17 +81,24 @@ impl Route {
                     Ok((query, fused)) => Route::Gpu { query, fused },
                     Err(e) => Route::Cpu(Some(format!("{e}; ran on the CPU"))),
                 },
-                Backend::Auto => match gpu_query() {
+                Backend::Auto => match gpu::gpu_query(plan, &engine.gpu) {
+                    _ if grouper_gpu::installed_driver().is_none() => Route::Cpu(Some(
+                        grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into())
+                            .to_string(),
+                    )),
                     Ok((query, fused)) => {
                         let rows = match (&plan.fused, fused) {
                             (Some(f), true) => in_memory_rows(&f.source),
                             _ => None,
                         };
                         match rows {
-                            Some(r) if r >= HYBRID_MIN_ROWS => Route::Hybrid { query },
+                            Some(r) if r >= HYBRID_MIN_ROWS => match crate::device_facts::open() {
+                                Ok(_) => Route::Hybrid { query },
+                                Err(e) => Route::Cpu(Some(e.to_string())),
+                            },
                             _ => Route::Cpu(Some(format!(
-                                "GPU {} available; co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows (input: {})",
-                                Gpu::get().map(|g| g.info.name.clone()).unwrap_or_default(),
+                                "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows (input: {})",
+                                crate::device_facts::known().map(|i| format!(" ({})", i.name)).unwrap_or_default(),
                                 rows.map_or("not an in-memory table".to_string(), |r| format!("{r} rows"))
                             ))),
                         }
