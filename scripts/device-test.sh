@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup ...]
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile ...]
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
 #   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
@@ -221,6 +221,24 @@ if wants startup; then
   for i in 1 2; do python3 scripts/gpu-startup.py | tee "$OUT/gpu-startup-$i.log"; done
   python3 scripts/startup-bench.py /tmp/grouper "$OUT/startup.json" | tee "$OUT/startup.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if wants compile; then
+  # Where a cold GPU query's compile time goes: TPC-H Q1 (SF 0.1, built-in data) under each GPU
+  # strategy, first with an empty kernel cache (NVRTC, then the driver's load of the PTX), then
+  # again with the PTX on disk (the driver's load alone), each as one fresh process with
+  # --explain (compile= in the GroupByExec line) and its wall time.
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  for s in perfect_registers perfect_shared perfect_global block_local thread_private global; do
+    for pass in cold warm; do
+      [ $pass = cold ] && rm -rf /tmp/compile-cache
+      t0=$(date +%s.%N)
+      line=$(GROUPER_CACHE_DIR=/tmp/compile-cache timeout -k 5 200 /tmp/grouper demo --sf 0.1 \
+        --backend gpu --strategy $s --explain 2>&1 | grep -oE "compile[^,]*" | head -2 | tr '\n' ' ')
+      t1=$(date +%s.%N)
+      printf '%-18s %-5s wall %6.2f s  %s\n' "$s" "$pass" "$(python3 -c "print($t1 - $t0)")" "$line" \
+        | tee -a "$OUT/compile.log"
+    done
+  done
 fi
 echo "device-test: exit $status"
 exit $status
