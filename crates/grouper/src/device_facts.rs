@@ -7,7 +7,7 @@
 //! by them. The GPU itself starts only for a route that runs on it.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use grouper_gpu::{installed_driver, DeviceInfo, Gpu};
 use serde_json::{json, Value};
@@ -22,11 +22,17 @@ pub fn open() -> grouper_core::Result<Arc<Gpu>> {
 }
 
 /// The GPU's properties as recorded by an earlier process on this machine, while its driver is
-/// still the one installed; `None` otherwise (no driver, never started, or a new driver).
+/// still the one installed; `None` otherwise (no driver, never started, or a new driver). Read
+/// once per process: the session and every route's explanation ask for them.
 pub fn known() -> Option<DeviceInfo> {
-    let driver = installed_driver()?;
-    let text = std::fs::read_to_string(path()?).ok()?;
-    from_json(&serde_json::from_str(&text).ok()?).filter(|i| i.driver_version == driver)
+    static KNOWN: OnceLock<Option<DeviceInfo>> = OnceLock::new();
+    KNOWN
+        .get_or_init(|| {
+            let driver = installed_driver()?;
+            let text = std::fs::read_to_string(path()?).ok()?;
+            from_json(&serde_json::from_str(&text).ok()?).filter(|i| i.driver_version == driver)
+        })
+        .clone()
 }
 
 fn path() -> Option<PathBuf> {

@@ -105,17 +105,6 @@ impl Layout {
         }
         out
     }
-
-    /// Every field, with word 0's row count first.
-    pub fn all_fields(&self) -> Vec<Field> {
-        let mut out = vec![Field {
-            op: Op::AddU64,
-            input: Input::One,
-            word: ROWS_WORD,
-        }];
-        out.extend(self.aggs.iter().flat_map(|a| a.fields.iter().copied()));
-        out
-    }
 }
 
 /// The words of a table (`cols[w][g]`, word `w` of group `g`, as read back or loaded from

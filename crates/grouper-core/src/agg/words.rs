@@ -56,14 +56,6 @@ impl Op {
         }
     }
 
-    /// Words an update reads from the row.
-    pub fn inputs(self) -> usize {
-        match self {
-            Op::MinI128 | Op::MaxI128 => 2,
-            op => op.width(),
-        }
-    }
-
     /// The identity (the empty state) of word `w` of the field.
     pub fn identity(self, w: usize) -> u64 {
         match (self, w) {
