@@ -7,14 +7,18 @@
 //!   against every fixed strategy;
 //! - [`tuner`]: the runtime tuner against the exhaustive search;
 //! - [`check`]: the regression guard against the committed baseline of this machine;
+//! - [`files`]: whole queries over Parquet files, a fresh process each, as users run them
+//!   ([`answers`] compares their results with DuckDB's);
 //! - [`common`]: timing, DuckDB, data and JSON helpers the sweeps share; [`plots`]: SVG.
 //!
 //! Method (docs/ARCHITECTURE.md, "Measuring"): data generated once per point and held in memory
 //! by every engine; one warm-up, then the median of `--reps` wall-clock runs of the whole query.
 
+pub mod answers;
 pub mod check;
 pub mod common;
 pub mod cpu_sweep;
+pub mod files;
 pub mod gpu_sweep;
 pub mod plots;
 pub mod q1;
@@ -44,6 +48,10 @@ pub enum BenchCommand {
     /// TPC-H Q1 in memory and from Parquet) against this machine's committed baseline; fails
     /// when a figure is more than 10% slower.
     Check(check::CheckArgs),
+    /// SQL over Parquet files as users run it: TPC-H's 22 queries (and Q1 at larger scale
+    /// factors), one fresh `grouper query` process each, against `--backend datafusion` and
+    /// DuckDB on the same files and threads, answers compared; JSON and an SVG per scale factor.
+    Files(files::FilesArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> Result<()> {
@@ -54,5 +62,6 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Tuner(a) => tuner::tuner(a).await,
         BenchCommand::Regret(a) => regret::regret(a).await,
         BenchCommand::Check(a) => check::check(a).await,
+        BenchCommand::Files(a) => files::files(a).await,
     }
 }

@@ -156,6 +156,81 @@ pub fn shape_space(path: &Path, title: &str, cells: &[(u32, u32, f64)]) -> Resul
     Ok(())
 }
 
+/// Grouped bars, log scale: for each label (a query), one bar per series (an engine) of its
+/// time in ms; a missing (NaN) time leaves a gap.
+pub fn bars(
+    path: &Path,
+    title: &str,
+    labels: &[String],
+    series: &BTreeMap<String, Vec<f64>>,
+) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let finite = series
+        .values()
+        .flatten()
+        .copied()
+        .filter(|v| v.is_finite() && *v > 0.0);
+    let (lo, hi) = finite.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
+    if lo > hi {
+        return Err(anyhow!("plot {title}: no finite times"));
+    }
+    let n = labels.len().max(1);
+    let root = SVGBackend::new(path, ((60 * n as u32).max(480) + 120, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..n as f64, (lo * 0.5..hi * 2.0).log_scale())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            let centre = (x - x.floor() - 0.5).abs() < 1e-6;
+            match labels.get(i) {
+                Some(l) if centre => l.clone(),
+                _ => String::new(),
+            }
+        })
+        .y_desc("ms (log scale)")
+        .draw()
+        .map_err(err)?;
+    let width = 0.8 / series.len().max(1) as f64;
+    for (j, (name, values)) in series.iter().enumerate() {
+        let color = PALETTE[j % PALETTE.len()];
+        let x0 = 0.1 + j as f64 * width;
+        chart
+            .draw_series(
+                values
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.is_finite())
+                    .map(|(i, &v)| {
+                        let left = i as f64 + x0;
+                        Rectangle::new([(left, lo * 0.5), (left + width, v)], color.filled())
+                    }),
+            )
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
