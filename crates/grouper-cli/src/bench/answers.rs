@@ -30,9 +30,8 @@ pub fn differ(ours: &[Vec<String>], theirs: &[Vec<String>]) -> Option<String> {
     }
     let first_diff =
         |a: &[Vec<String>], b: &[Vec<String>]| a.iter().zip(b).position(|(x, y)| !same_row(x, y));
-    let Some(i) = first_diff(ours, theirs) else {
-        return None;
-    };
+    // In order first; then sorted (a `?` here: equal once sorted is equal).
+    let i = first_diff(ours, theirs)?;
     let mut a = ours.to_vec();
     let mut b = theirs.to_vec();
     a.sort();
