@@ -3,7 +3,7 @@
 # call carries: the test executables of grouper-core and grouper-gpu (small: the GPU tests live in
 # grouper-gpu, the planner and strategies they build on in grouper-core), the grouper CLI
 # compressed with xz (DataFusion makes it large), and the benchmark helper scripts.
-# Usage: scripts/device-prepare.sh [--tests-only]
+# Usage: [TPCHGEN=path/to/tpchgen-cli] scripts/device-prepare.sh [--tests-only]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .device && mkdir -p .device/tests .device/bin
@@ -22,11 +22,14 @@ done
 if [ "${1:-}" != "--tests-only" ]; then
   cargo build --release -p grouper-cli
   xz -T0 -6 -c target/release/grouper > .device/bin/grouper.xz
+  # tpchgen-cli (`cargo install tpchgen-cli`), for device-test.sh's files mode: TPCHGEN=path.
+  if [ -n "${TPCHGEN:-}" ]; then xz -T0 -6 -c "$TPCHGEN" > .device/bin/tpchgen-cli.xz; fi
 fi
 git rev-parse --short HEAD > .device/COMMIT
-if [ ! -f .whl/duckdb-1.5.6-cp312-cp312-manylinux_2_26_x86_64.manylinux_2_28_x86_64.whl ]; then
+rm -f .whl/duckdb-1.*.whl  # one DuckDB version travels
+if [ ! -f .whl/duckdb-2.0.0-*.whl ]; then
   # DuckDB for the device's Python 3.12 (the Q1 peer); carried as .whl/ (git-ignored).
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-    --implementation cp --platform manylinux_2_28_x86_64 -d .whl duckdb==1.5.6 || true
+    --implementation cp --platform manylinux_2_28_x86_64 -d .whl duckdb==2.0.0 || true
 fi
 du -sh .device/* | sed 's/^/  /'

@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile ...]
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile|files ...]
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
 #   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
@@ -239,6 +239,19 @@ if wants compile; then
         | tee -a "$OUT/compile.log"
     done
   done
+fi
+if wants files; then
+  # `grouper bench files`: TPC-H from Parquet written by tpchgen-cli (carried as
+  # .device/bin/tpchgen-cli.xz) at FILES_SF (22 queries, default 10) and Q1 alone at
+  # FILES_Q1_SF (default 30), one fresh process per query, against --backend datafusion and
+  # DuckDB; FILES_ARGS adds arguments (e.g. --engine gpu=--backend gpu). JSON and SVGs in $OUT.
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  xz -dc .device/bin/tpchgen-cli.xz > /tmp/tpchgen-cli && chmod +x /tmp/tpchgen-cli
+  # shellcheck disable=SC2086
+  limited /tmp/grouper bench files --data /tmp/tpch --sf "${FILES_SF:-10}" \
+    --q1-sf "${FILES_Q1_SF:-30}" --runs "${FILES_RUNS:-3}" --tpchgen /tmp/tpchgen-cli \
+    --python python3 --out "$OUT/files.json" ${FILES_ARGS:-} 2>&1 | tee "$OUT/files.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 echo "device-test: exit $status"
 exit $status

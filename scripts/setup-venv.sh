@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q "duckdb==1.*" "polars==1.*"
+.venv/bin/pip install -q "duckdb==2.*" "polars==1.*"
 .venv/bin/python -c "import duckdb, polars; print('duckdb', duckdb.__version__, 'polars', polars.__version__)"
