@@ -2,3 +2,4 @@
 //! (see `gpu`).
 
 mod gpu;
+mod parquet_pages;

@@ -1,0 +1,23 @@
+//! Parquet pages decoded on the GPU (Tomé's transfer compression, as the file already has it).
+//!
+//! ```text
+//!  CPU worker per row group            PCIe                   GPU
+//!  page reader: read + decompress  ─▶  page image  ─▶  decode kernel ─▶ chunk image ─▶ aggregation
+//!  run headers, definition levels      (encoded values,     (one block a    (image.rs,
+//!  dictionaries → native values /       segments)            segment)        plain columns)
+//!  key codes; other chunks decoded here
+//! ```
+//!
+//! - [`segments`]: the page image and its decode program, with the CPU reference decoder;
+//! - [`hybrid`]: the RLE/bit-packed hybrid's run headers and definition levels;
+//! - [`chunk`]: one column chunk's pages into segments;
+//! - [`row_group`]: a row group's columns, falling back to the CPU per chunk.
+
+pub mod chunk;
+pub mod hybrid;
+pub mod row_group;
+pub mod segments;
+
+pub use chunk::{Coder, Target};
+pub use row_group::{native_bytes, Column, ParquetFile, RowGroupImage};
+pub use segments::{decode_on_host, PageImage};

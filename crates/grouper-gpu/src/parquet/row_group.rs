@@ -1,0 +1,254 @@
+//! A row group's page image: every column the kernel reads, as [`super::chunk`] makes it where
+//! it can, and decoded on the CPU (the parquet crate's Arrow reader, that chunk alone) where it
+//! cannot — each such chunk named with the reason, for `--explain`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::DataType;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::ProjectionMask;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+
+use super::chunk::{add_column_chunk, Target};
+use super::segments::{Kind, PageImage, Segment};
+use crate::image::{ColumnRegion, ImageLayout};
+use grouper_core::error::{GrouperError, Result};
+
+/// A column of the decoded image: which leaf of the file's schema it is and what it becomes.
+#[derive(Clone)]
+pub struct Column {
+    /// Leaf column index in the Parquet schema.
+    pub leaf: usize,
+    /// Its decoded form.
+    pub target: Target,
+}
+
+/// One row group, ready to cross PCIe.
+pub struct RowGroupImage {
+    /// The decode program and payload.
+    pub image: PageImage,
+    /// Rows of the row group.
+    pub rows: usize,
+    /// Column chunks decoded on the CPU, with why (leaf index, reason).
+    pub on_cpu: Vec<(usize, String)>,
+}
+
+/// An open Parquet file: its page reader and the Arrow reader's metadata (for chunks decoded
+/// on the CPU).
+pub struct ParquetFile {
+    path: PathBuf,
+    reader: SerializedFileReader<File>,
+    arrow: ArrowReaderMetadata,
+}
+
+fn io(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> GrouperError + '_ {
+    move |e| GrouperError::InvalidInput(format!("cannot read {}: {e}", path.display()))
+}
+
+fn open_file(path: &Path) -> Result<File> {
+    File::open(path)
+        .map_err(|e| GrouperError::InvalidInput(format!("cannot open {}: {e}", path.display())))
+}
+
+impl ParquetFile {
+    /// Opens `path` and reads its footer.
+    pub fn open(path: &Path) -> Result<Self> {
+        let reader = SerializedFileReader::new(open_file(path)?).map_err(io(path))?;
+        let arrow =
+            ArrowReaderMetadata::load(&open_file(path)?, Default::default()).map_err(io(path))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            reader,
+            arrow,
+        })
+    }
+
+    /// The file's schema as Arrow reads it.
+    pub fn arrow_schema(&self) -> arrow::datatypes::SchemaRef {
+        std::sync::Arc::clone(self.arrow.schema())
+    }
+
+    /// Row groups in the file.
+    pub fn row_groups(&self) -> usize {
+        self.reader.metadata().num_row_groups()
+    }
+
+    /// Rows of row group `rg`.
+    pub fn rows(&self, rg: usize) -> usize {
+        self.reader.metadata().row_group(rg).num_rows().max(0) as usize
+    }
+
+    /// The page image of row group `rg`'s `columns`, decoding into `layout` (its columns in
+    /// the order of `columns`). Chunks the GPU does not decode are decoded here; corrupt
+    /// chunks fail.
+    pub fn row_group_image(
+        &self,
+        rg: usize,
+        columns: &[Column],
+        layout: &ImageLayout,
+    ) -> Result<RowGroupImage> {
+        let rows = self.rows(rg);
+        if layout.rows != rows || rg >= self.row_groups() {
+            return Err(GrouperError::Gpu(format!(
+                "no row group {rg} of {} rows",
+                layout.rows
+            )));
+        }
+        let group = self.reader.get_row_group(rg).map_err(io(&self.path))?;
+        let schema = self.reader.metadata().file_metadata().schema_descr_ptr();
+        let decoded = layout.bytes as u64;
+        let mut image = PageImage::new();
+        let mut on_cpu = Vec::new();
+        for (c, col) in columns.iter().enumerate() {
+            let Some(Some(region)) = layout.columns.get(c).copied() else {
+                continue;
+            };
+            if col.leaf >= schema.num_columns() {
+                return Err(GrouperError::InvalidInput(format!(
+                    "{} has no column {}",
+                    self.path.display(),
+                    col.leaf
+                )));
+            }
+            let descr = schema.column(col.leaf);
+            let pages = group
+                .get_column_page_reader(col.leaf)
+                .map_err(io(&self.path))?;
+            // Each chunk in an image of its own: one the GPU cannot decode leaves nothing.
+            let mut part = PageImage::new();
+            match add_column_chunk(&mut part, pages, &descr, &col.target, rows, region, decoded) {
+                Ok(()) => {}
+                Err(GrouperError::Unsupported(why)) => {
+                    part = self.decoded_on_cpu(rg, col, region, decoded)?;
+                    on_cpu.push((col.leaf, why));
+                }
+                Err(e) => return Err(e),
+            }
+            image.append(part)?;
+        }
+        Ok(RowGroupImage {
+            image,
+            rows,
+            on_cpu,
+        })
+    }
+
+    /// Column chunk `col` of row group `rg` decoded by the Arrow reader, as plain values (and
+    /// validity) to copy.
+    fn decoded_on_cpu(
+        &self,
+        rg: usize,
+        col: &Column,
+        region: ColumnRegion,
+        decoded: u64,
+    ) -> Result<PageImage> {
+        let mask = ProjectionMask::leaves(self.arrow.parquet_schema(), [col.leaf]);
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            open_file(&self.path)?,
+            self.arrow.clone(),
+        )
+        .with_row_groups(vec![rg])
+        .with_projection(mask)
+        .with_batch_size(self.rows(rg).max(1))
+        .build()
+        .map_err(io(&self.path))?;
+        let mut img = PageImage::new();
+        let mut row = 0u64;
+        let mut validity: Vec<u8> = vec![0; self.rows(rg).div_ceil(8)];
+        for batch in reader {
+            let batch = batch.map_err(|e| {
+                GrouperError::InvalidInput(format!("cannot read {}: {e}", self.path.display()))
+            })?;
+            let array = batch
+                .columns()
+                .first()
+                .ok_or_else(|| GrouperError::InvalidInput("a column with no values".into()))?;
+            let bytes = native_bytes(array, &col.target)?;
+            let w = col.target.width as u64;
+            let src = img.add_payload(&bytes, 16)?;
+            img.push(
+                Segment {
+                    src,
+                    dst: region.values as u64 + row * w,
+                    count: array.len() as u32,
+                    dict: 0,
+                    dict_len: 0,
+                    stride: 0,
+                    kind: Kind::Plain,
+                    bits: 0,
+                    src_width: w as u8,
+                    dst_width: w as u8,
+                    signed: false,
+                    big_endian: false,
+                },
+                decoded,
+            )?;
+            for i in 0..array.len() {
+                if array.is_valid(i) {
+                    let r = row as usize + i;
+                    if let Some(b) = validity.get_mut(r / 8) {
+                        *b |= 1 << (r % 8);
+                    }
+                }
+            }
+            row += array.len() as u64;
+        }
+        if let Some(at) = region.validity {
+            let src = img.add_payload(&validity, 8)?;
+            img.push(
+                Segment {
+                    src,
+                    dst: at as u64,
+                    count: validity.len() as u32,
+                    dict: 0,
+                    dict_len: 0,
+                    stride: 0,
+                    kind: Kind::Copy,
+                    bits: 0,
+                    src_width: 1,
+                    dst_width: 1,
+                    signed: false,
+                    big_endian: false,
+                },
+                decoded,
+            )?;
+        }
+        Ok(img)
+    }
+}
+
+/// The native bytes of `array` as the kernel reads them: fixed-width values as they are,
+/// strings as their key codes.
+pub fn native_bytes(array: &ArrayRef, target: &Target) -> Result<Vec<u8>> {
+    if let Some(coder) = &target.coder {
+        let array = arrow::compute::cast(array, &DataType::Utf8)
+            .map_err(|e| GrouperError::InvalidInput(e.to_string()))?;
+        let strings = array.as_string::<i32>();
+        let values: Vec<&[u8]> = (0..strings.len())
+            .map(|i| strings.value(i).as_bytes())
+            .collect();
+        return Ok(coder(&values)?
+            .iter()
+            .flat_map(|c| c.to_le_bytes())
+            .collect());
+    }
+    let width = array
+        .data_type()
+        .primitive_width()
+        .filter(|w| *w == target.width as usize)
+        .ok_or_else(|| GrouperError::UnsupportedType {
+            what: "GPU column from Parquet",
+            data_type: array.data_type().clone(),
+        })?;
+    let data = array.to_data();
+    data.buffers()
+        .first()
+        .and_then(|b| {
+            b.as_slice()
+                .get(data.offset() * width..(data.offset() + data.len()) * width)
+        })
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| GrouperError::InvalidInput("a column shorter than its length".into()))
+}

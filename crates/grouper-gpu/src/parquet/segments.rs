@@ -1,0 +1,525 @@
+//! The page image: what crosses PCIe for one chunk (a row group) read from Parquet pages, and
+//! the decode program the GPU runs over it.
+//!
+//! ```text
+//!  page image  [segments: 40 bytes each | payload: page values as Parquet encoded them,
+//!               dictionaries converted to the kernel's native values, validity bitmaps]
+//!  decoded     the chunk image the aggregation kernel reads (image.rs, every column plain)
+//! ```
+//!
+//! A segment is a run of values that decode the same way: a PLAIN stretch, a bit-packed or an
+//! RLE run of dictionary indices (the RLE/bit-packed hybrid), a BYTE_STREAM_SPLIT stretch, or
+//! bytes to copy (validity). The CPU finds the segments by reading run headers and definition
+//! levels (a few bytes per run of hundreds of values); the GPU expands them, one thread block a
+//! segment, one thread a value. Segments are at most [`MAX_SEGMENT`] values, so that blocks get
+//! even work whatever the writer's run lengths.
+//!
+//! Every offset is checked on the CPU when the segment is made ([`PageImage::push`]), against
+//! the payload and the decoded image; a dictionary index is checked by whoever reads it (the
+//! kernel flags an index past the dictionary instead of reading there). [`decode_on_host`] is
+//! the same program on the CPU: the reference the GPU kernel is tested against.
+
+use grouper_core::error::{GrouperError, Result};
+
+/// Most values (bytes for [`Kind::Copy`]) a segment holds.
+pub const MAX_SEGMENT: u32 = 2048;
+
+/// Bytes of one segment in the image.
+pub const SEGMENT_BYTES: usize = 40;
+
+/// How a segment's values decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// `count` bytes copied as they are (validity bitmaps).
+    Copy = 0,
+    /// PLAIN: `count` values of `src_width` bytes, widened or narrowed to `dst_width`.
+    Plain = 1,
+    /// Bit-packed dictionary indices of `bits` bits, from bit `src` of the payload.
+    Packed = 2,
+    /// One dictionary index (`src`) repeated `count` times.
+    Rle = 3,
+    /// BYTE_STREAM_SPLIT: byte `b` of value `j` at `src + b * stride + j`.
+    Split = 4,
+}
+
+/// One segment of the decode program (as the kernel reads it: little-endian, 40 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// Payload byte offset ([`Kind::Copy`], [`Kind::Plain`], [`Kind::Split`]), payload *bit*
+    /// offset ([`Kind::Packed`]) or the repeated index ([`Kind::Rle`]).
+    pub src: u64,
+    /// Byte offset in the decoded image of the first value.
+    pub dst: u64,
+    /// Values (bytes for [`Kind::Copy`]).
+    pub count: u32,
+    /// Payload byte offset of the dictionary (its entries are `dst_width` bytes each).
+    pub dict: u32,
+    /// Entries in the dictionary.
+    pub dict_len: u32,
+    /// [`Kind::Split`]: bytes between a value's byte planes (the page's value count).
+    pub stride: u32,
+    pub kind: Kind,
+    /// [`Kind::Packed`]: bits per index.
+    pub bits: u8,
+    /// Bytes of a value as stored ([`Kind::Plain`], [`Kind::Split`]).
+    pub src_width: u8,
+    /// Bytes of a value in the decoded image.
+    pub dst_width: u8,
+    /// Whether widening sign-extends (signed integers and decimals).
+    pub signed: bool,
+    /// Whether stored values are big-endian (FIXED_LEN_BYTE_ARRAY decimals).
+    pub big_endian: bool,
+}
+
+impl Segment {
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.src.to_le_bytes());
+        out.extend_from_slice(&self.dst.to_le_bytes());
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.extend_from_slice(&self.dict.to_le_bytes());
+        out.extend_from_slice(&self.dict_len.to_le_bytes());
+        out.extend_from_slice(&self.stride.to_le_bytes());
+        out.extend_from_slice(&[
+            self.kind as u8,
+            self.bits,
+            self.src_width,
+            self.dst_width,
+            self.signed as u8,
+            self.big_endian as u8,
+            0,
+            0,
+        ]);
+    }
+
+    /// Payload bytes the segment reads, as `(start, end)`.
+    fn reads(&self) -> (u64, u64) {
+        let n = self.count as u64;
+        match self.kind {
+            Kind::Copy => (self.src, self.src + n),
+            Kind::Plain => (self.src, self.src + n * self.src_width as u64),
+            Kind::Packed => (self.src / 8, (self.src + n * self.bits as u64).div_ceil(8)),
+            Kind::Rle => (0, 0),
+            Kind::Split => (
+                self.src,
+                self.src + (self.src_width as u64 - 1) * self.stride as u64 + n,
+            ),
+        }
+    }
+
+    /// Decoded-image bytes the segment writes, as `(start, end)`.
+    fn writes(&self) -> (u64, u64) {
+        let n = self.count as u64;
+        match self.kind {
+            Kind::Copy => (self.dst, self.dst + n),
+            _ => (self.dst, self.dst + n * self.dst_width as u64),
+        }
+    }
+}
+
+/// A page image being built: the decode program and its payload.
+#[derive(Debug, Default)]
+pub struct PageImage {
+    segments: Vec<Segment>,
+    payload: Vec<u8>,
+}
+
+impl PageImage {
+    /// An empty image.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends `bytes` to the payload (aligned to `align`), returning their offset.
+    pub fn add_payload(&mut self, bytes: &[u8], align: usize) -> Result<u64> {
+        let at = self.payload.len().div_ceil(align.max(1)) * align.max(1);
+        self.payload.resize(at, 0);
+        self.payload.extend_from_slice(bytes);
+        u64::try_from(at).map_err(|_| too_large())
+    }
+
+    /// Bytes of payload so far.
+    pub fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+
+    /// Adds `seg`, split into pieces of at most [`MAX_SEGMENT`] values, after checking that it
+    /// reads only the payload and writes only the first `decoded` bytes of the decoded image.
+    pub fn push(&mut self, seg: Segment, decoded: u64) -> Result<()> {
+        let widths_ok = match seg.kind {
+            Kind::Copy => true,
+            Kind::Plain | Kind::Split => {
+                (1..=16).contains(&seg.src_width) && valid_width(seg.dst_width)
+            }
+            Kind::Packed => (1..=32).contains(&seg.bits) && valid_width(seg.dst_width),
+            Kind::Rle => valid_width(seg.dst_width),
+        };
+        if !widths_ok || (seg.kind == Kind::Split && seg.count > seg.stride) {
+            return Err(corrupt(
+                "a value width or bit width the decoder does not have",
+            ));
+        }
+        let (r0, r1) = seg.reads();
+        if r1 > self.payload.len() as u64 || r0 > r1 {
+            return Err(corrupt("a page's values run past its end"));
+        }
+        if matches!(seg.kind, Kind::Packed | Kind::Rle) {
+            let end = seg.dict as u64 + seg.dict_len as u64 * seg.dst_width as u64;
+            if end > self.payload.len() as u64 {
+                return Err(corrupt("a dictionary runs past the page image"));
+            }
+            if seg.kind == Kind::Rle && seg.src >= seg.dict_len as u64 {
+                return Err(corrupt("a dictionary index past the dictionary"));
+            }
+        }
+        if seg.writes().1 > decoded {
+            return Err(corrupt("more values than the row group's rows"));
+        }
+        let mut rest = seg;
+        while rest.count > 0 {
+            let mut piece = rest;
+            piece.count = rest.count.min(MAX_SEGMENT);
+            self.segments.push(piece);
+            let n = piece.count as u64;
+            rest.count -= piece.count;
+            rest.dst += match rest.kind {
+                Kind::Copy => n,
+                _ => n * rest.dst_width as u64,
+            };
+            match rest.kind {
+                Kind::Copy => rest.src += n,
+                Kind::Plain => rest.src += n * rest.src_width as u64,
+                Kind::Packed => rest.src += n * rest.bits as u64,
+                Kind::Rle => {}
+                Kind::Split => rest.src += n,
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `other`'s program and payload (its offsets moved past this payload).
+    pub fn append(&mut self, other: PageImage) -> Result<()> {
+        let shift = self.add_payload(&other.payload, 256)?;
+        for mut s in other.segments {
+            match s.kind {
+                Kind::Copy | Kind::Plain | Kind::Split => s.src += shift,
+                Kind::Packed => s.src += 8 * shift,
+                Kind::Rle => {}
+            }
+            if matches!(s.kind, Kind::Packed | Kind::Rle) {
+                s.dict = u32::try_from(s.dict as u64 + shift).map_err(|_| too_large())?;
+            }
+            self.segments.push(s);
+        }
+        Ok(())
+    }
+
+    /// Segments in the program.
+    pub fn segments(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Bytes of the whole image.
+    pub fn bytes(&self) -> usize {
+        self.payload_offset() + self.payload.len()
+    }
+
+    /// Where the payload starts (after the segments, 256-byte aligned).
+    pub fn payload_offset(&self) -> usize {
+        (self.segments.len() * SEGMENT_BYTES).div_ceil(256) * 256
+    }
+
+    /// Writes the image into `out` (at least [`PageImage::bytes`] long).
+    pub fn write(&self, out: &mut [u8]) -> Result<()> {
+        let mut head = Vec::with_capacity(self.payload_offset());
+        for s in &self.segments {
+            s.write(&mut head);
+        }
+        head.resize(self.payload_offset(), 0);
+        let total = self.bytes();
+        let out = out.get_mut(..total).ok_or_else(too_large)?;
+        let (h, p) = out.split_at_mut(head.len());
+        h.copy_from_slice(&head);
+        p.copy_from_slice(&self.payload);
+        Ok(())
+    }
+}
+
+fn valid_width(w: u8) -> bool {
+    matches!(w, 1 | 2 | 4 | 8 | 16)
+}
+
+fn corrupt(what: &str) -> GrouperError {
+    GrouperError::InvalidInput(format!("corrupt Parquet page: {what}"))
+}
+
+fn too_large() -> GrouperError {
+    GrouperError::Gpu("a page image is larger than its buffer".into())
+}
+
+/// Reads a little-endian unsigned value of `bytes.len()` bytes.
+fn load(bytes: &[u8]) -> u128 {
+    let mut v = 0u128;
+    for (i, b) in bytes.iter().enumerate() {
+        v |= (*b as u128) << (8 * i);
+    }
+    v
+}
+
+/// Reads a big-endian unsigned value of `bytes.len()` bytes.
+fn load_be(bytes: &[u8]) -> u128 {
+    bytes.iter().fold(0u128, |v, b| (v << 8) | *b as u128)
+}
+
+/// `v` (of `src` bytes) as `dst` bytes, sign-extended when `signed`.
+fn convert(v: u128, src: u8, dst: u8, signed: bool) -> Vec<u8> {
+    let bits = 8 * src as u32;
+    let v = if signed && bits < 128 && (v >> (bits - 1)) & 1 == 1 {
+        v | (u128::MAX << bits)
+    } else {
+        v
+    };
+    v.to_le_bytes()[..dst as usize].to_vec()
+}
+
+/// Runs the decode program of `image` (as [`PageImage::write`] wrote it) on the CPU into a
+/// decoded image of `decoded` bytes: what the GPU kernel computes, for testing it. An index
+/// past its dictionary is an error here, as the kernel's flag makes it one.
+pub fn decode_on_host(image: &[u8], segments: usize, decoded: usize) -> Result<Vec<u8>> {
+    let payload_at = (segments * SEGMENT_BYTES).div_ceil(256) * 256;
+    let payload = image.get(payload_at..).ok_or_else(too_large)?;
+    let mut out = vec![0u8; decoded];
+    for k in 0..segments {
+        let s = image
+            .get(k * SEGMENT_BYTES..(k + 1) * SEGMENT_BYTES)
+            .ok_or_else(too_large)?;
+        let u64_at = |o: usize| load(&s[o..o + 8]) as u64;
+        let u32_at = |o: usize| load(&s[o..o + 4]) as u32;
+        let (src, dst, count) = (u64_at(0), u64_at(8) as usize, u32_at(16) as usize);
+        let (dict, dict_len, stride) = (u32_at(20) as usize, u32_at(24), u32_at(28) as usize);
+        let (kind, bits, sw, dw) = (s[32], s[33], s[34], s[35]);
+        let (signed, big_endian) = (s[36] != 0, s[37] != 0);
+        let get = |a: usize, n: usize| payload.get(a..a + n).ok_or_else(too_large);
+        let entry = |idx: u64| -> Result<Vec<u8>> {
+            if idx >= dict_len as u64 {
+                return Err(corrupt("a dictionary index past the dictionary"));
+            }
+            Ok(get(dict + idx as usize * dw as usize, dw as usize)?.to_vec())
+        };
+        for j in 0..count {
+            let (at, bytes) = match kind {
+                0 => (
+                    dst + j,
+                    vec![*get(src as usize + j, 1)?.first().unwrap_or(&0)],
+                ),
+                1 => {
+                    let raw = get(src as usize + j * sw as usize, sw as usize)?;
+                    let v = if big_endian { load_be(raw) } else { load(raw) };
+                    (dst + j * dw as usize, convert(v, sw, dw, signed))
+                }
+                2 => {
+                    let bit = src + (j * bits as usize) as u64;
+                    let first = (bit / 8) as usize;
+                    let span = ((bit % 8) as usize + bits as usize).div_ceil(8);
+                    let word = load(get(first, span)?) >> (bit % 8);
+                    let idx = (word & ((1u128 << bits) - 1)) as u64;
+                    (dst + j * dw as usize, entry(idx)?)
+                }
+                3 => (dst + j * dw as usize, entry(src)?),
+                _ => {
+                    let mut v = 0u128;
+                    for b in 0..sw as usize {
+                        let byte = *get(src as usize + b * stride + j, 1)?.first().unwrap_or(&0);
+                        v |= (byte as u128) << (8 * b);
+                    }
+                    (dst + j * dw as usize, convert(v, sw, dw, signed))
+                }
+            };
+            out.get_mut(at..at + bytes.len())
+                .ok_or_else(too_large)?
+                .copy_from_slice(&bytes);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(kind: Kind) -> Segment {
+        Segment {
+            src: 0,
+            dst: 0,
+            count: 0,
+            dict: 0,
+            dict_len: 0,
+            stride: 0,
+            kind,
+            bits: 0,
+            src_width: 8,
+            dst_width: 8,
+            signed: true,
+            big_endian: false,
+        }
+    }
+
+    fn run(img: &PageImage, decoded: usize) -> Vec<u8> {
+        let mut bytes = vec![0u8; img.bytes()];
+        img.write(&mut bytes).unwrap();
+        decode_on_host(&bytes, img.segments(), decoded).unwrap()
+    }
+
+    #[test]
+    fn plain_values_widen_with_their_sign() {
+        let mut img = PageImage::new();
+        let vals: Vec<u8> = [-3i32, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let at = img.add_payload(&vals, 8).unwrap();
+        let s = Segment {
+            src: at,
+            count: 2,
+            src_width: 4,
+            dst_width: 16,
+            ..seg(Kind::Plain)
+        };
+        img.push(s, 32).unwrap();
+        let out = run(&img, 32);
+        assert_eq!(i128::from_le_bytes(out[..16].try_into().unwrap()), -3);
+        assert_eq!(i128::from_le_bytes(out[16..].try_into().unwrap()), 7);
+    }
+
+    #[test]
+    fn big_endian_decimals_of_odd_widths_widen() {
+        let mut img = PageImage::new();
+        // -2 and 258 as 7-byte big-endian two's complement (pyarrow's decimal(15, 2)).
+        let mut vals = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe];
+        vals.extend([0, 0, 0, 0, 0, 1, 2]);
+        let at = img.add_payload(&vals, 1).unwrap();
+        let s = Segment {
+            src: at,
+            count: 2,
+            src_width: 7,
+            dst_width: 16,
+            big_endian: true,
+            ..seg(Kind::Plain)
+        };
+        img.push(s, 32).unwrap();
+        let out = run(&img, 32);
+        assert_eq!(i128::from_le_bytes(out[..16].try_into().unwrap()), -2);
+        assert_eq!(i128::from_le_bytes(out[16..].try_into().unwrap()), 258);
+    }
+
+    #[test]
+    fn packed_and_rle_indices_read_the_dictionary() {
+        let mut img = PageImage::new();
+        let dict: Vec<u8> = [10i64, 20, 30, 40]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let d = img.add_payload(&dict, 16).unwrap() as u32;
+        // Indices 3, 1, 2, 0 at 2 bits each: 0b00_10_01_11.
+        let p = img.add_payload(&[0b0010_0111], 1).unwrap();
+        let packed = Segment {
+            src: 8 * p,
+            count: 4,
+            dict: d,
+            dict_len: 4,
+            bits: 2,
+            ..seg(Kind::Packed)
+        };
+        img.push(packed, 48).unwrap();
+        let rle = Segment {
+            src: 2,
+            dst: 32,
+            count: 2,
+            dict: d,
+            dict_len: 4,
+            ..seg(Kind::Rle)
+        };
+        img.push(rle, 48).unwrap();
+        let out = run(&img, 48);
+        let v: Vec<i64> = out
+            .chunks(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(v, vec![40, 20, 30, 10, 30, 30]);
+    }
+
+    #[test]
+    fn long_segments_split_and_still_decode_every_value() {
+        let mut img = PageImage::new();
+        let n = MAX_SEGMENT as usize * 2 + 5;
+        // Byte-stream split of n u16 values: the low bytes, then the high bytes.
+        let vals: Vec<u16> = (0..n as u16).map(|i| i.wrapping_mul(257)).collect();
+        let mut planes = vals.iter().map(|v| (*v & 0xff) as u8).collect::<Vec<_>>();
+        planes.extend(vals.iter().map(|v| (*v >> 8) as u8));
+        let at = img.add_payload(&planes, 1).unwrap();
+        let s = Segment {
+            src: at,
+            count: n as u32,
+            stride: n as u32,
+            src_width: 2,
+            dst_width: 4,
+            signed: false,
+            ..seg(Kind::Split)
+        };
+        img.push(s, 4 * n as u64).unwrap();
+        assert_eq!(img.segments(), 3);
+        let out = run(&img, 4 * n);
+        let got: Vec<u32> = out
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, vals.iter().map(|v| *v as u32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn segments_outside_the_payload_the_rows_or_the_dictionary_are_refused() {
+        let mut img = PageImage::new();
+        img.add_payload(&[0u8; 16], 8).unwrap();
+        let past_payload = Segment {
+            count: 3,
+            ..seg(Kind::Plain)
+        };
+        assert!(img.push(past_payload, 1 << 20).is_err());
+        let past_rows = Segment {
+            count: 2,
+            ..seg(Kind::Plain)
+        };
+        assert!(img.push(past_rows, 8).is_err());
+        let past_dict = Segment {
+            src: 2,
+            count: 1,
+            dict_len: 2,
+            ..seg(Kind::Rle)
+        };
+        assert!(img.push(past_dict, 64).is_err());
+        let bad_bits = Segment {
+            count: 1,
+            bits: 40,
+            dict_len: 1,
+            ..seg(Kind::Packed)
+        };
+        assert!(img.push(bad_bits, 64).is_err());
+        assert_eq!(img.segments(), 0);
+    }
+
+    #[test]
+    fn the_host_decoder_flags_a_packed_index_past_the_dictionary() {
+        let mut img = PageImage::new();
+        let d = img.add_payload(&7i64.to_le_bytes(), 8).unwrap() as u32;
+        let p = img.add_payload(&[0b11], 1).unwrap();
+        let s = Segment {
+            src: 8 * p,
+            count: 1,
+            dict: d,
+            dict_len: 1,
+            bits: 2,
+            ..seg(Kind::Packed)
+        };
+        img.push(s, 8).unwrap();
+        let mut bytes = vec![0u8; img.bytes()];
+        img.write(&mut bytes).unwrap();
+        assert!(decode_on_host(&bytes, 1, 8).is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! Page images against the parquet crate's own Arrow reader: files written with dictionaries on
+//! and off, BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED (decoded on the CPU), page format v1 and
+//! v2, SNAPPY, ZSTD and no compression, NULLs, several pages and row groups; decoded here by
+//! [`decode_on_host`] (the GPU kernel's reference); on a GPU, the decode kernel is held to the
+//! same values.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{
+    Array, ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, Int8Array,
+    RecordBatch, StringArray,
+};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding as PqEncoding, ZstdLevel};
+use parquet::file::properties::{WriterProperties, WriterVersion};
+use parquet::schema::types::ColumnPath;
+
+use grouper_gpu::encode::Encoding;
+use grouper_gpu::image::ImageLayout;
+use grouper_gpu::parquet::{decode_on_host, native_bytes, Coder, Column, ParquetFile, Target};
+
+/// Key codes in order of first sight (a string key's dictionary, for the tests).
+pub fn coder() -> Coder {
+    let codes: Arc<Mutex<HashMap<Vec<u8>, u32>>> = Default::default();
+    Arc::new(move |values: &[&[u8]]| {
+        let mut m = codes.lock().unwrap();
+        Ok(values
+            .iter()
+            .map(|v| {
+                let n = m.len() as u32;
+                *m.entry(v.to_vec()).or_insert(n)
+            })
+            .collect())
+    })
+}
+
+/// What a column of `t` becomes in the decoded image.
+pub fn target(t: &DataType, coder: &Coder) -> Target {
+    match t {
+        DataType::Utf8 => Target {
+            width: 4,
+            signed: false,
+            coder: Some(Arc::clone(coder)),
+        },
+        t => Target {
+            width: t.primitive_width().unwrap() as u8,
+            signed: !t.is_unsigned_integer(),
+            coder: None,
+        },
+    }
+}
+
+/// A table of every supported kind of column, with NULLs in some, `rows` rows.
+pub fn table(rows: usize, seed: u64) -> RecordBatch {
+    let r = |i: usize, m: u64| (seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) % m;
+    let schema = Schema::new(vec![
+        Field::new("i32", DataType::Int32, true),
+        Field::new("i64", DataType::Int64, false),
+        Field::new("dec", DataType::Decimal128(15, 2), false),
+        Field::new("wide", DataType::Decimal128(38, 2), true),
+        Field::new("f64", DataType::Float64, true),
+        Field::new("day", DataType::Date32, false),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("i8", DataType::Int8, false),
+        Field::new("delta", DataType::Int64, false),
+    ]);
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from_iter(
+            (0..rows).map(|i| (r(i, 7) != 0).then(|| r(i, 1000) as i32 - 500)),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            (0..rows).map(|i| r(i, 1 << 40) as i64 - (1 << 39)),
+        )),
+        Arc::new(
+            Decimal128Array::from_iter_values((0..rows).map(|i| r(i, 100_000) as i128 - 50))
+                .with_precision_and_scale(15, 2)
+                .unwrap(),
+        ),
+        Arc::new(
+            Decimal128Array::from_iter(
+                (0..rows).map(|i| (r(i, 5) != 0).then(|| (r(i, 1 << 50) as i128) << 60)),
+            )
+            .with_precision_and_scale(38, 2)
+            .unwrap(),
+        ),
+        Arc::new(Float64Array::from_iter(
+            (0..rows).map(|i| (r(i, 3) != 0).then(|| r(i, 1 << 20) as f64 / 7.0)),
+        )),
+        Arc::new(Date32Array::from_iter_values(
+            (0..rows).map(|i| 9000 + r(i, 2500) as i32),
+        )),
+        Arc::new(StringArray::from_iter((0..rows).map(|i| {
+            (r(i, 11) != 0).then(|| ["A", "N", "R", "longer value"][r(i, 4) as usize])
+        }))),
+        Arc::new(Int8Array::from_iter_values(
+            (0..rows).map(|i| r(i, 200) as i8),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            (0..rows).map(|i| i as i64 * 3),
+        )),
+    ];
+    RecordBatch::try_new(Arc::new(schema), cols).unwrap()
+}
+
+/// Writer settings the fixtures cover.
+pub fn properties(variant: usize) -> WriterProperties {
+    let b = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(3000))
+        .set_data_page_row_count_limit(700)
+        .set_write_batch_size(256)
+        .set_column_encoding(ColumnPath::from("delta"), PqEncoding::DELTA_BINARY_PACKED)
+        .set_column_dictionary_enabled(ColumnPath::from("delta"), false);
+    match variant % 4 {
+        0 => b.set_compression(Compression::SNAPPY),
+        // Dictionaries off, and one that fills up part-way (later pages fall back to PLAIN).
+        1 => b
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_column_dictionary_enabled(ColumnPath::from("i64"), false)
+            .set_column_dictionary_enabled(ColumnPath::from("wide"), false)
+            .set_dictionary_page_size_limit(512),
+        2 => b
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_column_dictionary_enabled(ColumnPath::from("f64"), false)
+            .set_column_encoding(ColumnPath::from("f64"), PqEncoding::BYTE_STREAM_SPLIT)
+            .set_column_dictionary_enabled(ColumnPath::from("day"), false)
+            .set_column_encoding(ColumnPath::from("day"), PqEncoding::BYTE_STREAM_SPLIT),
+        // Data pages v2 (levels outside the compressed part).
+        _ => b
+            .set_compression(Compression::SNAPPY)
+            .set_writer_version(WriterVersion::PARQUET_2_0),
+    }
+    .build()
+}
+
+/// Writes `batch` to `path` with `props`.
+pub fn write(path: &Path, batch: &RecordBatch, props: WriterProperties) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
+
+/// The decoded-image layout of a row group of `rows` rows of `schema`, and its columns.
+pub fn layout(schema: &Schema, rows: usize, coder: &Coder) -> (ImageLayout, Vec<Column>) {
+    let encodings: Vec<Option<Encoding>> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            Some(Encoding::plain(match f.data_type() {
+                DataType::Utf8 => &DataType::UInt32,
+                t => t,
+            }))
+        })
+        .collect();
+    let nullable: Vec<bool> = schema.fields().iter().map(|f| f.is_nullable()).collect();
+    let columns = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(leaf, f)| Column {
+            leaf,
+            target: target(f.data_type(), coder),
+        })
+        .collect();
+    (ImageLayout::new(rows, &encodings, &nullable), columns)
+}
+
+/// Checks a decoded image of row group `rg` against the Arrow reader's values.
+pub fn check_decoded(path: &Path, rg: usize, decoded: &[u8], layout: &ImageLayout, coder: &Coder) {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+        .unwrap()
+        .with_row_groups(vec![rg])
+        .with_batch_size(1 << 20)
+        .build()
+        .unwrap();
+    let batch = reader.into_iter().next().unwrap().unwrap();
+    for (c, array) in batch.columns().iter().enumerate() {
+        let region = layout.columns[c].unwrap();
+        let t = target(array.data_type(), coder);
+        let w = t.width as usize;
+        let expect = native_bytes(array, &t).unwrap();
+        for i in 0..array.len() {
+            let valid = match region.validity {
+                Some(v) => (decoded[v + i / 8] >> (i % 8)) & 1 == 1,
+                None => true,
+            };
+            assert_eq!(valid, array.is_valid(i), "column {c} row {i}: validity");
+            if valid {
+                let at = region.values + i * w;
+                assert_eq!(
+                    &decoded[at..at + w],
+                    &expect[i * w..(i + 1) * w],
+                    "column {c} ({}) row {i}",
+                    array.data_type()
+                );
+            }
+        }
+    }
+}
+
+/// Whether the Arrow reader reads row group 0 of `path` without an error.
+fn arrow_reads(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(b) = ParquetRecordBatchReaderBuilder::try_new(file) else {
+        return false;
+    };
+    let Ok(r) = b.with_row_groups(vec![0]).build() else {
+        return false;
+    };
+    r.into_iter().all(|b| b.is_ok())
+}
+
+/// Every row group of `path` through page images and the host decoder; the chunks that went
+/// to the CPU.
+fn decode_file(path: &Path) -> Vec<(usize, String)> {
+    let file = ParquetFile::open(path).unwrap();
+    let coder = coder();
+    let schema = file.arrow_schema();
+    let mut on_cpu = Vec::new();
+    for rg in 0..file.row_groups() {
+        let (layout, columns) = layout(&schema, file.rows(rg), &coder);
+        let img = file.row_group_image(rg, &columns, &layout).unwrap();
+        let mut bytes = vec![0u8; img.image.bytes()];
+        img.image.write(&mut bytes).unwrap();
+        let decoded = decode_on_host(&bytes, img.image.segments(), layout.bytes).unwrap();
+        check_decoded(path, rg, &decoded, &layout, &coder);
+        on_cpu.extend(img.on_cpu);
+    }
+    on_cpu
+}
+
+#[test]
+fn every_writer_setting_decodes_to_the_arrow_readers_values() {
+    let dir = std::env::temp_dir().join(format!("grouper-pq-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for variant in 0..4 {
+        let path = dir.join(format!("v{variant}.parquet"));
+        write(&path, &table(7001, variant as u64), properties(variant));
+        let on_cpu = decode_file(&path);
+        // DELTA_BINARY_PACKED (leaf 8) is decoded on the CPU, and named.
+        assert!(
+            on_cpu
+                .iter()
+                .any(|(leaf, why)| *leaf == 8 && why.contains("DELTA_BINARY_PACKED")),
+            "variant {variant}: {on_cpu:?}"
+        );
+        assert!(
+            on_cpu.iter().all(|(leaf, _)| *leaf == 8),
+            "variant {variant}: {on_cpu:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_corrupt_page_is_an_error_not_a_wrong_answer() {
+    let dir = std::env::temp_dir().join(format!("grouper-pq-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ok.parquet");
+    let props = WriterProperties::builder()
+        .set_compression(Compression::UNCOMPRESSED)
+        .build();
+    write(&path, &table(2000, 1), props);
+    let good = std::fs::read(&path).unwrap();
+    let file = ParquetFile::open(&path).unwrap();
+    let coder = coder();
+    let schema = file.arrow_schema();
+    let (layout, columns) = layout(&schema, file.rows(0), &coder);
+    // Flip bytes across the first column chunks' data: every outcome is an error or the
+    // same values, never other values.
+    for at in (4..good.len() / 3).step_by(97) {
+        let mut bad = good.clone();
+        bad[at] ^= 0x5a;
+        let bad_path = dir.join("bad.parquet");
+        std::fs::write(&bad_path, &bad).unwrap();
+        let Ok(file) = ParquetFile::open(&bad_path) else {
+            continue;
+        };
+        let Ok(img) = file.row_group_image(0, &columns, &layout) else {
+            continue;
+        };
+        let mut bytes = vec![0u8; img.image.bytes()];
+        img.image.write(&mut bytes).unwrap();
+        let Ok(decoded) = decode_on_host(&bytes, img.image.segments(), layout.bytes) else {
+            continue;
+        };
+        // A flipped value byte decodes to another value: what the Arrow reader also reads
+        // from the same bytes (where it reads them at all).
+        if arrow_reads(&bad_path) {
+            let same = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check_decoded(&bad_path, 0, &decoded, &layout, &coder)
+            }));
+            assert!(
+                same.is_ok(),
+                "byte {at}: the page image disagrees with the Arrow reader"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
