@@ -11,13 +11,16 @@
 //! - [`segments`]: the page image and its decode program, with the CPU reference decoder;
 //! - [`hybrid`]: the RLE/bit-packed hybrid's run headers and definition levels;
 //! - [`chunk`]: one column chunk's pages into segments;
-//! - [`row_group`]: a row group's columns, falling back to the CPU per chunk.
+//! - [`row_group`]: a row group's columns, falling back to the CPU per chunk;
+//! - [`kernel`]: the decode kernel.
 
 pub mod chunk;
 pub mod hybrid;
+pub mod kernel;
 pub mod row_group;
 pub mod segments;
 
 pub use chunk::{Coder, Target};
+pub use kernel::Decoder;
 pub use row_group::{native_bytes, Column, ParquetFile, RowGroupImage};
 pub use segments::{decode_on_host, PageImage};

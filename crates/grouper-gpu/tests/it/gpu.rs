@@ -33,7 +33,7 @@ use grouper_gpu::{
 use proptest::prelude::*;
 
 /// Whether a GPU is there; fails instead of skipping when the device scripts require one.
-fn have_gpu() -> bool {
+pub(crate) fn have_gpu() -> bool {
     match Gpu::get() {
         Ok(_) => true,
         Err(e) if gpu_required() => panic!("GROUPER_REQUIRE_GPU=1 but {e}"),

@@ -21,7 +21,11 @@ use parquet::schema::types::ColumnPath;
 
 use grouper_gpu::encode::Encoding;
 use grouper_gpu::image::ImageLayout;
-use grouper_gpu::parquet::{decode_on_host, native_bytes, Coder, Column, ParquetFile, Target};
+use grouper_gpu::parquet::segments::{Kind, Segment};
+use grouper_gpu::parquet::{
+    decode_on_host, native_bytes, Coder, Column, Decoder, PageImage, ParquetFile, Target,
+};
+use grouper_gpu::Gpu;
 
 /// Key codes in order of first sight (a string key's dictionary, for the tests).
 pub fn coder() -> Coder {
@@ -200,6 +204,103 @@ pub fn check_decoded(path: &Path, rg: usize, decoded: &[u8], layout: &ImageLayou
             }
         }
     }
+}
+
+/// Decodes `img` on the GPU into a zeroed image of `bytes` bytes; the decoded image, or the
+/// flag the kernel raised.
+fn decode_on_gpu(img: &PageImage, bytes: usize) -> Result<Vec<u8>, String> {
+    use cudarc::driver::DevicePtr;
+    let gpu = Gpu::get().unwrap();
+    let stream = &gpu.stream;
+    let decoder = Decoder::new(&gpu).unwrap();
+    let mut host = vec![0u8; img.bytes()];
+    img.write(&mut host).unwrap();
+    let dev = stream.clone_htod(&host).unwrap();
+    let out = stream.alloc_zeros::<u8>(bytes.max(1)).unwrap();
+    let mut flags = stream.alloc_zeros::<u64>(1).unwrap();
+    let (image, _g1) = dev.device_ptr(stream);
+    let (to, _g2) = out.device_ptr(stream);
+    // SAFETY: `dev` holds the whole image, whose segments were checked against `bytes`, which
+    // `out` holds; both live until the synchronize below.
+    unsafe {
+        decoder
+            .launch(
+                stream,
+                image,
+                img.segments(),
+                img.payload_offset(),
+                to,
+                &mut flags,
+            )
+            .unwrap();
+    }
+    stream.synchronize().unwrap();
+    if stream.clone_dtoh(&flags).unwrap()[0] != 0 {
+        return Err("an index past its dictionary".into());
+    }
+    Ok(stream.clone_dtoh(&out).unwrap())
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn the_gpu_decodes_every_writer_setting_as_the_host_reference_does() {
+    if !crate::gpu::have_gpu() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("grouper-pq-gpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for variant in 0..4 {
+        let path = dir.join(format!("v{variant}.parquet"));
+        write(
+            &path,
+            &table(20_011, 7 + variant as u64),
+            properties(variant),
+        );
+        let file = ParquetFile::open(&path).unwrap();
+        let coder = coder();
+        let schema = file.arrow_schema();
+        for rg in 0..file.row_groups() {
+            let (layout, columns) = layout(&schema, file.rows(rg), &coder);
+            let img = file.row_group_image(rg, &columns, &layout).unwrap();
+            let mut bytes = vec![0u8; img.image.bytes()];
+            img.image.write(&mut bytes).unwrap();
+            let host = decode_on_host(&bytes, img.image.segments(), layout.bytes).unwrap();
+            let gpu = decode_on_gpu(&img.image, layout.bytes).unwrap();
+            assert!(
+                host == gpu,
+                "variant {variant} row group {rg}: GPU and host differ"
+            );
+            check_decoded(&path, rg, &gpu, &layout, &coder);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn the_gpu_flags_a_packed_index_past_its_dictionary() {
+    if !crate::gpu::have_gpu() {
+        return;
+    }
+    let mut img = PageImage::new();
+    let d = img.add_payload(&7i64.to_le_bytes(), 16).unwrap() as u32;
+    let p = img.add_payload(&[0b1101], 8).unwrap();
+    let seg = Segment {
+        src: 8 * p,
+        dst: 0,
+        count: 2,
+        dict: d,
+        dict_len: 1,
+        stride: 0,
+        kind: Kind::Packed,
+        bits: 2,
+        src_width: 8,
+        dst_width: 8,
+        signed: true,
+        big_endian: false,
+    };
+    img.push(seg, 16).unwrap();
+    assert!(decode_on_gpu(&img, 16).is_err());
 }
 
 /// Whether the Arrow reader reads row group 0 of `path` without an error.
