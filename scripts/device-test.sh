@@ -253,5 +253,30 @@ if wants files; then
     --python python3 --out "$OUT/files.json" ${FILES_ARGS:-} 2>&1 | tee "$OUT/files.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
+if wants pages; then
+  # Parquet pages decoded on the GPU, checked and shown: TPC-H at PAGES_SF (default 1) from
+  # tpchgen-cli; Q1 and Q6 with --explain under --backend gpu (pages) and --no-gpu-pages, each
+  # answer compared with the CPU's.
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  xz -dc .device/bin/tpchgen-cli.xz > /tmp/tpchgen-cli && chmod +x /tmp/tpchgen-cli
+  sf=${PAGES_SF:-1}; d=/tmp/tpch/sf$sf
+  [ -f $d/lineitem.parquet ] || /tmp/tpchgen-cli parquet --quiet -s $sf --tables lineitem --output-dir $d
+  for q in 01 06; do
+    sql=$(cat crates/grouper-cli/src/bench/tpch/q$q.sql)
+    for mode in cpu gpu gpu-batches; do
+      flags="--backend $mode"; [ $mode = gpu-batches ] && flags="--backend gpu --no-gpu-pages"
+      # shellcheck disable=SC2086
+      /tmp/grouper query $flags --table lineitem=$d/lineitem.parquet --format csv \
+        --output /tmp/q$q-$mode.csv "$sql" 2>&1 | tail -2
+      # shellcheck disable=SC2086
+      /tmp/grouper query $flags --explain --table lineitem=$d/lineitem.parquet "$sql" 2>&1 \
+        | grep -oE "GroupByExec.*" | cut -c1-1500 | tee -a "$OUT/pages.log"
+      if [ $mode != cpu ]; then
+        if cmp -s /tmp/q$q-cpu.csv /tmp/q$q-$mode.csv; then echo "q$q $mode: same answer as the CPU" | tee -a "$OUT/pages.log"
+        else echo "q$q $mode: ANSWER DIFFERS from the CPU" | tee -a "$OUT/pages.log"; diff /tmp/q$q-cpu.csv /tmp/q$q-$mode.csv | head -5; status=1; fi
+      fi
+    done
+  done
+fi
 echo "device-test: exit $status"
 exit $status

@@ -29,6 +29,7 @@ pub mod encode;
 pub mod expr_cuda;
 pub mod image;
 mod key_words;
+pub mod pages;
 pub mod parquet;
 pub mod pipeline;
 mod placement;

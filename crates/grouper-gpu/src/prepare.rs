@@ -117,6 +117,14 @@ pub(crate) struct ColumnPrep {
 }
 
 impl ColumnPrep {
+    /// The key word and position of group key column `c`, if it is one.
+    pub(crate) fn key_position(&self, c: usize) -> Option<(usize, usize)> {
+        self.key_columns
+            .iter()
+            .enumerate()
+            .find_map(|(wi, cols)| cols.iter().position(|&k| k == c).map(|i| (wi, i)))
+    }
+
     /// The kernel's columns of one batch of `rows` rows. `check` (a stream planned from
     /// statistics; per kernel column, whether the plan allows NULLs): verify that the batch
     /// lies within the plan, failing with [`GrouperError::OutsidePlan`] where it does not.

@@ -116,6 +116,9 @@ pub struct GpuOptions {
     pub compress: bool,
     /// Let the kernel read chunks from mapped pinned host memory instead of copying them.
     pub zero_copy: bool,
+    /// Stream Parquet files to the GPU as their pages, decoded there ([`crate::pages`]),
+    /// rather than as the batches DataFusion's scan decodes.
+    pub pages: bool,
     /// Most device memory one query may take, bytes (`None`: what the device has).
     pub memory_limit: Option<u64>,
     /// Host bytes the prepared-input cache may own (encoded images, dictionary codes); 0
@@ -144,6 +147,7 @@ impl Default for GpuOptions {
             batch_rows: 1 << 22,
             compress: true,
             zero_copy: false,
+            pages: true,
             memory_limit: None,
             cache_bytes: 16 << 30,
             cpu_filter: false,

@@ -33,9 +33,20 @@ use crate::variant::{Scratch, Variant};
 use grouper_core::error::{GrouperError, Result};
 use grouper_core::partial::PartialGroups;
 
+/// Turns a chunk that reached the device (its pointers) into the image the kernel reads: its
+/// rows and pointers.
+pub(crate) type Decode<'a> = dyn FnMut(&ColPtrs) -> Result<(usize, ColPtrs)> + 'a;
+
+/// A decode step for chunks that are not yet the kernel's image, and the largest chunk that
+/// crosses PCIe before it.
+pub(crate) struct PageDecode<'a, 'b> {
+    pub(crate) decode: &'a mut Decode<'b>,
+    pub(crate) max_bytes: usize,
+}
+
 /// A query ready to run: planned, compiled, and (resident) uploaded.
 pub struct Prepared {
-    input: Arc<PreparedInput>,
+    pub(crate) input: Arc<PreparedInput>,
     /// The planner's launch shape (and the table layout every tuned shape shares).
     planned: Variant,
     /// The runtime tuner, when the launch shape is left to it; it lives across runs.
@@ -43,7 +54,7 @@ pub struct Prepared {
     /// The global table's kernels, from the planned variant's module.
     table: TableKernels,
     opts: GpuOptions,
-    report: GpuReport,
+    pub(crate) report: GpuReport,
     /// When the current run started.
     started: Option<Instant>,
 }
@@ -176,12 +187,12 @@ impl Prepared {
 
     /// Runs the query once.
     pub fn run(&mut self) -> Result<GpuOutput> {
-        let table = self.execute(&self.all_chunks(), None)?;
+        let table = self.execute(&self.all_chunks(), None, None)?;
         self.finish(&table)
     }
 
     /// Reads `table` back, finalizes its groups and reports the run.
-    fn finish(&mut self, table: &DeviceTable) -> Result<GpuOutput> {
+    pub(crate) fn finish(&mut self, table: &DeviceTable) -> Result<GpuOutput> {
         let (columns, num_rows) =
             read_partial(&self.input, &self.planned, self.table.width, table)?.finalize()?;
         self.report.groups = num_rows as u64;
@@ -233,16 +244,32 @@ impl Prepared {
         let input = Arc::clone(&self.input);
         let mut chunker = Chunker::new(&input, first, next);
         let mut produce = |out: &mut [u8]| chunker.produce(out);
-        let table = self.execute(&|| None, Some(&mut produce))?;
+        let table = self.execute(&|| None, Some(&mut produce), None)?;
         self.report.chunks = chunker.chunks;
         self.report.rows = self.report.rows_run;
         self.finish(&table)
     }
 
+    /// Runs the query over the chunks `produce` makes, each turned by `decode` into the image
+    /// the kernel reads once on the device ([`crate::pages`]); `max_bytes`: the largest chunk.
+    pub(crate) fn run_with_decode(
+        &mut self,
+        max_bytes: usize,
+        produce: Produce<'_>,
+        decode: &mut Decode<'_>,
+    ) -> Result<DeviceTable> {
+        let table = self.execute(
+            &|| None,
+            Some(produce),
+            Some(PageDecode { decode, max_bytes }),
+        )?;
+        Ok(table)
+    }
+
     /// Runs the query over the chunks `claim` hands out (co-processing: a queue shared with
     /// CPU workers), returning its groups unfinalized for merging with theirs.
     pub fn run_partial(&mut self, claim: Claim<'_>) -> Result<(PartialGroups, GpuReport)> {
-        let table = self.execute(claim, None)?;
+        let table = self.execute(claim, None, None)?;
         let partial = read_partial(&self.input, &self.planned, self.table.width, &table)?;
         self.report.groups = partial.len as u64;
         self.report.total_ms = self.started_ms();
@@ -278,7 +305,7 @@ impl Prepared {
     /// finalizing (for benchmarks: with millions of groups, finalizing on the host takes longer
     /// than the kernels; `report().groups` is then the hash table's count, 0 for direct tables).
     pub fn run_kernels(&mut self) -> Result<&GpuReport> {
-        self.execute(&self.all_chunks(), None)?;
+        self.execute(&self.all_chunks(), None, None)?;
         self.report.total_ms = self.started_ms();
         Ok(&self.report)
     }
@@ -286,9 +313,16 @@ impl Prepared {
     /// Runs the kernels over the chunks `claim` hands out (or, with `produce`, those a scan's
     /// stream makes); the table they filled. With a tuner, each chunk runs the launch shape
     /// the tuner picks and reports its kernel time back; the table carries across shapes.
-    fn execute(&mut self, claim: Claim<'_>, produce: Option<Produce<'_>>) -> Result<DeviceTable> {
+    /// With `decode`, each chunk that reaches the device is first turned into the image the
+    /// kernel reads (Parquet pages decoded on the GPU, [`crate::pages`]).
+    pub(crate) fn execute(
+        &mut self,
+        claim: Claim<'_>,
+        produce: Option<Produce<'_>>,
+        decode: Option<PageDecode<'_, '_>>,
+    ) -> Result<DeviceTable> {
         let mut tuning = self.tuning.take();
-        let result = self.execute_with(claim, produce, &mut tuning);
+        let result = self.execute_with(claim, produce, decode, &mut tuning);
         if let Some(t) = &tuning {
             self.report.tuning = Some(t.report());
         }
@@ -300,6 +334,7 @@ impl Prepared {
         &mut self,
         claim: Claim<'_>,
         produce: Option<Produce<'_>>,
+        decode: Option<PageDecode<'_, '_>>,
         tuning: &mut Option<Tuning>,
     ) -> Result<DeviceTable> {
         self.started = Some(Instant::now());
@@ -387,7 +422,9 @@ impl Prepared {
         let fill = |i: usize, out: &mut [u8]| input.fill(i, out);
         let feed = match (produce, &input.resident, &input.images) {
             (Some(produce), ..) => Feed::Stream {
-                max_bytes: input.max_image_bytes(),
+                max_bytes: decode
+                    .as_ref()
+                    .map_or_else(|| input.max_image_bytes(), |d| d.max_bytes),
                 produce,
             },
             (None, Some(r), _) => Feed::Resident(r),
@@ -396,12 +433,22 @@ impl Prepared {
         };
         let mut rows_run = 0u64;
         // Without the tuner, the planner may switch kernels between chunks as groups grow.
+        let mut decode = decode;
         let mut replan = match tuning {
             None => Replan::new(&self.opts, &self.planned, &self.input),
             Some(_) => None,
         };
         let mut current = self.planned.clone();
         let mut on_chunk = |rows: usize, cols: &ColPtrs| -> Result<()> {
+            let decoded;
+            let (rows, cols) = match decode.as_mut() {
+                Some(d) => {
+                    let (r, c) = (d.decode)(cols)?;
+                    decoded = c;
+                    (r, &decoded)
+                }
+                None => (rows, cols),
+            };
             let rows = rows as u64;
             rows_run += rows;
             // The launch shape: the tuner's pick (timed while it searches), else the plan's.

@@ -85,6 +85,10 @@ pub struct EngineArgs {
     /// copying them to the device first.
     #[arg(long)]
     pub zero_copy: bool,
+    /// GPU: read Parquet files through DataFusion's scan (decoded on the CPU) instead of
+    /// sending their pages, still encoded, to the GPU to decode.
+    #[arg(long)]
+    pub no_gpu_pages: bool,
     /// GPU: evaluate the filter on the CPU and send one selection bit per row instead of the
     /// columns only the filter reads (filter precomputation).
     #[arg(long)]
@@ -228,6 +232,7 @@ impl EngineArgs {
                 batch_rows: self.batch_rows,
                 compress: self.transfer == TransferArg::Compressed,
                 zero_copy: self.zero_copy,
+                pages: !self.no_gpu_pages,
                 memory_limit: self.gpu_memory_limit.map(|b| b as u64),
                 cache_bytes: self.gpu_cache as u64,
                 cpu_filter: self.cpu_filter,

@@ -25,6 +25,11 @@ use grouper_core::error::{GrouperError, Result};
 /// Maps string values to the query's key codes (a string key's dictionary).
 pub type Coder = Arc<dyn Fn(&[&[u8]]) -> Result<Vec<u32>> + Send + Sync>;
 
+/// Checks decoded values (`count` of them, native bytes) against the query's plan: a group
+/// key's codec was planned from statistics, and a value outside it is
+/// [`GrouperError::OutsidePlan`] (the caller reruns the query another way).
+pub type Check = Arc<dyn Fn(&[u8], usize) -> Result<()> + Send + Sync>;
+
 /// What a column becomes in the decoded image.
 #[derive(Clone)]
 pub struct Target {
@@ -34,6 +39,17 @@ pub struct Target {
     pub signed: bool,
     /// For string columns: their key codes (`width` 4).
     pub coder: Option<Coder>,
+    /// For group keys: the plan's check of their values.
+    pub check: Option<Check>,
+}
+
+impl Target {
+    fn checked(&self, native: &[u8], count: usize) -> Result<()> {
+        match &self.check {
+            Some(c) => c(native, count),
+            None => Ok(()),
+        }
+    }
 }
 
 fn unsupported(why: String) -> GrouperError {
@@ -252,6 +268,7 @@ pub fn add_column_chunk(
                 ));
             }
             let values = plain_to_native(buf, *num_values as usize, descr, target)?;
+            target.checked(&values, *num_values as usize)?;
             let at = img.add_payload(&values, 16)?;
             dict = Some(Dict {
                 at: u32::try_from(at).map_err(|_| unsupported("a page image over 4 GiB".into()))?,
@@ -260,13 +277,15 @@ pub fn add_column_chunk(
             continue;
         }
         let p = split_page(&page, nullable)?;
-        if row0 + p.rows > rows {
-            return Err(corrupt("more rows in the pages than in the row group"));
-        }
         let stretches = match p.levels {
             Some(levels) => hybrid::valid_stretches(levels, p.rows)?,
             None => vec![(0, p.rows)],
         };
+        if region.validity.is_none() && p.rows > 0 && stretches != [(0, p.rows)] {
+            return Err(GrouperError::OutsidePlan(
+                "a column has NULLs its statistics did not count".into(),
+            ));
+        }
         if let Some(bits) = validity.as_mut() {
             for &(s, n) in &stretches {
                 for r in row0 + s..row0 + s + n {
@@ -284,6 +303,9 @@ pub fn add_column_chunk(
                     .values
                     .get(..values * sw as usize)
                     .ok_or_else(|| corrupt("fewer values than the page's rows"))?;
+                if target.check.is_some() {
+                    target.checked(&plain_to_native(bytes, values, descr, target)?, values)?;
+                }
                 let base = img.add_payload(bytes, 16)?;
                 let mut vi = 0u64;
                 for &(s, n) in &stretches {
@@ -359,7 +381,9 @@ pub fn add_column_chunk(
                     }
                 }
             }
-            (Encoding::BYTE_STREAM_SPLIT, Some((sw, big_endian))) if !big_endian || sw == 1 => {
+            (Encoding::BYTE_STREAM_SPLIT, Some((sw, big_endian)))
+                if (!big_endian || sw == 1) && target.check.is_none() =>
+            {
                 let bytes = p
                     .values
                     .get(..values * sw as usize)

@@ -20,7 +20,7 @@ pub mod kernel;
 pub mod row_group;
 pub mod segments;
 
-pub use chunk::{Coder, Target};
+pub use chunk::{Check, Coder, Target};
 pub use kernel::Decoder;
 pub use row_group::{native_bytes, Column, ParquetFile, RowGroupImage};
 pub use segments::{decode_on_host, PageImage};

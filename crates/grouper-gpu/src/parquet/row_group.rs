@@ -70,6 +70,30 @@ impl ParquetFile {
         std::sync::Arc::clone(self.arrow.schema())
     }
 
+    /// The leaf column named `name` (a top-level column of a flat schema).
+    pub fn leaf(&self, name: &str) -> Option<usize> {
+        let schema = self.reader.metadata().file_metadata().schema_descr();
+        (0..schema.num_columns()).find(|&i| {
+            let c = schema.column(i);
+            c.path().parts() == [name.to_string()]
+        })
+    }
+
+    /// A bound on the bytes of row group `rg`'s page image of `columns` (`rows`: the most rows
+    /// of a row group): what its values take uncompressed, dictionaries converted to at most 16
+    /// bytes an entry, validity, and segments (a run of at least 8 values or a page each).
+    pub fn image_bound(&self, rg: usize, columns: &[Column], rows: usize) -> usize {
+        let group = self.reader.metadata().row_group(rg);
+        let per_column = |c: &Column| {
+            let chunk = group.column(c.leaf);
+            let stored = chunk.uncompressed_size().max(0) as usize;
+            // Converted dictionaries and CPU-decoded chunks: at most 16 bytes a value and 4
+            // per string code; segments: one per 8 values (bit-packed runs) or per NULL gap.
+            16 * rows + 4 * stored + rows / 8 + 256 + super::segments::SEGMENT_BYTES * (rows / 4 + 64)
+        };
+        columns.iter().map(per_column).sum::<usize>() + 4096
+    }
+
     /// Row groups in the file.
     pub fn row_groups(&self) -> usize {
         self.reader.metadata().num_row_groups()
@@ -166,6 +190,14 @@ impl ParquetFile {
                 .first()
                 .ok_or_else(|| GrouperError::InvalidInput("a column with no values".into()))?;
             let bytes = native_bytes(array, &col.target)?;
+            if let Some(check) = &col.target.check {
+                check(&bytes, array.len())?;
+            }
+            if region.validity.is_none() && array.null_count() > 0 {
+                return Err(GrouperError::OutsidePlan(
+                    "a column has NULLs its statistics did not count".into(),
+                ));
+            }
             let w = col.target.width as u64;
             let src = img.add_payload(&bytes, 16)?;
             img.push(

@@ -49,11 +49,13 @@ pub fn target(t: &DataType, coder: &Coder) -> Target {
             width: 4,
             signed: false,
             coder: Some(Arc::clone(coder)),
+            check: None,
         },
         t => Target {
             width: t.primitive_width().unwrap() as u8,
             signed: !t.is_unsigned_integer(),
             coder: None,
+            check: None,
         },
     }
 }

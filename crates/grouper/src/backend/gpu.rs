@@ -105,7 +105,34 @@ pub(crate) async fn run(
     };
     let mut streamed = None;
     let mut abandoned = None;
-    if let Some((bounds, rows)) = bounds {
+    let mut not_paged = None;
+    let pages = match (&bounds, engine.gpu.pages) {
+        (Some(_), true) => super::pages::page_source(&source),
+        _ => None,
+    };
+    if let (Some(pages), Some((bounds, rows))) = (pages, bounds.as_ref()) {
+        let timer = baseline.elapsed_compute().timer();
+        let out = super::pages::run_pages(
+            query.clone(),
+            &source,
+            pages,
+            bounds.clone(),
+            *rows,
+            engine,
+            context,
+        )
+        .await?;
+        timer.done();
+        source = reset_plan_states(source)?;
+        match out {
+            Err(
+                grouper_core::GrouperError::OutsidePlan(why)
+                | grouper_core::GrouperError::Unsupported(why),
+            ) => not_paged = Some(why),
+            out => streamed = Some(out),
+        }
+    }
+    if let (None, Some((bounds, rows))) = (&streamed, bounds) {
         let timer = baseline.elapsed_compute().timer();
         let out = run_streamed(query.clone(), &source, bounds, rows, engine, context).await?;
         timer.done();
@@ -117,6 +144,14 @@ pub(crate) async fn run(
             out => streamed = Some(out),
         }
     }
+    let streamed = streamed.map(|out| {
+        out.map(|mut o| {
+            if let Some(why) = &not_paged {
+                o.report.reason += &format!("; Parquet pages not sent to the GPU ({why})");
+            }
+            o
+        })
+    });
     let out = match streamed {
         Some(out) => out,
         None => {

@@ -3,6 +3,7 @@
 //! - [`cpu`]: grouper's CPU strategies, streaming every partition through workers.
 //! - `gpu` (feature `gpu`): the GPU alone, streamed from a file scan or over collected input.
 //! - `hybrid` (feature `gpu`): co-processing, GPU and CPU workers taking chunks from one queue.
+//! - `pages` (feature `gpu`): Parquet files to the GPU as their pages, decoded there.
 //!
 //! [`Route::choose`] decides per execution; [`run`] runs the route and falls back to the CPU
 //! where `auto` allows ([`Attempt::FallBack`]), so a GPU failure never fails an `auto` query.
@@ -12,6 +13,8 @@ pub mod cpu;
 pub mod gpu;
 #[cfg(feature = "gpu")]
 pub mod hybrid;
+#[cfg(feature = "gpu")]
+pub mod pages;
 
 use std::fmt;
 use std::sync::Arc;

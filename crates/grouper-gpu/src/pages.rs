@@ -1,0 +1,332 @@
+//! Streaming Parquet files into the GPU as pages ([`crate::parquet`]): a query prepared for a
+//! scan ([`Prepared::streaming`], raw transfer) runs over the files' row groups, each a chunk.
+//!
+//! ```text
+//!  CPU workers (rayon), one row group each: read, decompress, page image ─┐ in finishing order
+//!  pipeline (pipeline.rs): pinned staging ─▶ copy stream ─▶ device slot   ◀┘
+//!  compute stream: decode kernel ─▶ chunk image (one device buffer) ─▶ aggregation kernel
+//! ```
+//!
+//! The plan is the stream's (key codec and encodings from the files' statistics): every key
+//! value the CPU sees (dictionaries, PLAIN pages, chunks it decodes) is checked against it, and
+//! a value outside it, or NULLs where the statistics counted none, stop the run with
+//! [`GrouperError::OutsidePlan`] — the caller then reads the files another way.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+
+use arrow::array::make_array;
+use arrow::buffer::Buffer;
+use arrow::datatypes::DataType;
+use cudarc::driver::{CudaSlice, DevicePtr};
+use rayon::prelude::*;
+
+use crate::encode::Scheme;
+use crate::image::{ColumnRegion, ImageLayout};
+use crate::parquet::{Check, Coder, Column, Decoder, ParquetFile, Target};
+use crate::prepare::PreparedInput;
+use crate::report::GpuOutput;
+use crate::run::Prepared;
+use crate::table::ColPtrs;
+use grouper_core::error::{GrouperError, Result};
+
+/// The files of a scan and which Parquet column each of the query's input columns is.
+pub struct PageSource {
+    /// The files.
+    pub files: Vec<PathBuf>,
+    /// Per input column of the query, its name in the files (flat schemas).
+    pub columns: Vec<String>,
+}
+
+/// A row group's image on its way: which one, its decoded layout, and its program's shape.
+struct Sent {
+    rows: usize,
+    layout: ImageLayout,
+    segments: usize,
+    payload_at: usize,
+}
+
+fn unsupported(why: impl Into<String>) -> GrouperError {
+    GrouperError::Unsupported(why.into())
+}
+
+/// What each of the query's columns becomes in the decoded image; `None` where unread.
+fn targets(input: &Arc<PreparedInput>) -> Result<Vec<Option<Target>>> {
+    if input.prep.selection.is_some() {
+        return Err(unsupported("filter precomputation reads decoded rows"));
+    }
+    let mut out = Vec::with_capacity(input.template.columns.len());
+    for (c, t) in input.template.columns.iter().enumerate() {
+        let Some(t) = t else {
+            out.push(None);
+            continue;
+        };
+        if input.encodings.get(c).and_then(Option::as_ref).map(|e| e.scheme) != Some(Scheme::Plain)
+        {
+            return Err(unsupported("pages decode into plain columns only"));
+        }
+        let width = t
+            .primitive_width()
+            .filter(|w| [1, 2, 4, 8, 16].contains(w) && *t != DataType::Boolean)
+            .ok_or_else(|| unsupported(format!("{t} columns")))? as u8;
+        let dictionary = input.prep.dictionary_of.get(c).copied().flatten();
+        let coder = dictionary.map(|(wi, i)| -> Coder {
+            let input = Arc::clone(input);
+            Arc::new(move |values: &[&[u8]]| {
+                let strings: Vec<&str> = values
+                    .iter()
+                    .map(|v| std::str::from_utf8(v))
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|_| GrouperError::InvalidInput("a string key is not UTF-8".into()))?;
+                let array: arrow::array::ArrayRef = Arc::new(arrow::array::StringArray::from(strings));
+                let codec = &input
+                    .key_words
+                    .get(wi)
+                    .ok_or_else(|| GrouperError::Gpu("no key word".into()))?
+                    .codec;
+                codec.dictionary_codes(i, &array)?.ok_or_else(|| {
+                    GrouperError::OutsidePlan(format!(
+                        "string key column {c} has more distinct values than its dictionary holds"
+                    ))
+                })
+            })
+        });
+        let check = key_check(input, c, t)?;
+        out.push(Some(Target {
+            width,
+            signed: !t.is_unsigned_integer(),
+            coder,
+            check,
+        }));
+    }
+    Ok(out)
+}
+
+/// For an ordinal group key column `c` (of kernel type `t`), the check of its values against
+/// the codec planned from statistics.
+fn key_check(input: &Arc<PreparedInput>, c: usize, t: &DataType) -> Result<Option<Check>> {
+    let Some((wi, i)) = input.prep.key_position(c) else {
+        return Ok(None);
+    };
+    if input.prep.dictionary_of.get(c).copied().flatten().is_some() {
+        return Ok(None);
+    }
+    let (input, t) = (Arc::clone(input), t.clone());
+    Ok(Some(Arc::new(move |native: &[u8], count: usize| {
+        let data = arrow::array::ArrayData::try_new(
+            t.clone(),
+            count,
+            None,
+            0,
+            vec![Buffer::from(native.to_vec())],
+            vec![],
+        )
+        .map_err(|e| GrouperError::Gpu(format!("a decoded key column: {e}")))?;
+        let covered = input
+            .key_words
+            .get(wi)
+            .is_some_and(|kw| kw.codec.covers(i, &make_array(data)));
+        match covered {
+            true => Ok(()),
+            false => Err(GrouperError::OutsidePlan(format!(
+                "a group key of column {c} lies outside the files' statistics"
+            ))),
+        }
+    })))
+}
+
+impl Prepared {
+    /// Runs a [`Prepared::streaming`] query (raw transfer) over `source`'s files as Parquet
+    /// pages decoded on the GPU.
+    pub fn run_pages(&mut self, source: &PageSource) -> Result<GpuOutput> {
+        let input = Arc::clone(&self.input);
+        if !self.report.from_scan {
+            return Err(GrouperError::InvalidOption(
+                "run_pages needs a query prepared with Prepared::streaming".into(),
+            ));
+        }
+        let targets = targets(&input)?;
+        if targets.len() != source.columns.len() {
+            return Err(unsupported("split wide keys"));
+        }
+        let files = source
+            .files
+            .par_iter()
+            .map(|p| ParquetFile::open(p))
+            .collect::<Result<Vec<_>>>()?;
+        // Per file, the leaf of each read column.
+        let mut columns: Vec<Vec<Column>> = Vec::with_capacity(files.len());
+        let string = |t: &DataType| {
+            matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        };
+        for f in &files {
+            let schema = f.arrow_schema();
+            let mut cols = Vec::new();
+            for (c, (name, target)) in source.columns.iter().zip(&targets).enumerate() {
+                let Some(target) = target else {
+                    cols.push(None);
+                    continue;
+                };
+                // The file's values must be the scan's type (a file of another type would be
+                // cast by the scan: those go through it).
+                let want = input.query.columns.get(c);
+                let have = schema.field_with_name(name).ok().map(|f| f.data_type());
+                let same = match (want, have) {
+                    (Some(w), Some(h)) => w == h || (string(w) && string(h)),
+                    _ => false,
+                };
+                if !same {
+                    return Err(unsupported(format!(
+                        "column {name} is stored as another type than the scan reads"
+                    )));
+                }
+                let leaf = f
+                    .leaf(name)
+                    .ok_or_else(|| unsupported(format!("column {name} is not a flat leaf")))?;
+                cols.push(Some(Column {
+                    leaf,
+                    target: target.clone(),
+                }));
+            }
+            columns.push(cols.into_iter().flatten().collect());
+        }
+        let read: Vec<usize> = (0..targets.len()).filter(|&c| targets[c].is_some()).collect();
+        // The decoded layout of `rows` rows: the read columns only, in order.
+        let encodings: Vec<_> = read.iter().map(|&c| input.encodings[c].clone()).collect();
+        let nullable: Vec<bool> = read.iter().map(|&c| input.template.nullable[c]).collect();
+        let layout_of = |rows: usize| ImageLayout::new(rows, &encodings, &nullable);
+        let work: Vec<(usize, usize)> = files
+            .iter()
+            .enumerate()
+            .flat_map(|(f, file)| (0..file.row_groups()).map(move |rg| (f, rg)))
+            .filter(|&(f, rg)| files[f].rows(rg) > 0)
+            .collect();
+        let max_rows = work.iter().map(|&(f, rg)| files[f].rows(rg)).max().unwrap_or(0);
+        let max_decoded = layout_of(max_rows).bytes;
+        let max_image = work
+            .iter()
+            .map(|&(f, rg)| files[f].image_bound(rg, &columns[f], max_rows))
+            .max()
+            .unwrap_or(0);
+        let on_cpu: Mutex<Vec<String>> = Mutex::default();
+        let sent: Mutex<VecDeque<Sent>> = Mutex::default();
+        let gpu = Arc::clone(&input.gpu);
+        let decoder = Decoder::new(&gpu)?;
+        self.report.compile_ms += decoder.compile_ms;
+        let stream = Arc::clone(&gpu.stream);
+        // SAFETY: the decode kernel writes the image of each chunk before the aggregation
+        // kernel that reads it (both on the compute stream).
+        let decoded: CudaSlice<u8> = unsafe { stream.alloc(max_decoded.max(1)) }
+            .map_err(crate::device::gpu_err("allocating the decoded chunk"))?;
+        let mut flags: CudaSlice<u64> = stream
+            .alloc_zeros(1)
+            .map_err(crate::device::gpu_err("allocating the decode flags"))?;
+        let (decoded_at, _guard) = decoded.device_ptr(&stream);
+        // Row groups are read by the CPU's workers in parallel and sent in the order they
+        // finish (aggregation does not depend on it).
+        let (tx, rx) = mpsc::sync_channel(2 * rayon::current_num_threads().max(1));
+        let stop = AtomicBool::new(false);
+        let sent_bytes = AtomicU64::new(0);
+        let table = std::thread::scope(|scope| {
+            let (files, columns, work) = (&files, &columns, &work);
+            let (layout_of, stop, sent_bytes) = (&layout_of, &stop, &sent_bytes);
+            let (on_cpu, sent) = (&on_cpu, &sent);
+            scope.spawn(move || {
+                work.par_iter().for_each_with(tx, |tx, &(f, rg)| {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let layout = layout_of(files[f].rows(rg));
+                    let made = files[f].row_group_image(rg, &columns[f], &layout);
+                    if tx.send(made).is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                });
+            });
+            let mut produce = move |out: &mut [u8]| -> Result<Option<ImageLayout>> {
+                let Ok(made) = rx.recv() else {
+                    return Ok(None);
+                };
+                let made = made?;
+                if made.image.bytes() > out.len() {
+                    return Err(unsupported("a row group's page image over its bound"));
+                }
+                made.image.write(out)?;
+                sent_bytes.fetch_add(made.image.bytes() as u64, Ordering::Relaxed);
+                on_cpu
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend(made.on_cpu.iter().map(|(leaf, why)| format!("leaf {leaf}: {why}")));
+                sent.lock().unwrap_or_else(PoisonError::into_inner).push_back(Sent {
+                    rows: made.rows,
+                    layout: layout_of(made.rows),
+                    segments: made.image.segments(),
+                    payload_at: made.image.payload_offset(),
+                });
+                // The copy's "layout": the page image as one region at its start.
+                Ok(Some(ImageLayout {
+                    rows: made.rows,
+                    columns: vec![Some(ColumnRegion {
+                        values: 0,
+                        validity: None,
+                    })],
+                    bytes: made.image.bytes(),
+                }))
+            };
+            let mut decode = |copied: &ColPtrs| -> Result<(usize, ColPtrs)> {
+                let s = sent
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pop_front()
+                    .ok_or_else(|| GrouperError::Gpu("a page image out of order".into()))?;
+                // SAFETY: the slot at `copied.0[0]` holds the whole page image, whose segments
+                // were checked against `s.layout`, which `decoded` (the largest layout) holds;
+                // both outlive the run (the stream is synchronized before they are dropped).
+                unsafe {
+                    decoder.launch(&stream, copied.0[0], s.segments, s.payload_at, decoded_at, &mut flags)?;
+                }
+                // The read columns' pointers, at the query's column positions.
+                let mut ptrs = ColPtrs([0; 64]);
+                let dense = s.layout.pointers(decoded_at);
+                for (k, &c) in read.iter().enumerate() {
+                    if let (Some(dst), Some(src)) = (ptrs.0.get_mut(2 * c..2 * c + 2), dense.0.get(2 * k..2 * k + 2)) {
+                        dst.copy_from_slice(src);
+                    }
+                }
+                Ok((s.rows, ptrs))
+            };
+            self.report.chunks = work.len();
+            let shape = max_image.max(64);
+            let table = self.run_with_decode(shape, &mut produce, &mut decode);
+            stop.store(true, Ordering::Relaxed);
+            table
+        })?;
+        let raised = stream
+            .clone_dtoh(&flags)
+            .map_err(crate::device::gpu_err("reading the decode flags"))?;
+        if raised.first().copied().unwrap_or(0) != 0 {
+            return Err(GrouperError::InvalidInput(
+                "corrupt Parquet page: a dictionary index past its dictionary".into(),
+            ));
+        }
+        let on_cpu = on_cpu.into_inner().unwrap_or_else(PoisonError::into_inner);
+        self.report.reason += &format!(
+            "; Parquet pages decoded on the GPU ({} row groups{})",
+            work.len(),
+            match on_cpu.len() {
+                0 => String::new(),
+                n => format!(
+                    "; {n} column chunks decoded on the CPU: {}",
+                    on_cpu.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+                ),
+            }
+        );
+        self.report.rows = self.report.rows_run;
+        self.report.transfer = "parquet pages";
+        self.report.sent_bytes_per_row =
+            sent_bytes.load(Ordering::Relaxed) as f64 / self.report.rows.max(1) as f64;
+        self.finish(&table)
+    }
+}

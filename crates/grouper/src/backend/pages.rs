@@ -1,0 +1,179 @@
+//! The GPU route over Parquet files read as pages ([`grouper_gpu::pages`]): when the fused
+//! source is DataFusion's scan of local Parquet files, the files' pages go to the GPU still
+//! encoded instead of DataFusion decoding them into batches first. DataFusion's scan reads one
+//! batch (the string dictionaries and the group estimate are seeded from it) and is then left.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::Result;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::ExecutionPlan;
+use futures::StreamExt;
+use grouper_gpu::pages::PageSource;
+use grouper_gpu::{ColumnBounds, GpuQuery, Prepared};
+
+use super::external;
+use crate::config::Engine;
+
+/// The files and column names of `source` when it is a scan the GPU can read as pages: local
+/// Parquet files, whole (no limit, no partition columns, no filter pushed into the reader), its
+/// columns plain columns of the files. `None` otherwise (the scan's batches are used).
+pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource> {
+    let ds = source.downcast_ref::<DataSourceExec>()?;
+    let cfg = (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<FileScanConfig>()?;
+    let parquet =
+        (cfg.file_source().as_ref() as &dyn std::any::Any).downcast_ref::<ParquetSource>()?;
+    let pushed = cfg.file_source().filter().is_some()
+        && parquet.table_parquet_options().global.pushdown_filters;
+    if pushed
+        || cfg.limit.is_some()
+        || !cfg.table_partition_cols().is_empty()
+        || cfg.object_store_url.as_str() != "file:///"
+    {
+        return None;
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
+    for group in &cfg.file_groups {
+        for f in group.files() {
+            if !f.partition_values.is_empty() {
+                return None;
+            }
+            let path = PathBuf::from(format!("/{}", f.object_meta.location.as_ref()));
+            if !files.contains(&path) {
+                files.push(path);
+            }
+        }
+    }
+    // Each output column a plain column of the files (no expression evaluated in the scan).
+    let file_schema = cfg.file_schema();
+    let mut columns = Vec::new();
+    match cfg.file_source().projection() {
+        Some(projection) => {
+            for p in projection.iter() {
+                let col = p.expr.downcast_ref::<Column>()?;
+                let field = file_schema.fields().get(col.index())?;
+                if field.name() != col.name() || p.alias != *col.name() {
+                    return None;
+                }
+                columns.push(col.name().to_string());
+            }
+        }
+        None => columns.extend(file_schema.fields().iter().map(|f| f.name().clone())),
+    }
+    if columns.len() != source.schema().fields().len() {
+        return None;
+    }
+    Some(PageSource { files, columns })
+}
+
+/// Runs `query` over `pages` on the GPU, planned from `bounds` and the first batch of
+/// `source`'s scan. The inner error is the engine's: [`grouper_core::GrouperError::OutsidePlan`]
+/// or `Unsupported` send the caller to the scan's batches.
+pub(crate) async fn run_pages(
+    query: GpuQuery,
+    source: &Arc<dyn ExecutionPlan>,
+    pages: PageSource,
+    bounds: Vec<ColumnBounds>,
+    rows: Option<u64>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+) -> Result<grouper_core::Result<grouper_gpu::GpuOutput>> {
+    let mut first = Vec::new();
+    let mut stream = source.execute(0, Arc::clone(context))?;
+    if let Some(b) = stream.next().await {
+        first.push(b?);
+    }
+    drop(stream);
+    let mut opts = engine.gpu.clone();
+    // The pages are the transfer encoding: the kernel reads the decoded columns as they are.
+    opts.compress = false;
+    tokio::task::spawn_blocking(move || {
+        Prepared::streaming(&query, &first, &bounds, rows, &opts).and_then(|mut p| p.run_pages(&pages))
+    })
+    .await
+    .map_err(external)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int32Array, Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::prelude::ParquetReadOptions;
+
+    use super::*;
+    use crate::exec::GroupByExec;
+    use crate::{Backend, GrouperConfig};
+
+    fn fused_source(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+        match plan.downcast_ref::<GroupByExec>() {
+            Some(g) => g.group_by().fused.as_ref().map(|f| Arc::clone(&f.source)),
+            None => plan.children().into_iter().find_map(fused_source),
+        }
+    }
+
+    /// A scan of local Parquet files names them and the file columns it reads; a filter the
+    /// reader applies itself (pushed down) keeps the scan's batches.
+    #[tokio::test]
+    async fn a_parquet_scan_becomes_its_files_and_columns() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("k", DataType::Int32, false),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 3])),
+                Arc::new(Int32Array::from(vec![7, 7, 9])),
+                Arc::new(Int64Array::from(vec![10, 20, 30])),
+            ],
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("grouper-pages-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["p0.parquet", "p1.parquet"] {
+            let file = std::fs::File::create(dir.join(name)).unwrap();
+            let mut w = ArrowWriter::try_new(file, Arc::clone(&schema), None).unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+        }
+        let sql = "SELECT k, sum(v) FROM t WHERE v > 5 GROUP BY k";
+        for pushdown in [false, true] {
+            let ctx = crate::session_context(&GrouperConfig {
+                backend: Backend::Auto,
+                ..Default::default()
+            })
+            .unwrap();
+            ctx.state_ref()
+                .write()
+                .config_mut()
+                .options_mut()
+                .execution
+                .parquet
+                .pushdown_filters = pushdown;
+            ctx.register_parquet("t", dir.to_string_lossy().as_ref(), ParquetReadOptions::default())
+                .await
+                .unwrap();
+            let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+            let source = fused_source(&plan).expect("a fused source");
+            let pages = page_source(&source);
+            if pushdown {
+                assert!(pages.is_none());
+                continue;
+            }
+            let pages = pages.expect("a page source");
+            let mut files = pages.files.clone();
+            files.sort();
+            assert_eq!(files, vec![dir.join("p0.parquet"), dir.join("p1.parquet")]);
+            assert!(pages.columns.contains(&"k".to_string()));
+            assert!(pages.columns.contains(&"v".to_string()));
+            assert!(!pages.columns.contains(&"a".to_string()));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
