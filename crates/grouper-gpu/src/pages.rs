@@ -63,7 +63,12 @@ fn targets(input: &Arc<PreparedInput>) -> Result<Vec<Option<Target>>> {
             out.push(None);
             continue;
         };
-        if input.encodings.get(c).and_then(Option::as_ref).map(|e| e.scheme) != Some(Scheme::Plain)
+        if input
+            .encodings
+            .get(c)
+            .and_then(Option::as_ref)
+            .map(|e| e.scheme)
+            != Some(Scheme::Plain)
         {
             return Err(unsupported("pages decode into plain columns only"));
         }
@@ -80,7 +85,8 @@ fn targets(input: &Arc<PreparedInput>) -> Result<Vec<Option<Target>>> {
                     .map(|v| std::str::from_utf8(v))
                     .collect::<std::result::Result<_, _>>()
                     .map_err(|_| GrouperError::InvalidInput("a string key is not UTF-8".into()))?;
-                let array: arrow::array::ArrayRef = Arc::new(arrow::array::StringArray::from(strings));
+                let array: arrow::array::ArrayRef =
+                    Arc::new(arrow::array::StringArray::from(strings));
                 let codec = &input
                     .key_words
                     .get(wi)
@@ -158,9 +164,8 @@ impl Prepared {
             .collect::<Result<Vec<_>>>()?;
         // Per file, the leaf of each read column.
         let mut columns: Vec<Vec<Column>> = Vec::with_capacity(files.len());
-        let string = |t: &DataType| {
-            matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-        };
+        let string =
+            |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
         for f in &files {
             let schema = f.arrow_schema();
             let mut cols = Vec::new();
@@ -192,7 +197,9 @@ impl Prepared {
             }
             columns.push(cols.into_iter().flatten().collect());
         }
-        let read: Vec<usize> = (0..targets.len()).filter(|&c| targets[c].is_some()).collect();
+        let read: Vec<usize> = (0..targets.len())
+            .filter(|&c| targets[c].is_some())
+            .collect();
         // The decoded layout of `rows` rows: the read columns only, in order.
         let encodings: Vec<_> = read.iter().map(|&c| input.encodings[c].clone()).collect();
         let nullable: Vec<bool> = read.iter().map(|&c| input.template.nullable[c]).collect();
@@ -203,7 +210,11 @@ impl Prepared {
             .flat_map(|(f, file)| (0..file.row_groups()).map(move |rg| (f, rg)))
             .filter(|&(f, rg)| files[f].rows(rg) > 0)
             .collect();
-        let max_rows = work.iter().map(|&(f, rg)| files[f].rows(rg)).max().unwrap_or(0);
+        let max_rows = work
+            .iter()
+            .map(|&(f, rg)| files[f].rows(rg))
+            .max()
+            .unwrap_or(0);
         let max_decoded = layout_of(max_rows).bytes;
         let max_image = work
             .iter()
@@ -258,13 +269,19 @@ impl Prepared {
                 on_cpu
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .extend(made.on_cpu.iter().map(|(leaf, why)| format!("leaf {leaf}: {why}")));
-                sent.lock().unwrap_or_else(PoisonError::into_inner).push_back(Sent {
-                    rows: made.rows,
-                    layout: layout_of(made.rows),
-                    segments: made.image.segments(),
-                    payload_at: made.image.payload_offset(),
-                });
+                    .extend(
+                        made.on_cpu
+                            .iter()
+                            .map(|(leaf, why)| format!("leaf {leaf}: {why}")),
+                    );
+                sent.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push_back(Sent {
+                        rows: made.rows,
+                        layout: layout_of(made.rows),
+                        segments: made.image.segments(),
+                        payload_at: made.image.payload_offset(),
+                    });
                 // The copy's "layout": the page image as one region at its start.
                 Ok(Some(ImageLayout {
                     rows: made.rows,
@@ -285,13 +302,23 @@ impl Prepared {
                 // were checked against `s.layout`, which `decoded` (the largest layout) holds;
                 // both outlive the run (the stream is synchronized before they are dropped).
                 unsafe {
-                    decoder.launch(&stream, copied.0[0], s.segments, s.payload_at, decoded_at, &mut flags)?;
+                    decoder.launch(
+                        &stream,
+                        copied.0[0],
+                        s.segments,
+                        s.payload_at,
+                        decoded_at,
+                        &mut flags,
+                    )?;
                 }
                 // The read columns' pointers, at the query's column positions.
                 let mut ptrs = ColPtrs([0; 64]);
                 let dense = s.layout.pointers(decoded_at);
                 for (k, &c) in read.iter().enumerate() {
-                    if let (Some(dst), Some(src)) = (ptrs.0.get_mut(2 * c..2 * c + 2), dense.0.get(2 * k..2 * k + 2)) {
+                    if let (Some(dst), Some(src)) = (
+                        ptrs.0.get_mut(2 * c..2 * c + 2),
+                        dense.0.get(2 * k..2 * k + 2),
+                    ) {
                         dst.copy_from_slice(src);
                     }
                 }
@@ -319,7 +346,12 @@ impl Prepared {
                 0 => String::new(),
                 n => format!(
                     "; {n} column chunks decoded on the CPU: {}",
-                    on_cpu.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+                    on_cpu
+                        .iter()
+                        .take(3)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             }
         );

@@ -12,11 +12,13 @@
 //! - [`hybrid`]: the RLE/bit-packed hybrid's run headers and definition levels;
 //! - [`chunk`]: one column chunk's pages into segments;
 //! - [`row_group`]: a row group's columns, falling back to the CPU per chunk;
-//! - [`kernel`]: the decode kernel.
+//! - [`kernel`]: the decode kernel;
+//! - [`positional`]: files read at positions, by many workers at once.
 
 pub mod chunk;
 pub mod hybrid;
 pub mod kernel;
+pub mod positional;
 pub mod row_group;
 pub mod segments;
 

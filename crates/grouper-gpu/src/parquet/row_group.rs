@@ -12,6 +12,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::chunk::{add_column_chunk, Target};
+use super::positional::Positional;
 use super::segments::{Kind, PageImage, Segment};
 use crate::image::{ColumnRegion, ImageLayout};
 use grouper_core::error::{GrouperError, Result};
@@ -39,7 +40,7 @@ pub struct RowGroupImage {
 /// on the CPU).
 pub struct ParquetFile {
     path: PathBuf,
-    reader: SerializedFileReader<File>,
+    reader: SerializedFileReader<Positional>,
     arrow: ArrowReaderMetadata,
 }
 
@@ -55,7 +56,10 @@ fn open_file(path: &Path) -> Result<File> {
 impl ParquetFile {
     /// Opens `path` and reads its footer.
     pub fn open(path: &Path) -> Result<Self> {
-        let reader = SerializedFileReader::new(open_file(path)?).map_err(io(path))?;
+        let positional = Positional::new(open_file(path)?).map_err(|e| {
+            GrouperError::InvalidInput(format!("cannot read {}: {e}", path.display()))
+        })?;
+        let reader = SerializedFileReader::new(positional).map_err(io(path))?;
         let arrow =
             ArrowReaderMetadata::load(&open_file(path)?, Default::default()).map_err(io(path))?;
         Ok(Self {
@@ -89,7 +93,11 @@ impl ParquetFile {
             let stored = chunk.uncompressed_size().max(0) as usize;
             // Converted dictionaries and CPU-decoded chunks: at most 16 bytes a value and 4
             // per string code; segments: one per 8 values (bit-packed runs) or per NULL gap.
-            16 * rows + 4 * stored + rows / 8 + 256 + super::segments::SEGMENT_BYTES * (rows / 4 + 64)
+            16 * rows
+                + 4 * stored
+                + rows / 8
+                + 256
+                + super::segments::SEGMENT_BYTES * (rows / 4 + 64)
         };
         columns.iter().map(per_column).sum::<usize>() + 4096
     }

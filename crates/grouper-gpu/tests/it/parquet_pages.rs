@@ -45,7 +45,7 @@ pub fn coder() -> Coder {
 /// What a column of `t` becomes in the decoded image.
 pub fn target(t: &DataType, coder: &Coder) -> Target {
     match t {
-        DataType::Utf8 => Target {
+        DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => Target {
             width: 4,
             signed: false,
             coder: Some(Arc::clone(coder)),
@@ -157,7 +157,7 @@ pub fn layout(schema: &Schema, rows: usize, coder: &Coder) -> (ImageLayout, Vec<
         .iter()
         .map(|f| {
             Some(Encoding::plain(match f.data_type() {
-                DataType::Utf8 => &DataType::UInt32,
+                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => &DataType::UInt32,
                 t => t,
             }))
         })
@@ -405,5 +405,28 @@ fn a_corrupt_page_is_an_error_not_a_wrong_answer() {
             );
         }
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Workers reading row groups of one file at once each read their own bytes.
+#[test]
+fn row_groups_read_at_once_decode_as_read_alone() {
+    use rayon::prelude::*;
+    let dir = std::env::temp_dir().join(format!("grouper-pq-par-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("many.parquet");
+    write(&path, &table(40_000, 3), properties(0));
+    let file = ParquetFile::open(&path).unwrap();
+    let coder = coder();
+    let schema = file.arrow_schema();
+    assert!(file.row_groups() > 8);
+    (0..file.row_groups()).into_par_iter().for_each(|rg| {
+        let (layout, columns) = layout(&schema, file.rows(rg), &coder);
+        let img = file.row_group_image(rg, &columns, &layout).unwrap();
+        let mut bytes = vec![0u8; img.image.bytes()];
+        img.image.write(&mut bytes).unwrap();
+        let decoded = decode_on_host(&bytes, img.image.segments(), layout.bytes).unwrap();
+        check_decoded(&path, rg, &decoded, &layout, &coder);
+    });
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -92,7 +92,8 @@ pub(crate) async fn run_pages(
     // The pages are the transfer encoding: the kernel reads the decoded columns as they are.
     opts.compress = false;
     tokio::task::spawn_blocking(move || {
-        Prepared::streaming(&query, &first, &bounds, rows, &opts).and_then(|mut p| p.run_pages(&pages))
+        Prepared::streaming(&query, &first, &bounds, rows, &opts)
+            .and_then(|mut p| p.run_pages(&pages))
     })
     .await
     .map_err(external)
@@ -156,10 +157,20 @@ mod tests {
                 .execution
                 .parquet
                 .pushdown_filters = pushdown;
-            ctx.register_parquet("t", dir.to_string_lossy().as_ref(), ParquetReadOptions::default())
+            ctx.register_parquet(
+                "t",
+                dir.to_string_lossy().as_ref(),
+                ParquetReadOptions::default(),
+            )
+            .await
+            .unwrap();
+            let plan = ctx
+                .sql(sql)
+                .await
+                .unwrap()
+                .create_physical_plan()
                 .await
                 .unwrap();
-            let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
             let source = fused_source(&plan).expect("a fused source");
             let pages = page_source(&source);
             if pushdown {
