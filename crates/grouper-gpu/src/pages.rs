@@ -333,10 +333,18 @@ impl Prepared {
         let raised = stream
             .clone_dtoh(&flags)
             .map_err(crate::device::gpu_err("reading the decode flags"))?;
-        if raised.first().copied().unwrap_or(0) != 0 {
-            return Err(GrouperError::InvalidInput(
-                "corrupt Parquet page: a dictionary index past its dictionary".into(),
-            ));
+        match raised.first().copied().unwrap_or(0) {
+            0 => {}
+            f if f & 2 != 0 => {
+                return Err(GrouperError::InvalidInput(
+                    "corrupt Parquet page: a run of dictionary indices past the page's end".into(),
+                ))
+            }
+            _ => {
+                return Err(GrouperError::InvalidInput(
+                    "corrupt Parquet page: a dictionary index past its dictionary".into(),
+                ))
+            }
         }
         let on_cpu = on_cpu.into_inner().unwrap_or_else(PoisonError::into_inner);
         self.report.reason += &format!(

@@ -71,8 +71,9 @@ pub struct FilesArgs {
     /// Timed runs of each query on each engine; the median is reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// More grouper engines, NAME=FLAGS (flags of `grouper query`, space-separated), e.g.
-    /// `cpu=--backend cpu` or `gpu=--backend gpu`. `auto` and `datafusion` always run.
+    /// More grouper engines, NAME=FLAGS (flags of `grouper query`, separated by spaces or
+    /// commas), e.g. `cpu=--backend=cpu` or `gpu=--backend=gpu,--no-gpu-pages`. `auto` and
+    /// `datafusion` always run.
     #[arg(long)]
     engine: Vec<String>,
     /// tpchgen-cli, to write a scale factor whose files are missing (else that is an error).
@@ -109,7 +110,11 @@ fn engines(extra: &[String]) -> Result<Vec<Engine>> {
         };
         out.push(Engine {
             name: name.into(),
-            flags: flags.split_whitespace().map(str::to_string).collect(),
+            flags: flags
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|f| !f.is_empty())
+                .map(str::to_string)
+                .collect(),
         });
     }
     Ok(out)

@@ -18,7 +18,7 @@ use parquet::column::page::Page;
 use parquet::schema::types::ColumnDescriptor;
 
 use super::hybrid::{self, Run};
-use super::segments::{Kind, PageImage, Segment};
+use super::segments::{widen, Kind, PageImage, Segment};
 use crate::image::ColumnRegion;
 use grouper_core::error::{GrouperError, Result};
 
@@ -103,7 +103,7 @@ fn byte_arrays(buf: &[u8], n: usize) -> Result<Vec<&[u8]>> {
 }
 
 /// The decoded bytes of `n` PLAIN values of `descr`'s column in `buf` (little-endian,
-/// `target.width` each): dictionary pages, and string pages (as key codes).
+/// `target.width` each): string pages (as key codes), and values the CPU checks.
 fn plain_to_native(
     buf: &[u8],
     n: usize,
@@ -115,33 +115,44 @@ fn plain_to_native(
         let codes = coder(&byte_arrays(buf, n)?)?;
         return Ok(codes.iter().flat_map(|c| c.to_le_bytes()).collect());
     };
-    let mut img = PageImage::new();
-    let at = img.add_payload(
-        buf.get(..n * sw as usize)
-            .ok_or_else(|| corrupt("fewer values than the page says"))?,
-        1,
-    )?;
-    let out = (n * target.width as usize) as u64;
-    img.push(
-        Segment {
-            src: at,
-            dst: 0,
-            count: n as u32,
-            dict: 0,
-            dict_len: 0,
-            stride: 0,
-            kind: Kind::Plain,
-            bits: 0,
-            src_width: sw,
-            dst_width: target.width,
-            signed: target.signed,
-            big_endian,
-        },
-        out,
-    )?;
-    let mut bytes = vec![0u8; img.bytes()];
-    img.write(&mut bytes)?;
-    super::segments::decode_on_host(&bytes, img.segments(), out as usize)
+    let stored = buf
+        .get(..n * sw as usize)
+        .ok_or_else(|| corrupt("fewer values than the page says"))?;
+    Ok(widen(
+        stored,
+        n,
+        sw,
+        target.width,
+        target.signed,
+        big_endian,
+    ))
+}
+
+/// A dictionary page's entries as the kernel reads them, and their width: fixed-width values
+/// as stored (the kernel widens them), big-endian decimals as native values, strings as their
+/// key codes. Checked against the plan where the column is a key.
+fn dictionary(
+    buf: &[u8],
+    n: usize,
+    descr: &ColumnDescriptor,
+    target: &Target,
+) -> Result<(Vec<u8>, u8)> {
+    let as_stored = match stored(descr, target)? {
+        Some((sw, false)) if [4, 8].contains(&sw) => Some(sw),
+        _ => None,
+    };
+    if let (Some(sw), None) = (as_stored, &target.check) {
+        let bytes = buf
+            .get(..n * sw as usize)
+            .ok_or_else(|| corrupt("fewer values than the page says"))?;
+        return Ok((bytes.to_vec(), sw));
+    }
+    let native = plain_to_native(buf, n, descr, target)?;
+    target.checked(&native, n)?;
+    match as_stored {
+        Some(sw) => Ok((buf[..n * sw as usize].to_vec(), sw)),
+        None => Ok((native, target.width)),
+    }
 }
 
 /// A data page taken apart: its rows, its definition levels (optional columns) and its
@@ -217,6 +228,8 @@ fn split_page<'a>(page: &'a Page, nullable: bool) -> Result<DataPage<'a>> {
 struct Dict {
     at: u32,
     len: u32,
+    /// Bytes of an entry.
+    width: u8,
 }
 
 /// Adds the segments that decode the column chunk `pages` (of `rows` rows, column `descr`)
@@ -267,12 +280,12 @@ pub fn add_column_chunk(
                     "a dictionary page that is not the chunk's first PLAIN page",
                 ));
             }
-            let values = plain_to_native(buf, *num_values as usize, descr, target)?;
-            target.checked(&values, *num_values as usize)?;
+            let (values, width) = dictionary(buf, *num_values as usize, descr, target)?;
             let at = img.add_payload(&values, 16)?;
             dict = Some(Dict {
                 at: u32::try_from(at).map_err(|_| unsupported("a page image over 4 GiB".into()))?,
                 len: *num_values,
+                width,
             });
             continue;
         }
@@ -346,37 +359,59 @@ pub fn add_column_chunk(
                     .split_first()
                     .ok_or_else(|| corrupt("no index bit width"))?;
                 let base = img.add_payload(rest, 8)?;
-                let runs = hybrid::runs(rest, bits, values)?;
-                let mut runs = runs.into_iter().peekable();
-                let mut used = 0u32; // values of the current run already placed
-                for &(s, n) in &stretches {
-                    let mut placed = 0usize;
-                    while placed < n {
-                        let run = *runs
-                            .peek()
-                            .ok_or_else(|| corrupt("fewer indices than values"))?;
-                        let take = ((run.count() - used) as usize).min(n - placed);
-                        let mut piece = Segment {
-                            dst: dst_of(s + placed),
-                            count: take as u32,
-                            dict: d.at,
-                            dict_len: d.len,
-                            ..seg(Kind::Rle)
-                        };
-                        match run {
-                            Run::Packed { bit, .. } => {
-                                piece.kind = Kind::Packed;
-                                piece.bits = bits;
-                                piece.src = 8 * base + bit + used as u64 * bits as u64;
+                let at_dict = Segment {
+                    dict: d.at,
+                    dict_len: d.len,
+                    src_width: d.width,
+                    bits,
+                    ..seg(Kind::Hybrid)
+                };
+                if stretches == [(0, p.rows)] {
+                    // No NULLs: the kernel reads the run headers itself.
+                    let stride = u32::try_from(rest.len())
+                        .map_err(|_| unsupported("a page over 4 GiB".into()))?;
+                    let hybrid = Segment {
+                        src: base,
+                        dst: dst_of(0),
+                        count: values as u32,
+                        stride,
+                        ..at_dict
+                    };
+                    img.push(hybrid, decoded)?;
+                } else {
+                    // NULLs: runs cut where the rows they land on are.
+                    let runs = hybrid::runs(rest, bits, values)?;
+                    let mut runs = runs.into_iter().peekable();
+                    let mut used = 0u32; // values of the current run already placed
+                    for &(s, n) in &stretches {
+                        let mut placed = 0usize;
+                        while placed < n {
+                            let run = *runs
+                                .peek()
+                                .ok_or_else(|| corrupt("fewer indices than values"))?;
+                            let take = ((run.count() - used) as usize).min(n - placed);
+                            let mut piece = Segment {
+                                dst: dst_of(s + placed),
+                                count: take as u32,
+                                ..at_dict
+                            };
+                            match run {
+                                Run::Packed { bit, .. } => {
+                                    piece.kind = Kind::Packed;
+                                    piece.src = 8 * base + bit + used as u64 * bits as u64;
+                                }
+                                Run::Repeated { value, .. } => {
+                                    piece.kind = Kind::Rle;
+                                    piece.src = value;
+                                }
                             }
-                            Run::Repeated { value, .. } => piece.src = value,
-                        }
-                        img.push(piece, decoded)?;
-                        placed += take;
-                        used += take as u32;
-                        if used == run.count() {
-                            runs.next();
-                            used = 0;
+                            img.push(piece, decoded)?;
+                            placed += take;
+                            used += take as u32;
+                            if used == run.count() {
+                                runs.next();
+                                used = 0;
+                            }
                         }
                     }
                 }

@@ -4,8 +4,9 @@
 //! driver and comes from the kernel cache after that.
 //!
 //! A dictionary index past its dictionary (a corrupt page the CPU could not see: bit-packed
-//! indices are only read here) sets a flag and decodes as entry 0; the caller checks the flag
-//! and fails the chunk, so the answer is an error, never a read outside the dictionary.
+//! indices are only read here) sets flag 1 and decodes as entry 0; a run header or run past its
+//! page's end sets flag 2 and stops that page. The caller checks the flags and fails the query,
+//! so the answer is an error, never a read outside the page or the dictionary.
 
 use std::sync::Arc;
 
@@ -15,7 +16,8 @@ use crate::compile::compile;
 use crate::device::{gpu_err, Gpu};
 use grouper_core::error::Result;
 
-/// Threads per block: a segment holds at most 2048 values, 8 per thread.
+/// Threads per block: a segment holds at most 2048 values, 8 per thread (a page's hybrid
+/// stream, more, round by round).
 const THREADS: u32 = 256;
 
 /// Most blocks launched (they loop over the segments beyond).
@@ -72,6 +74,105 @@ __device__ __forceinline__ u128 entry(const unsigned char* d, u64 idx, int w) {
     }
 }
 
+/* Reads bit-packed index `j` of width `bits` starting at payload bit `bit0`. */
+__device__ __forceinline__ u64 unpack(const unsigned char* pay, u64 bit0, u64 j, int bits) {
+    u64 bit = bit0 + j * bits;
+    const unsigned char* p = pay + (bit >> 3);
+    int shift = (int)(bit & 7);
+    int n = (shift + bits + 7) >> 3;
+    u64 w = 0;
+    for (int i = 0; i < n; i++) w |= ((u64)p[i]) << (8 * i);
+    return (w >> shift) & ((1ull << bits) - 1);
+}
+
+/* Dictionary entry `idx` widened; an index past the dictionary raises flag 1 and reads 0. */
+__device__ __forceinline__ u128 lookup(const Seg& s, const unsigned char* pay, u64 idx, u64 flags) {
+    if (idx >= s.dict_len) {
+        atomicOr((u64*)flags, 1ull);
+        idx = 0;
+    }
+    return extend(entry(pay + s.dict, idx, s.sw), s.sw, s.sign);
+}
+
+#define RUNS 1024
+
+/* A page's RLE/bit-packed hybrid stream of dictionary indices, by one block: thread 0 reads
+   up to RUNS run headers into shared memory, then every thread expands values of those runs
+   (each finding its run by binary search), round after round. A header or run past the
+   stream's end raises flag 2 and stops the segment. */
+__device__ void hybrid(const Seg& s, const unsigned char* pay, unsigned char* o, u64 flags) {
+    __shared__ unsigned int start[RUNS + 1];
+    __shared__ u64 src[RUNS];
+    __shared__ unsigned char packed[RUNS];
+    __shared__ unsigned int nruns, made;
+    __shared__ int bad;
+    u64 pos = s.src;
+    const u64 end = s.src + s.stride;
+    const int bits = s.bits;
+    unsigned int done = 0;
+    while (done < s.count) {
+        if (threadIdx.x == 0) {
+            unsigned int n = 0, v = done;
+            int broken = 0;
+            while (n < RUNS && v < s.count) {
+                u64 h = 0;
+                int shift = 0;
+                unsigned char b;
+                do {
+                    if (pos >= end || shift > 63) { broken = 1; break; }
+                    b = pay[pos++];
+                    h |= (u64)(b & 0x7f) << shift;
+                    shift += 7;
+                } while (b & 0x80);
+                if (broken) break;
+                u64 left = s.count - v;
+                start[n] = v - done;
+                if (h & 1) {
+                    u64 groups = h >> 1;
+                    u64 take = groups * 8 < left ? groups * 8 : left;
+                    if (take == 0 || pos + ((take * bits + 7) >> 3) > end) { broken = 1; break; }
+                    packed[n] = 1;
+                    src[n] = pos * 8;
+                    pos += groups * bits;
+                    v += (unsigned int)take;
+                } else {
+                    u64 cnt = h >> 1;
+                    int w = (bits + 7) >> 3;
+                    if (cnt == 0 || pos + w > end) { broken = 1; break; }
+                    u64 val = 0;
+                    for (int i = 0; i < w; i++) val |= ((u64)pay[pos + i]) << (8 * i);
+                    pos += w;
+                    packed[n] = 0;
+                    src[n] = val;
+                    v += (unsigned int)(cnt < left ? cnt : left);
+                }
+                n++;
+            }
+            start[n] = v - done;
+            nruns = n;
+            made = v - done;
+            bad = broken || n == 0;
+        }
+        __syncthreads();
+        if (bad) {
+            if (threadIdx.x == 0) atomicOr((u64*)flags, 2ull);
+            return;
+        }
+        const unsigned int n = nruns, total = made;
+        for (unsigned int j = threadIdx.x; j < total; j += blockDim.x) {
+            int lo = 0, hi = (int)n - 1;
+            while (lo < hi) {
+                int mid = (lo + hi + 1) >> 1;
+                if (start[mid] <= j) lo = mid; else hi = mid - 1;
+            }
+            u64 idx = packed[lo] ? unpack(pay, src[lo], j - start[lo], bits) : src[lo];
+            store(o + s.dst + (u64)(done + j) * s.dw, lookup(s, pay, idx, flags), s.dw);
+        }
+        done += total;
+        __syncthreads();
+    }
+}
+
 extern "C" __global__ void decode_pages(u64 image, u64 segments, u64 payload_at, u64 out,
                                         u64 flags) {
     const Seg* segs = (const Seg*)image;
@@ -80,6 +181,10 @@ extern "C" __global__ void decode_pages(u64 image, u64 segments, u64 payload_at,
     for (u64 k = blockIdx.x; k < segments; k += gridDim.x) {
         const Seg s = segs[k];
         const int dw = s.dw, sw = s.sw;
+        if (s.kind == 5) {
+            hybrid(s, pay, o, flags);
+            continue;
+        }
         for (unsigned int j = threadIdx.x; j < s.count; j += blockDim.x) {
             switch (s.kind) {
             case 0:
@@ -94,24 +199,11 @@ extern "C" __global__ void decode_pages(u64 image, u64 segments, u64 payload_at,
                 break;
             }
             case 2:
-            case 3: {
-                u64 idx = s.src;
-                if (s.kind == 2) {
-                    u64 bit = s.src + (u64)j * s.bits;
-                    const unsigned char* p = pay + (bit >> 3);
-                    int shift = (int)(bit & 7);
-                    int n = (shift + s.bits + 7) >> 3;
-                    u64 w = 0;
-                    for (int i = 0; i < n; i++) w |= ((u64)p[i]) << (8 * i);
-                    idx = (w >> shift) & ((1ull << s.bits) - 1);
-                }
-                if (idx >= s.dict_len) {
-                    atomicOr((u64*)flags, 1ull);
-                    idx = 0;
-                }
-                store(o + s.dst + (u64)j * dw, entry(pay + s.dict, idx, dw), dw);
+                store(o + s.dst + (u64)j * dw, lookup(s, pay, unpack(pay, s.src, j, s.bits), flags), dw);
                 break;
-            }
+            case 3:
+                store(o + s.dst + (u64)j * dw, lookup(s, pay, s.src, flags), dw);
+                break;
             default: {
                 u128 v = 0;
                 for (int b = 0; b < sw; b++)

@@ -131,7 +131,13 @@ impl ParquetFile {
         let group = self.reader.get_row_group(rg).map_err(io(&self.path))?;
         let schema = self.reader.metadata().file_metadata().schema_descr_ptr();
         let decoded = layout.bytes as u64;
-        let mut image = PageImage::new();
+        let meta = self.reader.metadata().row_group(rg);
+        let stored: usize = columns
+            .iter()
+            .filter(|c| c.leaf < meta.num_columns())
+            .map(|c| meta.column(c.leaf).uncompressed_size().max(0) as usize)
+            .sum();
+        let mut image = PageImage::with_capacity(stored + stored / 8 + 4096);
         let mut on_cpu = Vec::new();
         for (c, col) in columns.iter().enumerate() {
             let Some(Some(region)) = layout.columns.get(c).copied() else {
@@ -148,17 +154,25 @@ impl ParquetFile {
             let pages = group
                 .get_column_page_reader(col.leaf)
                 .map_err(io(&self.path))?;
-            // Each chunk in an image of its own: one the GPU cannot decode leaves nothing.
-            let mut part = PageImage::new();
-            match add_column_chunk(&mut part, pages, &descr, &col.target, rows, region, decoded) {
+            // A chunk the GPU cannot decode leaves nothing behind: its CPU decode replaces it.
+            let mark = image.mark();
+            match add_column_chunk(
+                &mut image,
+                pages,
+                &descr,
+                &col.target,
+                rows,
+                region,
+                decoded,
+            ) {
                 Ok(()) => {}
                 Err(GrouperError::Unsupported(why)) => {
-                    part = self.decoded_on_cpu(rg, col, region, decoded)?;
+                    image.rollback(mark);
+                    image.append(self.decoded_on_cpu(rg, col, region, decoded)?)?;
                     on_cpu.push((col.leaf, why));
                 }
                 Err(e) => return Err(e),
             }
-            image.append(part)?;
         }
         Ok(RowGroupImage {
             image,

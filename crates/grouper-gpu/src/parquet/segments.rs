@@ -41,28 +41,35 @@ pub enum Kind {
     Rle = 3,
     /// BYTE_STREAM_SPLIT: byte `b` of value `j` at `src + b * stride + j`.
     Split = 4,
+    /// A page's whole RLE/bit-packed hybrid stream of dictionary indices (`stride` bytes from
+    /// byte `src`, `count` values, no NULLs): the kernel reads its run headers itself, a block
+    /// a page, so the CPU neither parses them nor sends a segment a run.
+    Hybrid = 5,
 }
 
 /// One segment of the decode program (as the kernel reads it: little-endian, 40 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
-    /// Payload byte offset ([`Kind::Copy`], [`Kind::Plain`], [`Kind::Split`]), payload *bit*
-    /// offset ([`Kind::Packed`]) or the repeated index ([`Kind::Rle`]).
+    /// Payload byte offset ([`Kind::Copy`], [`Kind::Plain`], [`Kind::Split`],
+    /// [`Kind::Hybrid`]), payload *bit* offset ([`Kind::Packed`]) or the repeated index
+    /// ([`Kind::Rle`]).
     pub src: u64,
     /// Byte offset in the decoded image of the first value.
     pub dst: u64,
     /// Values (bytes for [`Kind::Copy`]).
     pub count: u32,
-    /// Payload byte offset of the dictionary (its entries are `dst_width` bytes each).
+    /// Payload byte offset of the dictionary (its entries are `src_width` bytes each).
     pub dict: u32,
     /// Entries in the dictionary.
     pub dict_len: u32,
-    /// [`Kind::Split`]: bytes between a value's byte planes (the page's value count).
+    /// [`Kind::Split`]: bytes between a value's byte planes (the page's value count);
+    /// [`Kind::Hybrid`]: bytes of the stream.
     pub stride: u32,
     pub kind: Kind,
-    /// [`Kind::Packed`]: bits per index.
+    /// [`Kind::Packed`], [`Kind::Hybrid`]: bits per index.
     pub bits: u8,
-    /// Bytes of a value as stored ([`Kind::Plain`], [`Kind::Split`]).
+    /// Bytes of a value as stored ([`Kind::Plain`], [`Kind::Split`]) or of a dictionary entry
+    /// (widened to `dst_width` as it is read).
     pub src_width: u8,
     /// Bytes of a value in the decoded image.
     pub dst_width: u8,
@@ -104,6 +111,7 @@ impl Segment {
                 self.src,
                 self.src + (self.src_width as u64 - 1) * self.stride as u64 + n,
             ),
+            Kind::Hybrid => (self.src, self.src + self.stride as u64),
         }
     }
 
@@ -130,6 +138,14 @@ impl PageImage {
         Self::default()
     }
 
+    /// An empty image with room for `payload` bytes of payload.
+    pub fn with_capacity(payload: usize) -> Self {
+        Self {
+            segments: Vec::new(),
+            payload: Vec::with_capacity(payload),
+        }
+    }
+
     /// Appends `bytes` to the payload (aligned to `align`), returning their offset.
     pub fn add_payload(&mut self, bytes: &[u8], align: usize) -> Result<u64> {
         let at = self.payload.len().div_ceil(align.max(1)) * align.max(1);
@@ -151,8 +167,15 @@ impl PageImage {
             Kind::Plain | Kind::Split => {
                 (1..=16).contains(&seg.src_width) && valid_width(seg.dst_width)
             }
-            Kind::Packed => (1..=32).contains(&seg.bits) && valid_width(seg.dst_width),
-            Kind::Rle => valid_width(seg.dst_width),
+            Kind::Packed => {
+                (1..=32).contains(&seg.bits)
+                    && valid_width(seg.src_width)
+                    && valid_width(seg.dst_width)
+            }
+            Kind::Hybrid => {
+                seg.bits <= 32 && valid_width(seg.src_width) && valid_width(seg.dst_width)
+            }
+            Kind::Rle => valid_width(seg.src_width) && valid_width(seg.dst_width),
         };
         if !widths_ok || (seg.kind == Kind::Split && seg.count > seg.stride) {
             return Err(corrupt(
@@ -163,8 +186,8 @@ impl PageImage {
         if r1 > self.payload.len() as u64 || r0 > r1 {
             return Err(corrupt("a page's values run past its end"));
         }
-        if matches!(seg.kind, Kind::Packed | Kind::Rle) {
-            let end = seg.dict as u64 + seg.dict_len as u64 * seg.dst_width as u64;
+        if matches!(seg.kind, Kind::Packed | Kind::Rle | Kind::Hybrid) {
+            let end = seg.dict as u64 + seg.dict_len as u64 * seg.src_width as u64;
             if end > self.payload.len() as u64 {
                 return Err(corrupt("a dictionary runs past the page image"));
             }
@@ -174,6 +197,11 @@ impl PageImage {
         }
         if seg.writes().1 > decoded {
             return Err(corrupt("more values than the row group's rows"));
+        }
+        if seg.kind == Kind::Hybrid {
+            // Split by the kernel itself, run table by run table.
+            self.segments.push(seg);
+            return Ok(());
         }
         let mut rest = seg;
         while rest.count > 0 {
@@ -190,11 +218,22 @@ impl PageImage {
                 Kind::Copy => rest.src += n,
                 Kind::Plain => rest.src += n * rest.src_width as u64,
                 Kind::Packed => rest.src += n * rest.bits as u64,
-                Kind::Rle => {}
+                Kind::Rle | Kind::Hybrid => {}
                 Kind::Split => rest.src += n,
             }
         }
         Ok(())
+    }
+
+    /// Where the image stands now, to [`PageImage::rollback`] to.
+    pub fn mark(&self) -> (usize, usize) {
+        (self.segments.len(), self.payload.len())
+    }
+
+    /// Forgets everything added since `mark` (a column chunk given up part-way).
+    pub fn rollback(&mut self, mark: (usize, usize)) {
+        self.segments.truncate(mark.0);
+        self.payload.truncate(mark.1);
     }
 
     /// Appends `other`'s program and payload (its offsets moved past this payload).
@@ -202,11 +241,11 @@ impl PageImage {
         let shift = self.add_payload(&other.payload, 256)?;
         for mut s in other.segments {
             match s.kind {
-                Kind::Copy | Kind::Plain | Kind::Split => s.src += shift,
+                Kind::Copy | Kind::Plain | Kind::Split | Kind::Hybrid => s.src += shift,
                 Kind::Packed => s.src += 8 * shift,
                 Kind::Rle => {}
             }
-            if matches!(s.kind, Kind::Packed | Kind::Rle) {
+            if matches!(s.kind, Kind::Packed | Kind::Rle | Kind::Hybrid) {
                 s.dict = u32::try_from(s.dict as u64 + shift).map_err(|_| too_large())?;
             }
             self.segments.push(s);
@@ -271,15 +310,35 @@ fn load_be(bytes: &[u8]) -> u128 {
     bytes.iter().fold(0u128, |v, b| (v << 8) | *b as u128)
 }
 
-/// `v` (of `src` bytes) as `dst` bytes, sign-extended when `signed`.
-fn convert(v: u128, src: u8, dst: u8, signed: bool) -> Vec<u8> {
+/// `v` (of `src` bytes) sign-extended when `signed`.
+fn extend(v: u128, src: u8, signed: bool) -> u128 {
     let bits = 8 * src as u32;
-    let v = if signed && bits < 128 && (v >> (bits - 1)) & 1 == 1 {
+    if signed && bits < 128 && (v >> (bits - 1)) & 1 == 1 {
         v | (u128::MAX << bits)
     } else {
         v
-    };
-    v.to_le_bytes()[..dst as usize].to_vec()
+    }
+}
+
+/// `v` (of `src` bytes) as `dst` bytes, sign-extended when `signed`.
+fn convert(v: u128, src: u8, dst: u8, signed: bool) -> Vec<u8> {
+    extend(v, src, signed).to_le_bytes()[..dst as usize].to_vec()
+}
+
+/// `n` stored values of `src` bytes (big-endian when `big_endian`) as `dst`-byte little-endian
+/// values, sign-extended when `signed`: a dictionary's or a PLAIN page's values on the CPU.
+pub fn widen(stored: &[u8], n: usize, src: u8, dst: u8, signed: bool, big_endian: bool) -> Vec<u8> {
+    let (sw, dw) = (src as usize, dst as usize);
+    let mut out = vec![0u8; n * dw];
+    for (v, o) in stored
+        .chunks_exact(sw)
+        .take(n)
+        .zip(out.chunks_exact_mut(dw))
+    {
+        let raw = if big_endian { load_be(v) } else { load(v) };
+        o.copy_from_slice(&extend(raw, src, signed).to_le_bytes()[..dw]);
+    }
+    out
 }
 
 /// Runs the decode program of `image` (as [`PageImage::write`] wrote it) on the CPU into a
@@ -304,8 +363,32 @@ pub fn decode_on_host(image: &[u8], segments: usize, decoded: usize) -> Result<V
             if idx >= dict_len as u64 {
                 return Err(corrupt("a dictionary index past the dictionary"));
             }
-            Ok(get(dict + idx as usize * dw as usize, dw as usize)?.to_vec())
+            let e = get(dict + idx as usize * sw as usize, sw as usize)?;
+            Ok(convert(load(e), sw, dw, signed))
         };
+        if kind == Kind::Hybrid as u8 {
+            let stream = get(src as usize, stride)?;
+            let mut j = 0usize;
+            for run in super::hybrid::runs(stream, bits, count)? {
+                for r in 0..run.count() as usize {
+                    let idx = match run {
+                        super::hybrid::Run::Repeated { value, .. } => value,
+                        super::hybrid::Run::Packed { bit, .. } => {
+                            let b = bit + (r * bits as usize) as u64;
+                            let span = ((b % 8) as usize + bits as usize).div_ceil(8);
+                            let word = load(get(src as usize + (b / 8) as usize, span)?) >> (b % 8);
+                            (word & ((1u128 << bits) - 1)) as u64
+                        }
+                    };
+                    let at = dst + j * dw as usize;
+                    out.get_mut(at..at + dw as usize)
+                        .ok_or_else(too_large)?
+                        .copy_from_slice(&entry(idx)?);
+                    j += 1;
+                }
+            }
+            continue;
+        }
         for j in 0..count {
             let (at, bytes) = match kind {
                 0 => (
@@ -443,6 +526,55 @@ mod tests {
             .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
             .collect();
         assert_eq!(v, vec![40, 20, 30, 10, 30, 30]);
+    }
+
+    #[test]
+    fn a_hybrid_stream_decodes_through_narrow_dictionary_entries() {
+        let mut img = PageImage::new();
+        // Entries stored as 4-byte integers, widened with their sign to 8 bytes.
+        let dict: Vec<u8> = [-5i32, 6, 7, 8]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let d = img.add_payload(&dict, 16).unwrap() as u32;
+        // 3 x index 2 (RLE), then 8 bit-packed indices 0 1 2 3 0 1 2 3 at 2 bits.
+        let stream = [3 << 1, 2, (1 << 1) | 1, 0b1110_0100, 0b1110_0100];
+        let at = img.add_payload(&stream, 8).unwrap();
+        let s = Segment {
+            src: at,
+            count: 11,
+            dict: d,
+            dict_len: 4,
+            stride: stream.len() as u32,
+            bits: 2,
+            src_width: 4,
+            ..seg(Kind::Hybrid)
+        };
+        img.push(s, 88).unwrap();
+        let out = run(&img, 88);
+        let v: Vec<i64> = out
+            .chunks(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(v, vec![7, 7, 7, -5, 6, 7, 8, -5, 6, 7, 8]);
+        // The same stream cut short is corrupt.
+        let mut short = PageImage::new();
+        let d = short.add_payload(&dict, 16).unwrap() as u32;
+        let at = short.add_payload(&stream[..4], 8).unwrap();
+        let s = Segment {
+            src: at,
+            count: 11,
+            dict: d,
+            dict_len: 4,
+            stride: 4,
+            bits: 2,
+            src_width: 4,
+            ..seg(Kind::Hybrid)
+        };
+        short.push(s, 88).unwrap();
+        let mut bytes = vec![0u8; short.bytes()];
+        short.write(&mut bytes).unwrap();
+        assert!(decode_on_host(&bytes, 1, 88).is_err());
     }
 
     #[test]

@@ -303,6 +303,22 @@ fn the_gpu_flags_a_packed_index_past_its_dictionary() {
     };
     img.push(seg, 16).unwrap();
     assert!(decode_on_gpu(&img, 16).is_err());
+    // A hybrid stream whose runs claim more bytes than the page has.
+    let mut short = PageImage::new();
+    let d = short.add_payload(&7i64.to_le_bytes(), 16).unwrap() as u32;
+    let at = short.add_payload(&[(4 << 1) | 1, 0], 8).unwrap();
+    let hybrid = Segment {
+        src: at,
+        count: 32,
+        stride: 2,
+        kind: Kind::Hybrid,
+        bits: 1,
+        dict: d,
+        dict_len: 1,
+        ..seg
+    };
+    short.push(hybrid, 256).unwrap();
+    assert!(decode_on_gpu(&short, 256).is_err());
 }
 
 /// Whether the Arrow reader reads row group 0 of `path` without an error.
