@@ -261,6 +261,19 @@ if wants pages; then
   xz -dc .device/bin/tpchgen-cli.xz > /tmp/tpchgen-cli && chmod +x /tmp/tpchgen-cli
   sf=${PAGES_SF:-1}; d=/tmp/tpch/sf$sf
   [ -f $d/lineitem.parquet ] || /tmp/tpchgen-cli parquet --quiet -s $sf --tables lineitem --output-dir $d
+  # Where a large scale factor's time goes (PAGES_TIMING_SF, e.g. 30): --timing and --explain.
+  if [ -n "${PAGES_TIMING_SF:-}" ]; then
+    t=/tmp/tpch/sf$PAGES_TIMING_SF
+    [ -f $t/lineitem.parquet ] || /tmp/tpchgen-cli parquet --quiet -s $PAGES_TIMING_SF --tables lineitem --output-dir $t
+    cat $t/lineitem.parquet > /dev/null
+    for flags in "--backend gpu" "--backend gpu" "--backend cpu"; do
+      s0=$(date +%s.%N)
+      # shellcheck disable=SC2086
+      /tmp/grouper query $flags --timing --explain --table lineitem=$t/lineitem.parquet \
+        "$(cat crates/grouper-cli/src/bench/tpch/q01.sql)" 2>&1 | grep -oE "timing:.*|compile=[^,]*|prepare=[^,]*|kernels=[^;]*" | tr '\n' ' '
+      echo " [$flags, wall $(python3 -c "print(round($(date +%s.%N) - $s0, 3))") s]" | tee -a "$OUT/pages.log"
+    done
+  fi
   for q in 01 06; do
     sql=$(cat crates/grouper-cli/src/bench/tpch/q$q.sql)
     for mode in cpu gpu gpu-batches; do
