@@ -244,16 +244,25 @@ impl Prepared {
             let (files, columns, work) = (&files, &columns, &work);
             let (layout_of, stop, sent_bytes) = (&layout_of, &stop, &sent_bytes);
             let (on_cpu, sent) = (&on_cpu, &sent);
+            // On a pool of their own: its workers block while the pipeline is behind, and the
+            // global pool must stay free for the copies into pinned memory.
+            let builders = rayon::ThreadPoolBuilder::new()
+                .num_threads(rayon::current_num_threads())
+                .thread_name(|i| format!("grouper-pages-{i}"))
+                .build()
+                .map_err(|e| GrouperError::Gpu(format!("starting page readers: {e}")))?;
             scope.spawn(move || {
-                work.par_iter().for_each_with(tx, |tx, &(f, rg)| {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let layout = layout_of(files[f].rows(rg));
-                    let made = files[f].row_group_image(rg, &columns[f], &layout);
-                    if tx.send(made).is_err() {
-                        stop.store(true, Ordering::Relaxed);
-                    }
+                builders.install(|| {
+                    work.par_iter().for_each_with(tx, |tx, &(f, rg)| {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let layout = layout_of(files[f].rows(rg));
+                        let made = files[f].row_group_image(rg, &columns[f], &layout);
+                        if tx.send(made).is_err() {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    })
                 });
             });
             let mut produce = move |out: &mut [u8]| -> Result<Option<ImageLayout>> {
