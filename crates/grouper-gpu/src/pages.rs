@@ -25,7 +25,7 @@ use rayon::prelude::*;
 
 use crate::encode::Scheme;
 use crate::image::{ColumnRegion, ImageLayout};
-use crate::parquet::{Check, Coder, Column, Decoder, ParquetFile, Target};
+use crate::parquet::{Check, Coder, Column, Decoder, PageImage, ParquetFile, Target};
 use crate::prepare::PreparedInput;
 use crate::report::GpuOutput;
 use crate::run::Prepared;
@@ -210,17 +210,67 @@ impl Prepared {
             .flat_map(|(f, file)| (0..file.row_groups()).map(move |rg| (f, rg)))
             .filter(|&(f, rg)| files[f].rows(rg) > 0)
             .collect();
-        let max_rows = work
+        // Chunks of whole row groups, up to the planned chunk rows: a launch per row group
+        // costs more than it decodes (tpchgen-cli's are 114k rows). Row groups share a chunk
+        // only where no column has validity bits (those start at byte boundaries).
+        let widths: Vec<usize> = encodings
             .iter()
-            .map(|&(f, rg)| files[f].rows(rg))
+            .map(|e| e.as_ref().map_or(0, |e| e.bits as usize / 8))
+            .collect();
+        let share = !nullable.iter().any(|&n| n);
+        let mut chunks: Vec<Vec<(usize, usize)>> = Vec::new();
+        let mut rows_in = 0usize;
+        for &(f, rg) in &work {
+            let rows = files[f].rows(rg);
+            match chunks.last_mut() {
+                Some(last) if share && rows_in + rows <= input.batch_rows.max(1) => {
+                    last.push((f, rg));
+                    rows_in += rows;
+                }
+                _ => {
+                    chunks.push(vec![(f, rg)]);
+                    rows_in = rows;
+                }
+            }
+        }
+        let chunk_rows =
+            |c: &[(usize, usize)]| c.iter().map(|&(f, rg)| files[f].rows(rg)).sum::<usize>();
+        let max_decoded = chunks
+            .iter()
+            .map(|c| layout_of(chunk_rows(c)).bytes)
             .max()
             .unwrap_or(0);
-        let max_decoded = layout_of(max_rows).bytes;
-        let max_image = work
+        let max_image = chunks
             .iter()
-            .map(|&(f, rg)| files[f].image_bound(rg, &columns[f], max_rows))
+            .map(|c| {
+                let most = c
+                    .iter()
+                    .map(|&(f, rg)| files[f].rows(rg))
+                    .max()
+                    .unwrap_or(0);
+                c.iter()
+                    .map(|&(f, rg)| files[f].image_bound(rg, &columns[f], most) + 256)
+                    .sum::<usize>()
+            })
             .max()
             .unwrap_or(0);
+        // Row group `rows` rows long at row `at` of a chunk laid out as `chunk`: its columns
+        // where they lie in the chunk's image.
+        let shifted = |chunk: &ImageLayout, at: usize, rows: usize| ImageLayout {
+            rows,
+            columns: chunk
+                .columns
+                .iter()
+                .zip(&widths)
+                .map(|(r, w)| {
+                    r.map(|r| ColumnRegion {
+                        values: r.values + at * w,
+                        validity: r.validity,
+                    })
+                })
+                .collect(),
+            bytes: chunk.bytes,
+        };
         let on_cpu: Mutex<Vec<String>> = Mutex::default();
         let sent: Mutex<VecDeque<Sent>> = Mutex::default();
         let gpu = Arc::clone(&input.gpu);
@@ -241,7 +291,7 @@ impl Prepared {
         let stop = AtomicBool::new(false);
         let sent_bytes = AtomicU64::new(0);
         let table = std::thread::scope(|scope| {
-            let (files, columns, work) = (&files, &columns, &work);
+            let (files, columns) = (&files, &columns);
             let (layout_of, stop, sent_bytes) = (&layout_of, &stop, &sent_bytes);
             let (on_cpu, sent) = (&on_cpu, &sent);
             // On a pool of their own: its workers block while the pipeline is behind, and the
@@ -251,14 +301,30 @@ impl Prepared {
                 .thread_name(|i| format!("grouper-pages-{i}"))
                 .build()
                 .map_err(|e| GrouperError::Gpu(format!("starting page readers: {e}")))?;
+            let (chunks, chunk_rows, shifted) = (&chunks, &chunk_rows, &shifted);
             scope.spawn(move || {
                 builders.install(|| {
-                    work.par_iter().for_each_with(tx, |tx, &(f, rg)| {
+                    chunks.par_iter().for_each_with(tx, |tx, chunk| {
                         if stop.load(Ordering::Relaxed) {
                             return;
                         }
-                        let layout = layout_of(files[f].rows(rg));
-                        let made = files[f].row_group_image(rg, &columns[f], &layout);
+                        let rows = chunk_rows(chunk);
+                        let layout = layout_of(rows);
+                        let mut at = Vec::with_capacity(chunk.len());
+                        let mut row = 0;
+                        for &(f, rg) in chunk {
+                            at.push(row);
+                            row += files[f].rows(rg);
+                        }
+                        let made = chunk
+                            .par_iter()
+                            .zip(at)
+                            .map(|(&(f, rg), at)| {
+                                let part = shifted(&layout, at, files[f].rows(rg));
+                                files[f].row_group_image(rg, &columns[f], &part)
+                            })
+                            .collect::<Result<Vec<_>>>()
+                            .map(|images| (layout, images));
                         if tx.send(made).is_err() {
                             stop.store(true, Ordering::Relaxed);
                         }
@@ -269,36 +335,39 @@ impl Prepared {
                 let Ok(made) = rx.recv() else {
                     return Ok(None);
                 };
-                let made = made?;
-                if made.image.bytes() > out.len() {
-                    return Err(unsupported("a row group's page image over its bound"));
+                let (layout, made) = made?;
+                let images: Vec<&PageImage> = made.iter().map(|m| &m.image).collect();
+                let bytes = PageImage::bytes_of(&images);
+                if bytes > out.len() {
+                    return Err(unsupported("a chunk's page image over its bound"));
                 }
-                made.image.write(out)?;
-                sent_bytes.fetch_add(made.image.bytes() as u64, Ordering::Relaxed);
+                let (segments, payload_at) = PageImage::write_all(&images, out)?;
+                sent_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                 on_cpu
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .extend(
-                        made.on_cpu
-                            .iter()
+                        made.iter()
+                            .flat_map(|m| m.on_cpu.iter())
                             .map(|(leaf, why)| format!("leaf {leaf}: {why}")),
                     );
+                let rows = layout.rows;
                 sent.lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .push_back(Sent {
-                        rows: made.rows,
-                        layout: layout_of(made.rows),
-                        segments: made.image.segments(),
-                        payload_at: made.image.payload_offset(),
+                        rows,
+                        layout,
+                        segments,
+                        payload_at,
                     });
                 // The copy's "layout": the page image as one region at its start.
                 Ok(Some(ImageLayout {
-                    rows: made.rows,
+                    rows,
                     columns: vec![Some(ColumnRegion {
                         values: 0,
                         validity: None,
                     })],
-                    bytes: made.image.bytes(),
+                    bytes,
                 }))
             };
             let mut decode = |copied: &ColPtrs| -> Result<(usize, ColPtrs)> {
@@ -333,7 +402,7 @@ impl Prepared {
                 }
                 Ok((s.rows, ptrs))
             };
-            self.report.chunks = work.len();
+            self.report.chunks = chunks.len();
             let shape = max_image.max(64);
             let table = self.run_with_decode(shape, &mut produce, &mut decode);
             stop.store(true, Ordering::Relaxed);
@@ -357,8 +426,9 @@ impl Prepared {
         }
         let on_cpu = on_cpu.into_inner().unwrap_or_else(PoisonError::into_inner);
         self.report.reason += &format!(
-            "; Parquet pages decoded on the GPU ({} row groups{})",
+            "; Parquet pages decoded on the GPU ({} row groups in {} chunks{})",
             work.len(),
+            chunks.len(),
             match on_cpu.len() {
                 0 => String::new(),
                 n => format!(

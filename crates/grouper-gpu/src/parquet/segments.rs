@@ -101,6 +101,19 @@ impl Segment {
         ]);
     }
 
+    /// The segment with its payload `shift` bytes further on.
+    fn shifted(mut self, shift: u64) -> Result<Self> {
+        match self.kind {
+            Kind::Copy | Kind::Plain | Kind::Split | Kind::Hybrid => self.src += shift,
+            Kind::Packed => self.src += 8 * shift,
+            Kind::Rle => {}
+        }
+        if matches!(self.kind, Kind::Packed | Kind::Rle | Kind::Hybrid) {
+            self.dict = u32::try_from(self.dict as u64 + shift).map_err(|_| too_large())?;
+        }
+        Ok(self)
+    }
+
     /// Payload bytes the segment reads, as `(start, end)`.
     fn reads(&self) -> (u64, u64) {
         let n = self.count as u64;
@@ -241,16 +254,8 @@ impl PageImage {
     /// Appends `other`'s program and payload (its offsets moved past this payload).
     pub fn append(&mut self, other: PageImage) -> Result<()> {
         let shift = self.add_payload(&other.payload, 256)?;
-        for mut s in other.segments {
-            match s.kind {
-                Kind::Copy | Kind::Plain | Kind::Split | Kind::Hybrid => s.src += shift,
-                Kind::Packed => s.src += 8 * shift,
-                Kind::Rle => {}
-            }
-            if matches!(s.kind, Kind::Packed | Kind::Rle | Kind::Hybrid) {
-                s.dict = u32::try_from(s.dict as u64 + shift).map_err(|_| too_large())?;
-            }
-            self.segments.push(s);
+        for s in other.segments {
+            self.segments.push(s.shifted(shift)?);
         }
         Ok(())
     }
@@ -262,33 +267,67 @@ impl PageImage {
 
     /// Bytes of the whole image.
     pub fn bytes(&self) -> usize {
-        self.payload_offset() + self.payload.len()
+        Self::bytes_of(&[self])
     }
 
     /// Where the payload starts (after the segments, 256-byte aligned).
     pub fn payload_offset(&self) -> usize {
-        (self.segments.len() * SEGMENT_BYTES).div_ceil(256) * 256
+        payload_at(self.segments.len())
     }
 
     /// Writes the image into `out` (at least [`PageImage::bytes`] long).
     pub fn write(&self, out: &mut [u8]) -> Result<()> {
-        let mut head = Vec::with_capacity(self.payload_offset());
-        for s in &self.segments {
-            s.write(&mut head);
-        }
-        head.resize(self.payload_offset(), 0);
-        let total = self.bytes();
-        let out = out.get_mut(..total).ok_or_else(too_large)?;
-        let (h, p) = out.split_at_mut(head.len());
-        h.copy_from_slice(&head);
-        // Into pinned memory at the rate of the CPU's threads, not of one (a row group's
-        // payload is megabytes).
-        const PIECE: usize = 1 << 20;
-        p.par_chunks_mut(PIECE)
-            .zip(self.payload.par_chunks(PIECE))
-            .for_each(|(d, s)| d.copy_from_slice(s));
-        Ok(())
+        Self::write_all(&[self], out).map(|_| ())
     }
+
+    /// Bytes of the image [`PageImage::write_all`] makes of `images`.
+    pub fn bytes_of(images: &[&PageImage]) -> usize {
+        let segments = images.iter().map(|i| i.segments.len()).sum();
+        images.iter().fold(payload_at(segments), |at, i| {
+            (at + i.payload.len()).div_ceil(256) * 256
+        })
+    }
+
+    /// Writes `images` into `out` as one image (their programs one after the other, each
+    /// payload at its own 256-byte boundary): the segments and where the payload starts.
+    /// Payloads are copied on the CPU's threads (a row group's is megabytes, and `out` is
+    /// pinned memory the copy engine reads next).
+    pub fn write_all(images: &[&PageImage], out: &mut [u8]) -> Result<(usize, usize)> {
+        let segments: usize = images.iter().map(|i| i.segments.len()).sum();
+        let first = payload_at(segments);
+        let total = Self::bytes_of(images);
+        let out = out.get_mut(..total).ok_or_else(too_large)?;
+        let (head, mut body) = out.split_at_mut(first);
+        let mut program = Vec::with_capacity(first);
+        let mut jobs = Vec::with_capacity(images.len());
+        let mut at = first;
+        for img in images {
+            for s in &img.segments {
+                s.shifted((at - first) as u64)?.write(&mut program);
+            }
+            let (payload, rest) = std::mem::take(&mut body).split_at_mut(img.payload.len());
+            jobs.push((payload, &img.payload));
+            let end = (at + img.payload.len()).div_ceil(256) * 256;
+            let (pad, rest) = rest.split_at_mut(end - at - img.payload.len());
+            pad.fill(0);
+            body = rest;
+            at = end;
+        }
+        program.resize(first, 0);
+        head.copy_from_slice(&program);
+        const PIECE: usize = 1 << 20;
+        jobs.into_par_iter().for_each(|(d, p)| {
+            d.par_chunks_mut(PIECE)
+                .zip(p.par_chunks(PIECE))
+                .for_each(|(d, s)| d.copy_from_slice(s))
+        });
+        Ok((segments, first))
+    }
+}
+
+/// Where the payload starts after `segments` segments (256-byte aligned).
+fn payload_at(segments: usize) -> usize {
+    (segments * SEGMENT_BYTES).div_ceil(256) * 256
 }
 
 fn valid_width(w: u8) -> bool {

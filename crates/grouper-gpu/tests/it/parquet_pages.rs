@@ -446,3 +446,81 @@ fn row_groups_read_at_once_decode_as_read_alone() {
     });
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Several row groups decode as one chunk: each built against its rows' place in the chunk's
+/// image, written as one image, decoded once.
+#[test]
+fn row_groups_share_a_chunk() {
+    use grouper_gpu::image::ColumnRegion;
+    let dir = std::env::temp_dir().join(format!("grouper-pq-chunk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("chunk.parquet");
+    // Non-nullable columns only (validity bits would start mid-byte).
+    let all = table(9_500, 5);
+    let keep: Vec<usize> = all
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.is_nullable())
+        .map(|(i, _)| i)
+        .collect();
+    let batch = all.project(&keep).unwrap();
+    write(&path, &batch, properties(0));
+    let file = ParquetFile::open(&path).unwrap();
+    let coder = coder();
+    let schema = file.arrow_schema();
+    let rows: Vec<usize> = (0..file.row_groups()).map(|rg| file.rows(rg)).collect();
+    let total: usize = rows.iter().sum();
+    let (chunk, columns) = layout(&schema, total, &coder);
+    let widths: Vec<usize> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => 4,
+            t => t.primitive_width().unwrap(),
+        })
+        .collect();
+    let mut images = Vec::new();
+    let mut at = 0;
+    for (rg, &n) in rows.iter().enumerate() {
+        let part = ImageLayout {
+            rows: n,
+            columns: chunk
+                .columns
+                .iter()
+                .zip(&widths)
+                .map(|(r, w)| {
+                    r.map(|r| ColumnRegion {
+                        values: r.values + at * w,
+                        validity: r.validity,
+                    })
+                })
+                .collect(),
+            bytes: chunk.bytes,
+        };
+        images.push(file.row_group_image(rg, &columns, &part).unwrap().image);
+        at += n;
+    }
+    let refs: Vec<&PageImage> = images.iter().collect();
+    let mut bytes = vec![0u8; PageImage::bytes_of(&refs)];
+    let (segments, _) = PageImage::write_all(&refs, &mut bytes).unwrap();
+    let decoded = decode_on_host(&bytes, segments, chunk.bytes).unwrap();
+    // Row group by row group, at its rows' place.
+    let mut at = 0;
+    for (rg, &n) in rows.iter().enumerate() {
+        let (one, _) = layout(&schema, n, &coder);
+        let mut own = vec![0u8; one.bytes];
+        for (c, w) in widths.iter().enumerate() {
+            let (src, dst) = (
+                chunk.columns[c].unwrap().values,
+                one.columns[c].unwrap().values,
+            );
+            own[dst..dst + n * w].copy_from_slice(&decoded[src + at * w..src + (at + n) * w]);
+        }
+        check_decoded(&path, rg, &own, &one, &coder);
+        at += n;
+    }
+    assert!(rows.len() > 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
