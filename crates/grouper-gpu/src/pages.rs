@@ -32,6 +32,11 @@ use crate::run::Prepared;
 use crate::table::ColPtrs;
 use grouper_core::error::{GrouperError, Result};
 
+/// Rows of row groups that share a chunk at most: enough that a launch's fixed cost is small
+/// against its work, few enough that the pinned staging buffers (four chunks' page images,
+/// page-locked in each process: hundreds of milliseconds per gigabyte) stay small.
+const CHUNK_ROWS: usize = 1 << 20;
+
 /// The files of a scan and which Parquet column each of the query's input columns is.
 pub struct PageSource {
     /// The files.
@@ -210,8 +215,8 @@ impl Prepared {
             .flat_map(|(f, file)| (0..file.row_groups()).map(move |rg| (f, rg)))
             .filter(|&(f, rg)| files[f].rows(rg) > 0)
             .collect();
-        // Chunks of whole row groups, up to the planned chunk rows: a launch per row group
-        // costs more than it decodes (tpchgen-cli's are 114k rows). Row groups share a chunk
+        // Chunks of whole row groups, up to CHUNK_ROWS: a launch per row group costs more than
+        // it decodes (tpchgen-cli's are 114k rows). Row groups share a chunk
         // only where no column has validity bits (those start at byte boundaries).
         let widths: Vec<usize> = encodings
             .iter()
@@ -223,7 +228,7 @@ impl Prepared {
         for &(f, rg) in &work {
             let rows = files[f].rows(rg);
             match chunks.last_mut() {
-                Some(last) if share && rows_in + rows <= input.batch_rows.max(1) => {
+                Some(last) if share && rows_in + rows <= CHUNK_ROWS.min(input.batch_rows) => {
                     last.push((f, rg));
                     rows_in += rows;
                 }
@@ -243,13 +248,8 @@ impl Prepared {
         let max_image = chunks
             .iter()
             .map(|c| {
-                let most = c
-                    .iter()
-                    .map(|&(f, rg)| files[f].rows(rg))
-                    .max()
-                    .unwrap_or(0);
                 c.iter()
-                    .map(|&(f, rg)| files[f].image_bound(rg, &columns[f], most) + 256)
+                    .map(|&(f, rg)| files[f].image_bound(rg, &columns[f]) + 256)
                     .sum::<usize>()
             })
             .max()

@@ -83,21 +83,39 @@ impl ParquetFile {
         })
     }
 
-    /// A bound on the bytes of row group `rg`'s page image of `columns` (`rows`: the most rows
-    /// of a row group): what its values take uncompressed, dictionaries converted to at most 16
-    /// bytes an entry, validity, and segments (a run of at least 8 values or a page each).
-    pub fn image_bound(&self, rg: usize, columns: &[Column], rows: usize) -> usize {
+    /// A bound on the bytes of row group `rg`'s page image of `columns`: the values as stored
+    /// (uncompressed), plus room where the CPU widens them (big-endian decimals, chunks it
+    /// decodes itself: 16 bytes a value), the validity bits, and the segments (one per 1024
+    /// values and per page; with NULLs, up to one per value).
+    pub fn image_bound(&self, rg: usize, columns: &[Column]) -> usize {
+        use parquet::basic::{Encoding, Type};
         let group = self.reader.metadata().row_group(rg);
+        let rows = self.rows(rg);
+        let schema = self.reader.metadata().file_metadata().schema_descr();
         let per_column = |c: &Column| {
+            if c.leaf >= group.num_columns() {
+                return 0;
+            }
             let chunk = group.column(c.leaf);
             let stored = chunk.uncompressed_size().max(0) as usize;
-            // Converted dictionaries and CPU-decoded chunks: at most 16 bytes a value and 4
-            // per string code; segments: one per 8 values (bit-packed runs) or per NULL gap.
-            16 * rows
-                + 4 * stored
-                + rows / 8
-                + 256
-                + super::segments::SEGMENT_BYTES * (rows / 4 + 64)
+            let descr = schema.column(c.leaf);
+            let widened = descr.physical_type() == Type::FIXED_LEN_BYTE_ARRAY
+                || descr.max_def_level() > 0
+                || chunk.encodings().any(|e| {
+                    !matches!(
+                        e,
+                        Encoding::PLAIN
+                            | Encoding::PLAIN_DICTIONARY
+                            | Encoding::RLE_DICTIONARY
+                            | Encoding::RLE
+                            | Encoding::BYTE_STREAM_SPLIT
+                    )
+                });
+            let extra = match widened {
+                true => 16 * rows + rows / 8 + super::segments::SEGMENT_BYTES * rows,
+                false => 0,
+            };
+            stored + extra + super::segments::SEGMENT_BYTES * (rows / 1024 + 64) + 1024
         };
         columns.iter().map(per_column).sum::<usize>() + 4096
     }

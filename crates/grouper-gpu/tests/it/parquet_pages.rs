@@ -345,6 +345,8 @@ fn decode_file(path: &Path) -> Vec<(usize, String)> {
     for rg in 0..file.row_groups() {
         let (layout, columns) = layout(&schema, file.rows(rg), &coder);
         let img = file.row_group_image(rg, &columns, &layout).unwrap();
+        // The staging buffers are sized by the bound.
+        assert!(img.image.bytes() <= file.image_bound(rg, &columns));
         let mut bytes = vec![0u8; img.image.bytes()];
         img.image.write(&mut bytes).unwrap();
         let decoded = decode_on_host(&bytes, img.image.segments(), layout.bytes).unwrap();
