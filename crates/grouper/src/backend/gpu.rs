@@ -131,6 +131,12 @@ pub(crate) async fn run(
             ) => not_paged = Some(why),
             out => streamed = Some(out),
         }
+        // `auto` chose the GPU for the pages: without them the CPU is the faster way.
+        if let (Some(why), true, None) = (&not_paged, fallback, &engine.gpu.strategy) {
+            return Ok(Attempt::FallBack(format!(
+                "Parquet pages could not go to the GPU ({why}); ran on the CPU"
+            )));
+        }
     }
     if let (None, Some((bounds, rows))) = (&streamed, bounds) {
         let timer = baseline.elapsed_compute().timer();
@@ -194,7 +200,7 @@ pub(crate) async fn run(
 /// when the query can stream from it: not an in-memory table (those are collected and their
 /// encoded images cached), and every integer-like group key bounded (strings and booleans
 /// need none).
-fn stream_bounds(
+pub(crate) fn stream_bounds(
     source: &Arc<dyn ExecutionPlan>,
     query: &GpuQuery,
 ) -> Option<(Vec<ColumnBounds>, Option<u64>)> {

@@ -52,10 +52,11 @@ pub const HYBRID_MIN_ROWS: usize = 1 << 24;
 
 impl Route {
     /// The route for `plan` under `engine`'s backend: the GPU when asked for (its absence is an
-    /// error); hybrid likewise. `auto` co-processes (hybrid) a query the GPU fuses over an
-    /// in-memory table of at least [`HYBRID_MIN_ROWS`] rows, where the GPU's share outruns its
-    /// set-up (compile, encode; the encoded input is cached for the next query), and otherwise
-    /// stays on the CPU, saying why. `auto` with a GPU strategy asked for runs on the GPU when
+    /// error); hybrid likewise. `auto` sends a query the GPU fuses over a Parquet scan it reads
+    /// as pages to the GPU alone from [`pages::PAGES_MIN_ROWS`] rows; co-processes (hybrid) a
+    /// query the GPU fuses over an in-memory table of at least [`HYBRID_MIN_ROWS`] rows, where
+    /// the GPU's share outruns its set-up (compile, encode; the encoded input is cached for the
+    /// next query); and otherwise stays on the CPU, saying why. `auto` with a GPU strategy asked for runs on the GPU when
     /// it can. Without the `gpu` feature every route is the CPU's, and the GPU backends are an
     /// error.
     pub(crate) fn choose(engine: &Engine, plan: &GroupByPlan) -> Result<Route> {
@@ -94,15 +95,35 @@ impl Route {
                             (Some(f), true) => in_memory_rows(&f.source),
                             _ => None,
                         };
+                        let pages = match (&plan.fused, fused) {
+                            (Some(f), true) if engine.gpu.pages && !engine.gpu.resident => {
+                                gpu::stream_bounds(&f.source, &query)
+                                    .and_then(|_| pages::page_rows(&f.source))
+                            }
+                            _ => None,
+                        };
+                        if let Some(p) = pages.filter(|&p| p >= pages::PAGES_MIN_ROWS) {
+                            return Ok(match crate::device_facts::open() {
+                                Ok(_) => Route::Gpu { query, fused },
+                                Err(e) => Route::Cpu(Some(format!(
+                                    "{e}; ran on the CPU (a Parquet scan of {p} rows would have gone to the GPU as pages)"
+                                ))),
+                            });
+                        }
                         match rows {
                             Some(r) if r >= HYBRID_MIN_ROWS => match crate::device_facts::open() {
                                 Ok(_) => Route::Hybrid { query },
                                 Err(e) => Route::Cpu(Some(e.to_string())),
                             },
                             _ => Route::Cpu(Some(format!(
-                                "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows (input: {})",
+                                "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
                                 crate::device_facts::known().map(|i| format!(" ({})", i.name)).unwrap_or_default(),
-                                rows.map_or("not an in-memory table".to_string(), |r| format!("{r} rows"))
+                                pages::PAGES_MIN_ROWS,
+                                match (rows, pages) {
+                                    (Some(r), _) => format!("an in-memory table of {r} rows"),
+                                    (None, Some(p)) => format!("Parquet pages of {p} rows"),
+                                    (None, None) => "neither".to_string(),
+                                }
                             ))),
                         }
                     }

@@ -70,6 +70,25 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
     Some(PageSource { files, columns })
 }
 
+/// Rows from which `auto` sends a Parquet scan the GPU reads as pages to the GPU alone: the
+/// H100 machine's fresh process pays ~0.45 s to start the GPU and then aggregates TPC-H Q1's
+/// pages at ~3 ns a row, against ~12 ns a row for 16 CPU cores (SF 30, bench/results/
+/// pages-h100.json), so the GPU is ahead from ~55M rows; 2^26 leaves room for hosts and
+/// queries where the CPU does better.
+pub const PAGES_MIN_ROWS: u64 = 1 << 26;
+
+/// The rows a scan the GPU can read as pages holds (from the files' statistics).
+pub(crate) fn page_rows(source: &Arc<dyn ExecutionPlan>) -> Option<u64> {
+    page_source(source)?;
+    let stats = datafusion::physical_plan::StatisticsContext::new()
+        .compute(
+            source.as_ref(),
+            &datafusion::physical_plan::StatisticsArgs::new(),
+        )
+        .ok()?;
+    stats.num_rows.get_value().map(|&r| r as u64)
+}
+
 /// Runs `query` over `pages` on the GPU, planned from `bounds` and the first batch of
 /// `source`'s scan. The inner error is the engine's: [`grouper_core::GrouperError::OutsidePlan`]
 /// or `Unsupported` send the caller to the scan's batches.
