@@ -70,11 +70,11 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
     Some(PageSource { files, columns })
 }
 
-/// Rows from which `auto` sends a Parquet scan the GPU reads as pages to the GPU alone: the
-/// H100 machine's fresh process pays ~0.45 s to start the GPU and then aggregates TPC-H Q1's
-/// pages at ~3 ns a row, against ~12 ns a row for 16 CPU cores (SF 30, bench/results/
-/// pages-h100.json), so the GPU is ahead from ~55M rows; 2^26 leaves room for hosts and
-/// queries where the CPU does better.
+/// Rows from which `auto` sends a Parquet scan the GPU reads as pages to the GPU alone. On the
+/// H100 machine (16 host threads, fresh processes, bench/results/files-h100-pages-q1.json) Q1's
+/// pages took the GPU 1156 ms at SF 30 (180M rows) and 2787 ms at SF 100, the CPU 1925 and 7061
+/// ms: ~3.9 ns a row against ~12 on top of the GPU's ~0.4 s start, so the GPU is ahead from
+/// about 50M rows; 2^26 (67M) leaves room for hosts and queries where the CPU does better.
 pub const PAGES_MIN_ROWS: u64 = 1 << 26;
 
 /// The rows a scan the GPU can read as pages holds (from the files' statistics).
