@@ -76,6 +76,27 @@ impl ImageLayout {
         }
     }
 
+    /// The layout of `rows` rows that start at row `at` of this image, for columns of
+    /// `widths` bytes a value (validity bits stay where they are: only images without them
+    /// hold several such parts).
+    pub fn rows_at(&self, at: usize, rows: usize, widths: &[usize]) -> ImageLayout {
+        ImageLayout {
+            rows,
+            columns: self
+                .columns
+                .iter()
+                .zip(widths)
+                .map(|(r, w)| {
+                    r.map(|r| ColumnRegion {
+                        values: r.values + at * w,
+                        validity: r.validity,
+                    })
+                })
+                .collect(),
+            bytes: self.bytes,
+        }
+    }
+
     /// Bytes per row of the image (what crosses PCIe per row).
     pub fn bytes_per_row(&self) -> f64 {
         self.bytes as f64 / self.rows.max(1) as f64

@@ -254,23 +254,6 @@ impl Prepared {
             })
             .max()
             .unwrap_or(0);
-        // Row group `rows` rows long at row `at` of a chunk laid out as `chunk`: its columns
-        // where they lie in the chunk's image.
-        let shifted = |chunk: &ImageLayout, at: usize, rows: usize| ImageLayout {
-            rows,
-            columns: chunk
-                .columns
-                .iter()
-                .zip(&widths)
-                .map(|(r, w)| {
-                    r.map(|r| ColumnRegion {
-                        values: r.values + at * w,
-                        validity: r.validity,
-                    })
-                })
-                .collect(),
-            bytes: chunk.bytes,
-        };
         let on_cpu: Mutex<Vec<String>> = Mutex::default();
         let sent: Mutex<VecDeque<Sent>> = Mutex::default();
         let gpu = Arc::clone(&input.gpu);
@@ -301,7 +284,7 @@ impl Prepared {
                 .thread_name(|i| format!("grouper-pages-{i}"))
                 .build()
                 .map_err(|e| GrouperError::Gpu(format!("starting page readers: {e}")))?;
-            let (chunks, chunk_rows, shifted) = (&chunks, &chunk_rows, &shifted);
+            let (chunks, chunk_rows, widths) = (&chunks, &chunk_rows, &widths);
             scope.spawn(move || {
                 builders.install(|| {
                     chunks.par_iter().for_each_with(tx, |tx, chunk| {
@@ -320,7 +303,7 @@ impl Prepared {
                             .par_iter()
                             .zip(at)
                             .map(|(&(f, rg), at)| {
-                                let part = shifted(&layout, at, files[f].rows(rg));
+                                let part = layout.rows_at(at, files[f].rows(rg), widths);
                                 files[f].row_group_image(rg, &columns[f], &part)
                             })
                             .collect::<Result<Vec<_>>>()

@@ -178,7 +178,10 @@ fn device(threads: usize) -> String {
         "{} ({threads} threads)",
         grouper::profile_store::cpu_model()
     );
-    match grouper_gpu::device::list().ok().and_then(|l| l.into_iter().next()) {
+    match grouper_gpu::device::list()
+        .ok()
+        .and_then(|l| l.into_iter().next())
+    {
         Some(g) => format!("{}; {cpu}", g.name),
         None => format!("no GPU; {cpu}"),
     }

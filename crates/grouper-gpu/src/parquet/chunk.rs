@@ -253,18 +253,9 @@ pub fn add_column_chunk(
     let mut validity = region.validity.map(|_| vec![0u8; rows.div_ceil(8)]);
     let mut row0 = 0usize;
     let seg = |kind: Kind| Segment {
-        src: 0,
-        dst: 0,
-        count: 0,
-        dict: 0,
-        dict_len: 0,
-        stride: 0,
-        kind,
-        bits: 0,
-        src_width: store.map_or(4, |s| s.0),
-        dst_width: w,
         signed: target.signed,
         big_endian: store.is_some_and(|s| s.1),
+        ..Segment::new(kind, store.map_or(4, |s| s.0), w)
     };
     for page in pages {
         let page = page.map_err(|e| corrupt(&e.to_string()))?;

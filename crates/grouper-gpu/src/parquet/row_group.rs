@@ -240,23 +240,13 @@ impl ParquetFile {
             }
             let w = col.target.width as u64;
             let src = img.add_payload(&bytes, 16)?;
-            img.push(
-                Segment {
-                    src,
-                    dst: region.values as u64 + row * w,
-                    count: array.len() as u32,
-                    dict: 0,
-                    dict_len: 0,
-                    stride: 0,
-                    kind: Kind::Plain,
-                    bits: 0,
-                    src_width: w as u8,
-                    dst_width: w as u8,
-                    signed: false,
-                    big_endian: false,
-                },
-                decoded,
-            )?;
+            let plain = Segment {
+                src,
+                dst: region.values as u64 + row * w,
+                count: array.len() as u32,
+                ..Segment::new(Kind::Plain, w as u8, w as u8)
+            };
+            img.push(plain, decoded)?;
             for i in 0..array.len() {
                 if array.is_valid(i) {
                     let r = row as usize + i;
@@ -269,23 +259,13 @@ impl ParquetFile {
         }
         if let Some(at) = region.validity {
             let src = img.add_payload(&validity, 8)?;
-            img.push(
-                Segment {
-                    src,
-                    dst: at as u64,
-                    count: validity.len() as u32,
-                    dict: 0,
-                    dict_len: 0,
-                    stride: 0,
-                    kind: Kind::Copy,
-                    bits: 0,
-                    src_width: 1,
-                    dst_width: 1,
-                    signed: false,
-                    big_endian: false,
-                },
-                decoded,
-            )?;
+            let copy = Segment {
+                src,
+                dst: at as u64,
+                count: validity.len() as u32,
+                ..Segment::new(Kind::Copy, 1, 1)
+            };
+            img.push(copy, decoded)?;
         }
         Ok(img)
     }

@@ -82,6 +82,25 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// A segment of `kind` reading values of `src_width` bytes into `dst_width`-byte values,
+    /// every other field zero (unsigned, little-endian) for the caller to set.
+    pub fn new(kind: Kind, src_width: u8, dst_width: u8) -> Self {
+        Self {
+            src: 0,
+            dst: 0,
+            count: 0,
+            dict: 0,
+            dict_len: 0,
+            stride: 0,
+            kind,
+            bits: 0,
+            src_width,
+            dst_width,
+            signed: false,
+            big_endian: false,
+        }
+    }
+
     fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.src.to_le_bytes());
         out.extend_from_slice(&self.dst.to_le_bytes());
@@ -478,18 +497,8 @@ mod tests {
 
     fn seg(kind: Kind) -> Segment {
         Segment {
-            src: 0,
-            dst: 0,
-            count: 0,
-            dict: 0,
-            dict_len: 0,
-            stride: 0,
-            kind,
-            bits: 0,
-            src_width: 8,
-            dst_width: 8,
             signed: true,
-            big_endian: false,
+            ..Segment::new(kind, 8, 8)
         }
     }
 

@@ -453,7 +453,6 @@ fn row_groups_read_at_once_decode_as_read_alone() {
 /// image, written as one image, decoded once.
 #[test]
 fn row_groups_share_a_chunk() {
-    use grouper_gpu::image::ColumnRegion;
     let dir = std::env::temp_dir().join(format!("grouper-pq-chunk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("chunk.parquet");
@@ -486,21 +485,7 @@ fn row_groups_share_a_chunk() {
     let mut images = Vec::new();
     let mut at = 0;
     for (rg, &n) in rows.iter().enumerate() {
-        let part = ImageLayout {
-            rows: n,
-            columns: chunk
-                .columns
-                .iter()
-                .zip(&widths)
-                .map(|(r, w)| {
-                    r.map(|r| ColumnRegion {
-                        values: r.values + at * w,
-                        validity: r.validity,
-                    })
-                })
-                .collect(),
-            bytes: chunk.bytes,
-        };
+        let part = chunk.rows_at(at, n, &widths);
         images.push(file.row_group_image(rg, &columns, &part).unwrap().image);
         at += n;
     }
