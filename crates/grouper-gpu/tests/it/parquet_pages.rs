@@ -511,3 +511,72 @@ fn row_groups_share_a_chunk() {
     assert!(rows.len() > 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Python with DuckDB: `$GROUPER_PYTHON`, else the project's venv (made by
+/// `scripts/setup-venv.sh` when missing, as the differential tests do); `None` on the device
+/// machine (`GROUPER_REQUIRE_GPU=1`) without the DuckDB wheel, where only GPU tests must run.
+fn duckdb_python() -> Option<std::path::PathBuf> {
+    static SETUP: Mutex<()> = Mutex::new(());
+    let _guard = SETUP.lock().unwrap_or_else(|e| e.into_inner());
+    let python = match std::env::var_os("GROUPER_PYTHON") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let venv = root.join(".venv/bin/python");
+            if !venv.exists() && std::env::var("GROUPER_REQUIRE_GPU").is_err() {
+                let status = std::process::Command::new("bash")
+                    .arg(root.join("scripts/setup-venv.sh"))
+                    .status()
+                    .expect("run scripts/setup-venv.sh");
+                assert!(status.success(), "scripts/setup-venv.sh failed");
+            }
+            venv
+        }
+    };
+    let works = std::process::Command::new(&python)
+        .args(["-c", "import duckdb"])
+        .status()
+        .is_ok_and(|s| s.success());
+    match works {
+        true => Some(python),
+        false if std::env::var("GROUPER_REQUIRE_GPU").is_ok() => None,
+        false => panic!("{} cannot import duckdb", python.display()),
+    }
+}
+
+/// Files DuckDB writes (`COPY ... TO`): optional columns with NULLs, PLAIN_DICTIONARY pages,
+/// SNAPPY, ZSTD and none, several row groups; decoded through page images as the Arrow reader
+/// reads them.
+#[test]
+fn files_duckdb_writes_decode_as_the_arrow_reader_reads_them() {
+    let Some(python) = duckdb_python() else {
+        eprintln!("skipped: no DuckDB on the device machine");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("grouper-pq-duckdb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for codec in ["snappy", "zstd", "uncompressed"] {
+        let path = dir.join(format!("{codec}.parquet"));
+        let sql = format!(
+            "COPY (SELECT i::BIGINT AS i, \
+               CASE WHEN i % 7 = 0 THEN NULL ELSE (i % 1000)::INT - 500 END AS k, \
+               (((i * 37) % 100000) / 100)::DECIMAL(15,2) AS d, \
+               CASE WHEN i % 11 = 0 THEN NULL ELSE ['A','N','R','longer value'][i % 4 + 1] END AS s, \
+               DATE '1994-01-01' + (i % 2500)::INT AS dt, \
+               CASE WHEN i % 3 = 0 THEN NULL ELSE i / 7.0 END::DOUBLE AS f \
+             FROM range(23000) t(i)) TO '{}' (FORMAT parquet, COMPRESSION {codec}, ROW_GROUP_SIZE 6000)",
+            path.display()
+        );
+        let status = std::process::Command::new(&python)
+            .args([
+                "-c",
+                &format!("import duckdb; duckdb.sql(\"\"\"{sql}\"\"\")"),
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success(), "DuckDB did not write {codec}");
+        let on_cpu = decode_file(&path);
+        assert!(on_cpu.is_empty(), "{codec}: {on_cpu:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
