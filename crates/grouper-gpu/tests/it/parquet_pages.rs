@@ -351,6 +351,11 @@ fn decode_file(path: &Path) -> Vec<(usize, String)> {
         img.image.write(&mut bytes).unwrap();
         let decoded = decode_on_host(&bytes, img.image.segments(), layout.bytes).unwrap();
         check_decoded(path, rg, &decoded, &layout, &coder);
+        // Where there is a GPU, its kernel decodes the same image byte for byte.
+        if Gpu::get().is_ok() {
+            let gpu = decode_on_gpu(&img.image, layout.bytes).unwrap();
+            assert!(gpu == decoded, "row group {rg}: GPU and host differ");
+        }
         on_cpu.extend(img.on_cpu);
     }
     on_cpu
@@ -546,7 +551,7 @@ fn duckdb_python() -> Option<std::path::PathBuf> {
 
 /// Files DuckDB writes (`COPY ... TO`): optional columns with NULLs, PLAIN_DICTIONARY pages,
 /// SNAPPY, ZSTD and none, several row groups; decoded through page images as the Arrow reader
-/// reads them.
+/// reads them (and, where there is a GPU, by the kernel as by the host reference).
 #[test]
 fn files_duckdb_writes_decode_as_the_arrow_reader_reads_them() {
     let Some(python) = duckdb_python() else {
