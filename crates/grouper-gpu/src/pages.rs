@@ -45,7 +45,7 @@ pub struct PageSource {
     pub columns: Vec<String>,
 }
 
-/// A row group's image on its way: which one, its decoded layout, and its program's shape.
+/// A chunk's page image on its way to the device: its rows, decoded layout and program's shape.
 struct Sent {
     rows: usize,
     layout: ImageLayout,

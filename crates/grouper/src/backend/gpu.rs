@@ -123,12 +123,15 @@ pub(crate) async fn run(
         )
         .await?;
         timer.done();
-        source = reset_plan_states(source)?;
         match out {
             Err(
                 grouper_core::GrouperError::OutsidePlan(why)
                 | grouper_core::GrouperError::Unsupported(why),
-            ) => not_paged = Some(why),
+            ) => {
+                not_paged = Some(why);
+                // Its first batch was read: the scan runs again from the start.
+                source = reset_plan_states(source)?;
+            }
             out => streamed = Some(out),
         }
         // `auto` chose the GPU for the pages: without them the CPU is the faster way.

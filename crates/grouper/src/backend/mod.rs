@@ -97,8 +97,9 @@ impl Route {
                         };
                         let pages = match (&plan.fused, fused) {
                             (Some(f), true) if engine.gpu.pages && !engine.gpu.resident => {
-                                gpu::stream_bounds(&f.source, &query)
-                                    .and_then(|_| pages::page_rows(&f.source))
+                                pages::page_source(&f.source)
+                                    .and_then(|_| gpu::stream_bounds(&f.source, &query))
+                                    .and_then(|(_, rows)| rows)
                             }
                             _ => None,
                         };

@@ -77,18 +77,6 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
 /// about 50M rows; 2^26 (67M) leaves room for hosts and queries where the CPU does better.
 pub const PAGES_MIN_ROWS: u64 = 1 << 26;
 
-/// The rows a scan the GPU can read as pages holds (from the files' statistics).
-pub(crate) fn page_rows(source: &Arc<dyn ExecutionPlan>) -> Option<u64> {
-    page_source(source)?;
-    let stats = datafusion::physical_plan::StatisticsContext::new()
-        .compute(
-            source.as_ref(),
-            &datafusion::physical_plan::StatisticsArgs::new(),
-        )
-        .ok()?;
-    stats.num_rows.get_value().map(|&r| r as u64)
-}
-
 /// Runs `query` over `pages` on the GPU, planned from `bounds` and the first batch of
 /// `source`'s scan. The inner error is the engine's: [`grouper_core::GrouperError::OutsidePlan`]
 /// or `Unsupported` send the caller to the scan's batches.
