@@ -428,6 +428,31 @@ pub fn add_column_chunk(
                     vi += n as u64;
                 }
             }
+            (Encoding::DELTA_BINARY_PACKED, Some((sw @ (4 | 8), false)))
+                if matches!(
+                    descr.physical_type(),
+                    PhysicalType::INT32 | PhysicalType::INT64
+                ) && target.check.is_none()
+                    && stretches == [(0, p.rows)] =>
+            {
+                // No NULLs (else the chunk goes to the CPU): the kernel reads the block headers.
+                let h = super::delta::header(p.values)?;
+                if h.values != values as u64 {
+                    return Err(corrupt("a DELTA_BINARY_PACKED page of another value count"));
+                }
+                let base = img.add_payload(p.values, 8)?;
+                let stride = u32::try_from(p.values.len())
+                    .map_err(|_| unsupported("a page over 4 GiB".into()))?;
+                let delta = Segment {
+                    src: base,
+                    dst: dst_of(0),
+                    count: values as u32,
+                    stride,
+                    src_width: sw,
+                    ..seg(Kind::Delta)
+                };
+                img.push(delta, decoded)?;
+            }
             (e, _) => {
                 return Err(unsupported(format!(
                     "{e} pages of {}",

@@ -5,7 +5,8 @@
 //!
 //! A dictionary index past its dictionary (a corrupt page the CPU could not see: bit-packed
 //! indices are only read here) sets flag 1 and decodes as entry 0; a run header or run past its
-//! page's end sets flag 2 and stops that page. The caller checks the flags and fails the query,
+//! page's end sets flag 2 and stops that page (so does a DELTA_BINARY_PACKED block header or
+//! miniblock past its page's end). The caller checks the flags and fails the query,
 //! so the answer is an error, never a read outside the page or the dictionary.
 
 use std::sync::Arc;
@@ -173,6 +174,142 @@ __device__ void hybrid(const Seg& s, const unsigned char* pay, unsigned char* o,
     }
 }
 
+#define MINIS 64
+
+/* Bit `bit`'s `w`-bit field (w <= 64) of the payload. */
+__device__ __forceinline__ u64 field(const unsigned char* pay, u64 bit, int w) {
+    if (w == 0) return 0;
+    const unsigned char* p = pay + (bit >> 3);
+    int shift = (int)(bit & 7);
+    int n = (shift + w + 7) >> 3;
+    u128 v = 0;
+    for (int i = 0; i < n; i++) v |= ((u128)p[i]) << (8 * i);
+    u64 x = (u64)(v >> shift);
+    return w == 64 ? x : (x & ((1ull << w) - 1));
+}
+
+/* An unsigned LEB128 varint at *pos (before `end`); sets *bad past the end or over 64 bits. */
+__device__ __forceinline__ u64 uleb(const unsigned char* pay, u64* pos, u64 end, int* bad) {
+    u64 v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*pos >= end) { *bad = 1; return 0; }
+        unsigned char b = pay[(*pos)++];
+        v |= (u64)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return v;
+    }
+    *bad = 1;
+    return 0;
+}
+
+__device__ __forceinline__ u64 unzigzag(u64 v) { return (v >> 1) ^ (0ull - (v & 1)); }
+
+/* The `sw`-byte value `v` (its low bytes) widened to the decoded width. */
+__device__ __forceinline__ u128 narrow(u64 v, int sw, int sign) {
+    u128 x = sw == 8 ? (u128)v : (u128)(v & 0xffffffffull);
+    return extend(x, sw, sign);
+}
+
+/* A page's DELTA_BINARY_PACKED stream, by one block: thread 0 reads block headers for up to
+   MINIS miniblocks into shared memory; every thread unpacks a stretch of those deltas and adds
+   them up; a scan over the threads' sums places each stretch; the tile's total carries on.
+   A header, width or miniblock past the stream's end raises flag 2 and stops the segment. */
+__device__ void delta(const Seg& s, const unsigned char* pay, unsigned char* o, u64 flags) {
+    __shared__ u64 mbit[MINIS], mmin[MINIS];
+    __shared__ unsigned char mw[MINIS], widths[MINIS];
+    __shared__ u64 sums[256];
+    __shared__ u64 carry, pos, bmin;
+    __shared__ unsigned int per, minis, next, nmb, made;
+    __shared__ int bad;
+    const u64 end = s.src + s.stride;
+    const int dw = s.dw, sw = s.sw, sign = s.sign;
+    if (threadIdx.x == 0) {
+        int b = 0;
+        u64 p = s.src;
+        u64 block = uleb(pay, &p, end, &b);
+        u64 mb = uleb(pay, &p, end, &b);
+        u64 total = uleb(pay, &p, end, &b);
+        u64 first = unzigzag(uleb(pay, &p, end, &b));
+        if (!b && (block == 0 || block % 128 || mb == 0 || mb > MINIS || block % mb
+                   || (block / mb) % 32 || total < s.count)) b = 1;
+        bad = b;
+        if (!b) {
+            per = (unsigned int)(block / mb);
+            minis = (unsigned int)mb;
+            next = (unsigned int)mb;
+            pos = p;
+            carry = first;
+            if (s.count > 0) store(o + s.dst, narrow(first, sw, sign), dw);
+        }
+    }
+    __syncthreads();
+    if (bad) {
+        if (threadIdx.x == 0) atomicOr((u64*)flags, 2ull);
+        return;
+    }
+    unsigned int done = 1;
+    while (done < s.count) {
+        if (threadIdx.x == 0) {
+            unsigned int n = 0, got = 0;
+            int b = 0;
+            u64 p = pos;
+            while (n < MINIS && done + got < s.count) {
+                if (next == minis) {
+                    bmin = unzigzag(uleb(pay, &p, end, &b));
+                    if (b || p + minis > end) { b = 1; break; }
+                    for (unsigned int i = 0; i < minis; i++) widths[i] = pay[p + i];
+                    p += minis;
+                    next = 0;
+                }
+                int w = widths[next];
+                unsigned int take = per < s.count - done - got ? per : s.count - done - got;
+                if (w > 64 || p + (((u64)take * w + 7) >> 3) > end) { b = 1; break; }
+                mbit[n] = p * 8;
+                mw[n] = (unsigned char)w;
+                mmin[n] = bmin;
+                p += (u64)per * w / 8;
+                next++;
+                got += take;
+                n++;
+            }
+            pos = p;
+            nmb = n;
+            made = got;
+            bad = b;
+        }
+        __syncthreads();
+        if (bad) {
+            if (threadIdx.x == 0) atomicOr((u64*)flags, 2ull);
+            return;
+        }
+        const unsigned int total = made, step = (total + blockDim.x - 1) / blockDim.x;
+        const unsigned int lo = threadIdx.x * step < total ? threadIdx.x * step : total;
+        const unsigned int hi = lo + step < total ? lo + step : total;
+        u64 local = 0;
+        for (unsigned int j = lo; j < hi; j++) {
+            unsigned int m = j / per;
+            local += mmin[m] + field(pay, mbit[m] + (u64)(j - m * per) * mw[m], mw[m]);
+        }
+        sums[threadIdx.x] = local;
+        __syncthreads();
+        for (unsigned int off = 1; off < blockDim.x; off <<= 1) {
+            u64 t = threadIdx.x >= off ? sums[threadIdx.x - off] : 0;
+            __syncthreads();
+            sums[threadIdx.x] += t;
+            __syncthreads();
+        }
+        u64 v = carry + sums[threadIdx.x] - local;
+        for (unsigned int j = lo; j < hi; j++) {
+            unsigned int m = j / per;
+            v += mmin[m] + field(pay, mbit[m] + (u64)(j - m * per) * mw[m], mw[m]);
+            store(o + s.dst + (u64)(done + j) * dw, narrow(v, sw, sign), dw);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) carry += sums[blockDim.x - 1];
+        done += total;
+        __syncthreads();
+    }
+}
+
 extern "C" __global__ void decode_pages(u64 image, u64 segments, u64 payload_at, u64 out,
                                         u64 flags) {
     const Seg* segs = (const Seg*)image;
@@ -183,6 +320,10 @@ extern "C" __global__ void decode_pages(u64 image, u64 segments, u64 payload_at,
         const int dw = s.dw, sw = s.sw;
         if (s.kind == 5) {
             hybrid(s, pay, o, flags);
+            continue;
+        }
+        if (s.kind == 6) {
+            delta(s, pay, o, flags);
             continue;
         }
         for (unsigned int j = threadIdx.x; j < s.count; j += blockDim.x) {

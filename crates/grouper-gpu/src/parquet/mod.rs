@@ -10,12 +10,14 @@
 //!
 //! - [`segments`]: the page image and its decode program, with the CPU reference decoder;
 //! - [`hybrid`]: the RLE/bit-packed hybrid's run headers and definition levels;
+//! - [`delta`]: DELTA_BINARY_PACKED's header and host decode;
 //! - [`chunk`]: one column chunk's pages into segments;
 //! - [`row_group`]: a row group's columns, falling back to the CPU per chunk;
 //! - [`kernel`]: the decode kernel;
 //! - [`positional`]: files read at positions, by many workers at once.
 
 pub mod chunk;
+pub mod delta;
 pub mod hybrid;
 pub mod kernel;
 pub mod positional;

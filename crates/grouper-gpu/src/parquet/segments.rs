@@ -47,6 +47,10 @@ pub enum Kind {
     /// byte `src`, `count` values, no NULLs): the kernel reads its run headers itself, a block
     /// a page, so the CPU neither parses them nor sends a segment a run.
     Hybrid = 5,
+    /// A page's whole DELTA_BINARY_PACKED stream of INT32 or INT64 values (`stride` bytes from
+    /// byte `src`, `count` values, no NULLs; [`super::delta`]): a block a page reads the block
+    /// headers, unpacks the deltas and adds them up (a prefix sum), tile by tile.
+    Delta = 6,
 }
 
 /// One segment of the decode program (as the kernel reads it: little-endian, 40 bytes).
@@ -123,7 +127,9 @@ impl Segment {
     /// The segment with its payload `shift` bytes further on.
     fn shifted(mut self, shift: u64) -> Result<Self> {
         match self.kind {
-            Kind::Copy | Kind::Plain | Kind::Split | Kind::Hybrid => self.src += shift,
+            Kind::Copy | Kind::Plain | Kind::Split | Kind::Hybrid | Kind::Delta => {
+                self.src += shift
+            }
             Kind::Packed => self.src += 8 * shift,
             Kind::Rle => {}
         }
@@ -145,7 +151,7 @@ impl Segment {
                 self.src,
                 self.src + (self.src_width as u64 - 1) * self.stride as u64 + n,
             ),
-            Kind::Hybrid => (self.src, self.src + self.stride as u64),
+            Kind::Hybrid | Kind::Delta => (self.src, self.src + self.stride as u64),
         }
     }
 
@@ -210,6 +216,7 @@ impl PageImage {
                 seg.bits <= 32 && valid_width(seg.src_width) && valid_width(seg.dst_width)
             }
             Kind::Rle => valid_width(seg.src_width) && valid_width(seg.dst_width),
+            Kind::Delta => matches!(seg.src_width, 4 | 8) && valid_width(seg.dst_width),
         };
         if !widths_ok || (seg.kind == Kind::Split && seg.count > seg.stride) {
             return Err(corrupt(
@@ -232,8 +239,8 @@ impl PageImage {
         if seg.writes().1 > decoded {
             return Err(corrupt("more values than the row group's rows"));
         }
-        if seg.kind == Kind::Hybrid {
-            // Split by the kernel itself, run table by run table.
+        if matches!(seg.kind, Kind::Hybrid | Kind::Delta) {
+            // Split by the kernel itself, run table by run table (tile by tile).
             self.segments.push(seg);
             return Ok(());
         }
@@ -252,7 +259,7 @@ impl PageImage {
                 Kind::Copy => rest.src += n,
                 Kind::Plain => rest.src += n * rest.src_width as u64,
                 Kind::Packed => rest.src += n * rest.bits as u64,
-                Kind::Rle | Kind::Hybrid => {}
+                Kind::Rle | Kind::Hybrid | Kind::Delta => {}
                 Kind::Split => rest.src += n,
             }
         }
@@ -431,6 +438,21 @@ pub fn decode_on_host(image: &[u8], segments: usize, decoded: usize) -> Result<V
             let e = get(dict + idx as usize * sw as usize, sw as usize)?;
             Ok(convert(load(e), sw, dw, signed))
         };
+        if kind == Kind::Delta as u8 {
+            let stream = get(src as usize, stride)?;
+            for (j, v) in super::delta::decode(stream, count)?.into_iter().enumerate() {
+                let at = dst + j * dw as usize;
+                out.get_mut(at..at + dw as usize)
+                    .ok_or_else(too_large)?
+                    .copy_from_slice(&convert(
+                        u128::from(v) & ((1u128 << (8 * sw)) - 1),
+                        sw,
+                        dw,
+                        signed,
+                    ));
+            }
+            continue;
+        }
         if kind == Kind::Hybrid as u8 {
             let stream = get(src as usize, stride)?;
             let mut j = 0usize;

@@ -73,6 +73,7 @@ pub fn table(rows: usize, seed: u64) -> RecordBatch {
         Field::new("s", DataType::Utf8, true),
         Field::new("i8", DataType::Int8, false),
         Field::new("delta", DataType::Int64, false),
+        Field::new("delta32", DataType::Int32, true),
     ]);
     let cols: Vec<ArrayRef> = vec![
         Arc::new(Int32Array::from_iter(
@@ -105,9 +106,17 @@ pub fn table(rows: usize, seed: u64) -> RecordBatch {
         Arc::new(Int8Array::from_iter_values(
             (0..rows).map(|i| r(i, 200) as i8),
         )),
-        Arc::new(Int64Array::from_iter_values(
-            (0..rows).map(|i| i as i64 * 3),
-        )),
+        // Deltas of every width up to 64 bits, wrapping past i64's ends.
+        Arc::new(Int64Array::from_iter_values((0..rows).map(|i| {
+            match i % 5 {
+                0 => i64::MIN + i as i64,
+                1 => i64::MAX - r(i, 1000) as i64,
+                _ => (r(i, 1 << (i % 63)) as i64) - (i as i64 * 3),
+            }
+        }))),
+        Arc::new(Int32Array::from_iter((0..rows).map(|i| {
+            (r(i, 9) != 0).then(|| r(i, 1 << 31) as i32 - (1 << 30))
+        }))),
     ];
     RecordBatch::try_new(Arc::new(schema), cols).unwrap()
 }
@@ -119,7 +128,9 @@ pub fn properties(variant: usize) -> WriterProperties {
         .set_data_page_row_count_limit(700)
         .set_write_batch_size(256)
         .set_column_encoding(ColumnPath::from("delta"), PqEncoding::DELTA_BINARY_PACKED)
-        .set_column_dictionary_enabled(ColumnPath::from("delta"), false);
+        .set_column_dictionary_enabled(ColumnPath::from("delta"), false)
+        .set_column_encoding(ColumnPath::from("delta32"), PqEncoding::DELTA_BINARY_PACKED)
+        .set_column_dictionary_enabled(ColumnPath::from("delta32"), false);
     match variant % 4 {
         0 => b.set_compression(Compression::SNAPPY),
         // Dictionaries off, and one that fills up part-way (later pages fall back to PLAIN).
@@ -280,7 +291,7 @@ fn the_gpu_decodes_every_writer_setting_as_the_host_reference_does() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
-fn the_gpu_flags_a_packed_index_past_its_dictionary() {
+fn the_gpu_flags_a_packed_index_past_its_dictionary_and_a_cut_page() {
     if !crate::gpu::have_gpu() {
         return;
     }
@@ -319,6 +330,45 @@ fn the_gpu_flags_a_packed_index_past_its_dictionary() {
     };
     short.push(hybrid, 256).unwrap();
     assert!(decode_on_gpu(&short, 256).is_err());
+    // DELTA_BINARY_PACKED: 7, 5, 3, 1, 2, 3, 4, 5 decodes as the host does; cut inside its
+    // miniblock, or with a block size the format forbids, the kernel flags it.
+    let stream = [0x80, 0x01, 4, 8, 14, 3, 2, 0, 0, 0, 0xc0, 0x3f];
+    for (bytes, ok) in [(&stream[..], true), (&stream[..11], false)] {
+        let mut img = PageImage::new();
+        let at = img.add_payload(bytes, 8).unwrap();
+        let delta = Segment {
+            src: at,
+            count: 8,
+            stride: bytes.len() as u32,
+            kind: Kind::Delta,
+            ..seg
+        };
+        img.push(delta, 64).unwrap();
+        let got = decode_on_gpu(&img, 64);
+        match ok {
+            true => {
+                let want: Vec<u8> = [7i64, 5, 3, 1, 2, 3, 4, 5]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                assert_eq!(got.unwrap(), want);
+            }
+            false => assert!(got.is_err(), "a cut DELTA page must be flagged"),
+        }
+    }
+    let mut bad = PageImage::new();
+    let at = bad
+        .add_payload(&[100, 4, 8, 14, 3, 2, 0, 0, 0, 0xc0, 0x3f], 8)
+        .unwrap();
+    let delta = Segment {
+        src: at,
+        count: 8,
+        stride: 11,
+        kind: Kind::Delta,
+        ..seg
+    };
+    bad.push(delta, 64).unwrap();
+    assert!(decode_on_gpu(&bad, 64).is_err());
 }
 
 /// Whether the Arrow reader reads row group 0 of `path` without an error.
@@ -369,15 +419,16 @@ fn every_writer_setting_decodes_to_the_arrow_readers_values() {
         let path = dir.join(format!("v{variant}.parquet"));
         write(&path, &table(7001, variant as u64), properties(variant));
         let on_cpu = decode_file(&path);
-        // DELTA_BINARY_PACKED (leaf 8) is decoded on the CPU, and named.
+        // DELTA_BINARY_PACKED decodes on the GPU without NULLs (leaf 8); with NULLs (leaf 9)
+        // the chunk is decoded on the CPU, and named.
         assert!(
             on_cpu
                 .iter()
-                .any(|(leaf, why)| *leaf == 8 && why.contains("DELTA_BINARY_PACKED")),
+                .any(|(leaf, why)| *leaf == 9 && why.contains("DELTA_BINARY_PACKED")),
             "variant {variant}: {on_cpu:?}"
         );
         assert!(
-            on_cpu.iter().all(|(leaf, _)| *leaf == 8),
+            on_cpu.iter().all(|(leaf, _)| *leaf == 9),
             "variant {variant}: {on_cpu:?}"
         );
     }
@@ -584,4 +635,39 @@ fn files_duckdb_writes_decode_as_the_arrow_reader_reads_them() {
         assert!(on_cpu.is_empty(), "{codec}: {on_cpu:?}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Files pyarrow writes (`scripts/write-pyarrow-fixtures.py`, committed): dictionary on and
+/// off, BYTE_STREAM_SPLIT with data pages v2, DELTA_BINARY_PACKED; SNAPPY, ZSTD and none;
+/// NULLs, several row groups and pages, a string key. Decoded through page images as the Arrow
+/// reader reads them and, where there is a GPU, by the kernel as by the host reference; only
+/// the DELTA_BINARY_PACKED chunk with NULLs goes to the CPU, and is named.
+#[test]
+fn files_pyarrow_writes_decode_as_the_arrow_reader_reads_them() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/pyarrow");
+    let mut seen = 0;
+    for name in [
+        "dictionary_snappy",
+        "plain_zstd",
+        "byte_stream_split_v2",
+        "delta_snappy",
+    ] {
+        let path = dir.join(format!("{name}.parquet"));
+        let on_cpu = decode_file(&path);
+        if name == "delta_snappy" {
+            // Column k (leaf 1, with NULLs) in each of the three row groups; i (no NULLs)
+            // decodes on the GPU.
+            assert_eq!(on_cpu.len(), 3, "{name}: {on_cpu:?}");
+            assert!(
+                on_cpu
+                    .iter()
+                    .all(|(leaf, why)| *leaf == 1 && why.contains("DELTA_BINARY_PACKED")),
+                "{name}: {on_cpu:?}"
+            );
+        } else {
+            assert!(on_cpu.is_empty(), "{name}: {on_cpu:?}");
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 4);
 }
