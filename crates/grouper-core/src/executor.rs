@@ -25,7 +25,7 @@ use crate::error::{GrouperError, Result};
 use crate::input::{morsels, InputBatch, QuerySpec};
 use crate::keys::KeyCodec;
 use crate::partial::PartialGroups;
-use crate::planner::{self, Decision, Hints, Overrides};
+use crate::planner::{self, Decision, Hints, KeyBounds, Overrides};
 use crate::profile::Profile;
 use crate::table::check_fill_factor;
 
@@ -66,6 +66,8 @@ pub struct Aggregation {
     state_bytes: usize,
     /// What the input's statistics say, for the estimate.
     hints: Hints,
+    /// Key ranges from the input's statistics, planned over instead of the first batch's.
+    bounds: Option<KeyBounds>,
     /// This machine's calibration, consulted before the planner's rules.
     profile: Option<Arc<Profile>>,
     plan: RwLock<Option<Plan>>,
@@ -97,6 +99,19 @@ impl Aggregation {
         hints: Hints,
         profile: Option<Arc<Profile>>,
     ) -> Result<Arc<Self>> {
+        Self::bounded(spec, overrides, hints, None, profile)
+    }
+
+    /// [`Aggregation::informed`], with key ranges the statistics give (`bounds`): the key
+    /// codec covers them from the first batch on, so a sorted or clustered key (whose first
+    /// batch spans a sliver of its range) does not widen the table batch after batch.
+    pub fn bounded(
+        spec: QuerySpec,
+        overrides: Overrides,
+        hints: Hints,
+        bounds: Option<KeyBounds>,
+        profile: Option<Arc<Profile>>,
+    ) -> Result<Arc<Self>> {
         spec.output_types()?;
         if let Some(f) = overrides.fill_factor {
             check_fill_factor(f)?;
@@ -119,6 +134,7 @@ impl Aggregation {
             forced_perfect_limit,
             state_bytes,
             hints,
+            bounds,
             profile,
             plan: RwLock::new(None),
         }))
@@ -153,7 +169,10 @@ impl Aggregation {
         if let Some(p) = guard.as_ref() {
             return Ok(p.clone());
         }
-        let codec = KeyCodec::plan(&self.spec.key_types, &[&batch.keys])?;
+        let codec = match self.bounded_codec(batch) {
+            Some(c) => c,
+            None => KeyCodec::plan(&self.spec.key_types, &[&batch.keys])?,
+        };
         let words = codec
             .encode(&batch.keys, batch.num_rows())?
             .unwrap_or_default();
@@ -184,6 +203,28 @@ impl Aggregation {
         };
         *guard = Some(plan.clone());
         Ok(plan)
+    }
+
+    /// A codec over the statistics' key ranges, when every key has one (booleans need none),
+    /// they cover `batch`, and they fit a packed word; otherwise `None` (plan from the batch).
+    fn bounded_codec(&self, batch: &InputBatch) -> Option<KeyCodec> {
+        let b = self.bounds.as_ref()?;
+        let types = &self.spec.key_types;
+        let all = types.len() == b.ranges.len()
+            && types
+                .iter()
+                .zip(&b.ranges)
+                .all(|(t, r)| r.is_some() || t == &arrow::datatypes::DataType::Boolean);
+        if !all || types.is_empty() {
+            return None;
+        }
+        let codec = KeyCodec::plan_bounded(types, &b.ranges, &b.may_null, &[]).ok()?;
+        batch
+            .keys
+            .iter()
+            .enumerate()
+            .all(|(c, k)| codec.covers(c, k))
+            .then_some(codec)
     }
 
     /// Replaces the codec of version `seen` by one that also covers `keys`.
@@ -469,4 +510,73 @@ pub fn aggregate(
         |w, m| w.push(&morsels[m]),
     )?;
     agg.finish(workers)
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::Int64Array;
+    use arrow::datatypes::DataType;
+
+    use super::*;
+    use crate::agg::{AggKind, AggregateSpec};
+
+    /// Sorted keys arriving batch by batch, each batch a sliver of the whole range.
+    fn sorted_batches(spec: &QuerySpec) -> Vec<InputBatch> {
+        (0..8i64)
+            .map(|b| {
+                let keys: ArrayRef = Arc::new(Int64Array::from_iter_values(
+                    (0..500).map(|i| b * 1000 + i * 2),
+                ));
+                let args = vec![None, Some(Arc::clone(&keys))];
+                InputBatch::try_new(spec, vec![keys], args, 500).unwrap()
+            })
+            .collect()
+    }
+
+    fn run(bounds: Option<KeyBounds>) -> (AggregateOutput, u64) {
+        let spec = QuerySpec {
+            key_types: vec![DataType::Int64],
+            aggregates: vec![
+                AggregateSpec::count_star(),
+                AggregateSpec::new(AggKind::Sum, DataType::Int64),
+            ],
+        };
+        let agg = Aggregation::bounded(
+            spec.clone(),
+            Overrides::default(),
+            Hints::default(),
+            bounds,
+            None,
+        )
+        .unwrap();
+        let batches = sorted_batches(&spec);
+        let mut w = agg.worker();
+        for b in &batches {
+            w.push(b).unwrap();
+        }
+        let version = agg.current().unwrap().version;
+        let out = agg.finish(vec![w]).unwrap();
+        let want = crate::reference::aggregate(&spec, &batches).unwrap();
+        crate::compare::same_groups(&want, &out.columns, 1).unwrap();
+        (out, version)
+    }
+
+    #[test]
+    fn statistics_bounds_plan_the_codec_so_sorted_keys_never_widen_it() {
+        // The first batch spans 0..998: planned from it alone, each later batch widens.
+        let (_, widened) = run(None);
+        assert!(widened > 0, "expected the first batch's plan to widen");
+        let (out, version) = run(Some(KeyBounds {
+            ranges: vec![Some((0, 7998))],
+            may_null: vec![false],
+        }));
+        assert_eq!(version, 0, "bounds from statistics cover every batch");
+        assert_eq!(out.num_rows, 4000);
+        // Bounds that do not cover the first batch (stale statistics) are set aside.
+        let (out, _) = run(Some(KeyBounds {
+            ranges: vec![Some((5000, 6000))],
+            may_null: vec![false],
+        }));
+        assert_eq!(out.num_rows, 4000);
+    }
 }

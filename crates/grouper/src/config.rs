@@ -111,4 +111,8 @@ pub struct Engine {
     pub hybrid_split: Split,
     /// The CPU worker pool.
     pub pool: Arc<rayon::ThreadPool>,
+    /// `auto` never leaves an aggregation to DataFusion's own (see [`crate::harm`]).
+    pub grouper_only: bool,
+    /// The aggregations `auto` left to DataFusion, and why (for `--explain`).
+    pub kept: Arc<crate::harm::KeptLog>,
 }

@@ -27,9 +27,11 @@ pub mod device_facts;
 pub mod exec;
 pub mod fuse;
 pub mod group_by;
+pub mod harm;
 pub mod profile_store;
 pub mod rule;
 pub mod session;
+mod stats;
 
 pub use config::{Backend, Split};
 pub use session::{grouper_context, session_context, worker_pool, GrouperConfig};

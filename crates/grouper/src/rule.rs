@@ -14,7 +14,8 @@
 //! When the replaced node's output was hash-partitioned over several partitions (a parent such
 //! as a partitioned join may rely on it), a `RepartitionExec` with the same partitioning is put
 //! back on top. Anything not handled (grouping sets, DISTINCT, FILTER, ordered aggregates,
-//! unsupported types, an output ordering the parents rely on) leaves DataFusion's plan as it is.
+//! unsupported types, an output ordering the parents rely on) leaves DataFusion's plan as it is,
+//! and so does `auto` where grouper would not beat DataFusion's aggregation ([`crate::harm`]).
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use crate::config::{Backend, Engine};
 use crate::exec::GroupByExec;
 use crate::fuse::fuse;
 use crate::group_by::GroupByPlan;
+use crate::harm;
 
 /// Replaces handled aggregations with [`GroupByExec`].
 #[derive(Debug)]
@@ -94,6 +96,13 @@ impl GrouperRule {
                 .zip(schema.fields())
                 .any(|(t, f)| t != f.data_type())
         {
+            return Ok(None);
+        }
+        if let Some(why) = harm::datafusion_keeps(&self.engine, lower, &group_by) {
+            let keys: Vec<&str> = group_by.keys.iter().map(|(_, n)| n.as_str()).collect();
+            self.engine
+                .kept
+                .push(format!("gby=[{}]: {why}", keys.join(", ")));
             return Ok(None);
         }
         let node: Arc<dyn ExecutionPlan> = Arc::new(GroupByExec::new(

@@ -12,6 +12,7 @@ use grouper_core::planner::Overrides;
 use grouper_gpu::{Gpu, GpuOptions};
 
 use crate::config::{Backend, Engine, Split};
+use crate::harm::KeptLog;
 use crate::profile_store;
 use crate::rule::GrouperRule;
 
@@ -41,6 +42,10 @@ pub struct GrouperConfig {
     /// one: on a 16-vCPU host, identical plans in sessions with pools of their own ran
     /// 20–37% apart at best of 20 runs, each pool keeping the thread placement it started with.
     pub pool: Option<Arc<rayon::ThreadPool>>,
+    /// `auto` replaces every aggregation grouper handles, never leaving one to DataFusion's
+    /// own where grouper's CPU would not beat it (see [`crate::harm`]): grouper's routes alone,
+    /// for comparing them.
+    pub grouper_only: bool,
 }
 
 /// DataFusion batch size of GPU and hybrid sessions.
@@ -83,7 +88,10 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
         .or(config.threads)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let mut session = SessionConfig::new().with_target_partitions(threads);
+    let kept = Arc::new(KeptLog::default());
+    let mut session = SessionConfig::new()
+        .with_target_partitions(threads)
+        .with_extension(Arc::clone(&kept));
     if matches!(config.backend, Backend::Gpu | Backend::Hybrid) {
         // DataFusion's 8192-row batches are far too small for the GPU path: an in-memory table
         // is re-sliced into them on every scan (600M rows: 73k batches, ~0.4 s of per-batch
@@ -130,6 +138,8 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
                 gpu,
                 hybrid_split: config.hybrid_split,
                 pool,
+                grouper_only: config.grouper_only,
+                kept,
             }))));
     }
     Ok(SessionContext::new_with_state(builder.build()).enable_url_table())

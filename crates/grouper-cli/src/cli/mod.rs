@@ -71,6 +71,10 @@ pub struct EngineArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// `auto`: replace every aggregation grouper handles, never leaving one to DataFusion's
+    /// own where grouper's CPU would not beat it (by default `--explain` lists those it left).
+    #[arg(long)]
+    pub grouper_only: bool,
     /// GPU: upload the input once and time the query on device memory.
     #[arg(long)]
     pub resident: bool,
@@ -244,6 +248,7 @@ impl EngineArgs {
             no_profile: self.no_profile,
             hybrid_split: self.hybrid_cpu_share.unwrap_or_default(),
             pool: None,
+            grouper_only: self.grouper_only,
         }
     }
 }

@@ -111,12 +111,16 @@ fn uses_grouper(plan: &Arc<dyn ExecutionPlan>) -> bool {
     plan.downcast_ref::<GroupByExec>().is_some() || plan.children().into_iter().any(uses_grouper)
 }
 
-fn print_explain(plan: &Arc<dyn ExecutionPlan>) {
+/// Prints the plan with its metrics, and the aggregations `auto` left to DataFusion (`kept`).
+fn print_explain(plan: &Arc<dyn ExecutionPlan>, kept: &[String]) {
     println!(
         "{}",
         datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(plan.as_ref())
             .indent(true)
     );
+    for kept in kept {
+        println!("grouper left an aggregation to DataFusion's AggregateExec (auto; --grouper-only takes it): {kept}");
+    }
     if !uses_grouper(plan) {
         println!("grouper: no GroupByExec in this plan (no aggregation, an unsupported aggregate or type, or --backend datafusion); DataFusion's operators ran.");
     }
@@ -127,7 +131,7 @@ pub async fn query(args: QueryArgs) -> Result<()> {
     register_tables(&ctx, &args.tables).await?;
     let (plan, batches, timing) = run_sql(&ctx, &args.sql).await?;
     if args.explain {
-        print_explain(&plan);
+        print_explain(&plan, &grouper::harm::take_kept(&ctx));
     }
     let t = Instant::now();
     if !args.explain || args.output.is_some() {
@@ -165,13 +169,19 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     );
     ctx.register_table("lineitem", table)?;
     let (plan, batches, timing) = run_sql(&ctx, crate::tpch::Q1).await?;
+    let kept = grouper::harm::take_kept(&ctx);
     if args.explain {
-        print_explain(&plan);
+        print_explain(&plan, &kept);
     }
     output::write(&batches, output::Format::Table, None)?;
     let engine = match config.backend {
         grouper::Backend::DataFusion => "DataFusion's aggregation".to_string(),
-        b => format!("grouper ({b} backend: {})", where_it_ran(&plan)),
+        b => match kept.first() {
+            Some(why) if !uses_grouper(&plan) => format!(
+                "DataFusion's aggregation ({b} backend left it there: {why}; --grouper-only or --backend cpu runs grouper's)"
+            ),
+            _ => format!("grouper ({b} backend: {})", where_it_ran(&plan)),
+        },
     };
     println!(
         "TPC-H Q1 at SF {} with {engine}: {:.1} ms (planning {:.1} ms; aggregation CPU time {:.1} ms over all workers)",

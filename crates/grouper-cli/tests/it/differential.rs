@@ -169,6 +169,14 @@ fn cfg(backend: Backend, strategy: Option<Strategy>) -> GrouperConfig {
     }
 }
 
+/// `backend` where `auto` never leaves an aggregation to DataFusion (see `harm`).
+pub(crate) fn grouper_only(backend: Backend) -> GrouperConfig {
+    GrouperConfig {
+        grouper_only: true,
+        ..cfg(backend, None)
+    }
+}
+
 async fn run(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<(RecordBatch, String)> {
     let df = ctx.sql(sql).await?;
     let plan = df.create_physical_plan().await?;
@@ -368,7 +376,7 @@ fn gpu_backend_fails_clearly_without_a_gpu() {
     // auto runs on the CPU and says why
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let ctx = context(&cfg(Backend::Auto, None), &table(2_000, 10, 7));
+        let ctx = context(&grouper_only(Backend::Auto), &table(2_000, 10, 7));
         let plan = ctx
             .sql("SELECT k_i32, sum(v_i64) FROM t GROUP BY k_i32")
             .await
@@ -534,7 +542,7 @@ async fn fused_matches_cpu(ctx: &SessionContext, sql: &str) -> bool {
 fn fused_translation_matches_the_cpu_path() {
     rt().block_on(async {
         let batch = table(20_000, 50, 11);
-        let ctx = context(&cfg(Backend::Auto, None), &batch);
+        let ctx = context(&grouper_only(Backend::Auto), &batch);
         for sql in [
             "SELECT k_i32, sum(v_i64), count(*) FROM t WHERE v_i32 > 10 GROUP BY k_i32",
             "SELECT k_str, avg(v_f64), min(v_dec), max(v_f64) FROM t WHERE v_f64 < 20.5 OR v_i64 IS NULL GROUP BY k_str",
@@ -547,7 +555,7 @@ fn fused_translation_matches_the_cpu_path() {
             assert!(fused_matches_cpu(&ctx, sql).await, "{sql}: expected the rule to fuse it");
         }
         // TPC-H Q1: filter on a date, decimal arithmetic capped at DECIMAL(38), string keys.
-        let ctx = grouper::session_context(&cfg(Backend::Auto, None)).unwrap();
+        let ctx = grouper::session_context(&grouper_only(Backend::Auto)).unwrap();
         ctx.register_table("lineitem", grouper_cli::tpch::lineitem_table(0.01, 2, &|_| {}).unwrap())
             .unwrap();
         assert!(fused_matches_cpu(&ctx, grouper_cli::tpch::Q1).await, "Q1 must fuse");

@@ -1,8 +1,10 @@
 //! grouper-cli's integration tests, one binary (DataFusion is linked once):
 //! - `differential`: grouper inside DataFusion against DataFusion's own aggregation;
 //! - `difftest`: against DuckDB, with the saved regression cases in `regressions/`;
-//! - `faults`: every failure a user can cause, through the `grouper` binary.
+//! - `faults`: every failure a user can cause, through the `grouper` binary;
+//! - `harm`: what `auto` leaves to DataFusion's own aggregation.
 
 mod differential;
 mod difftest;
 mod faults;
+mod harm;

@@ -45,6 +45,16 @@ pub struct Hints {
     pub distinct: Option<u64>,
 }
 
+/// Key ranges the input's statistics give before a row is read (one entry per key, in key
+/// order; `None` where unknown, and for strings and booleans, which need none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyBounds {
+    /// Smallest and largest ordinal of each key.
+    pub ranges: Vec<Option<(i128, i128)>>,
+    /// Whether each key may be NULL.
+    pub may_null: Vec<bool>,
+}
+
 /// Where an estimate's group count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {

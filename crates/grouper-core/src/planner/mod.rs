@@ -28,7 +28,7 @@ use crate::table::check_fill_factor;
 mod estimate;
 
 pub use estimate::{
-    estimate, key_bits, Estimate, Hints, Source, SAMPLE_ROWS, SKETCH_ROWS, SKEW_FACTOR,
+    estimate, key_bits, Estimate, Hints, KeyBounds, Source, SAMPLE_ROWS, SKETCH_ROWS, SKEW_FACTOR,
 };
 
 /// Largest key domain for which `auto` picks direct indexing, whatever the memory. Measured

@@ -10,16 +10,16 @@ use arrow::array::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::metrics::BaselineMetrics;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use futures::StreamExt;
-use grouper_core::planner::Hints;
+use grouper_core::planner::{Hints, KeyBounds};
 use grouper_core::InputBatch;
 
 use super::{external, over_budget};
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
+use crate::stats::input_stats;
 
 /// Streams every partition of `input` through CPU workers and merges them.
 pub(crate) async fn run_cpu(
@@ -36,28 +36,26 @@ pub(crate) async fn run_cpu(
 }
 
 /// What `input`'s statistics (DataFusion's, from Parquet footers or in-memory tables) say of
-/// the rows and of the distinct keys: the product of the key columns' distinct counts, when
-/// every key is a plain column that has one.
-fn statistics_hints(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> Hints {
-    let Ok(stats) = datafusion::physical_plan::StatisticsContext::new().compute(
-        input.as_ref(),
-        &datafusion::physical_plan::StatisticsArgs::new(),
-    ) else {
-        return Hints::default();
+/// the rows, the distinct keys (the product of the key columns' distinct counts) and the keys'
+/// ranges.
+fn statistics_hints(
+    input: &Arc<dyn ExecutionPlan>,
+    plan: &GroupByPlan,
+) -> (Hints, Option<KeyBounds>) {
+    let Some(stats) = input_stats(input, plan) else {
+        return (Hints::default(), None);
     };
-    let distinct = plan.keys.iter().try_fold(1u64, |acc, (e, _)| {
-        let col = e.downcast_ref::<Column>()?;
-        let d = *stats
-            .column_statistics
-            .get(col.index())?
-            .distinct_count
-            .get_value()?;
-        Some(acc.saturating_mul(d as u64))
-    });
-    Hints {
-        rows: stats.num_rows.get_value().map(|&r| r as u64),
-        distinct: distinct.filter(|_| !plan.keys.is_empty()),
-    }
+    let bounds = KeyBounds {
+        ranges: stats.keys.iter().map(|k| k.range).collect(),
+        may_null: stats.keys.iter().map(|k| k.may_null).collect(),
+    };
+    (
+        Hints {
+            rows: stats.rows,
+            distinct: stats.distinct,
+        },
+        Some(bounds),
+    )
 }
 
 /// Streams every partition of `input` through CPU workers; `finish` merges them.
@@ -71,10 +69,12 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         + Send
         + 'static,
 ) -> Result<T> {
-    let agg = grouper_core::Aggregation::informed(
+    let (hints, bounds) = statistics_hints(&input, plan);
+    let agg = grouper_core::Aggregation::bounded(
         plan.spec.clone(),
         engine.overrides,
-        statistics_hints(&input, plan),
+        hints,
+        bounds,
         engine.cpu_profile.clone(),
     )
     .map_err(external)?;

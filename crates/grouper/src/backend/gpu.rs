@@ -441,6 +441,7 @@ mod tests {
         // Not the CPU backend: the rule fuses only where a GPU may run (planned, not run).
         let ctx = crate::session_context(&GrouperConfig {
             backend: Backend::Auto,
+            grouper_only: true,
             ..Default::default()
         })
         .unwrap();

@@ -85,50 +85,18 @@ impl Route {
                     Ok((query, fused)) => Route::Gpu { query, fused },
                     Err(e) => Route::Cpu(Some(format!("{e}; ran on the CPU"))),
                 },
-                Backend::Auto => match gpu::gpu_query(plan, &engine.gpu) {
-                    _ if grouper_gpu::installed_driver().is_none() => Route::Cpu(Some(
-                        grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into())
-                            .to_string(),
-                    )),
-                    Ok((query, fused)) => {
-                        let rows = match (&plan.fused, fused) {
-                            (Some(f), true) => in_memory_rows(&f.source),
-                            _ => None,
-                        };
-                        let pages = match (&plan.fused, fused) {
-                            (Some(f), true) if engine.gpu.pages && !engine.gpu.resident => {
-                                pages::page_source(&f.source)
-                                    .and_then(|_| gpu::stream_bounds(&f.source, &query))
-                                    .and_then(|(_, rows)| rows)
-                            }
-                            _ => None,
-                        };
-                        if let Some(p) = pages.filter(|&p| p >= pages::PAGES_MIN_ROWS) {
-                            return Ok(match crate::device_facts::open() {
-                                Ok(_) => Route::Gpu { query, fused },
-                                Err(e) => Route::Cpu(Some(format!(
-                                    "{e}; ran on the CPU (a Parquet scan of {p} rows would have gone to the GPU as pages)"
-                                ))),
-                            });
-                        }
-                        match rows {
-                            Some(r) if r >= HYBRID_MIN_ROWS => match crate::device_facts::open() {
-                                Ok(_) => Route::Hybrid { query },
-                                Err(e) => Route::Cpu(Some(e.to_string())),
-                            },
-                            _ => Route::Cpu(Some(format!(
-                                "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
-                                crate::device_facts::known().map(|i| format!(" ({})", i.name)).unwrap_or_default(),
-                                pages::PAGES_MIN_ROWS,
-                                match (rows, pages) {
-                                    (Some(r), _) => format!("an in-memory table of {r} rows"),
-                                    (None, Some(p)) => format!("Parquet pages of {p} rows"),
-                                    (None, None) => "neither".to_string(),
-                                }
-                            ))),
-                        }
-                    }
-                    Err(e) => Route::Cpu(Some(e.to_string())),
+                Backend::Auto => match auto_gpu(engine, plan) {
+                    AutoGpu::Pages { query, fused, rows } => match crate::device_facts::open() {
+                        Ok(_) => Route::Gpu { query, fused },
+                        Err(e) => Route::Cpu(Some(format!(
+                            "{e}; ran on the CPU (a Parquet scan of {rows} rows would have gone to the GPU as pages)"
+                        ))),
+                    },
+                    AutoGpu::Hybrid { query } => match crate::device_facts::open() {
+                        Ok(_) => Route::Hybrid { query },
+                        Err(e) => Route::Cpu(Some(e.to_string())),
+                    },
+                    AutoGpu::No(why) => Route::Cpu(Some(why)),
                 },
                 Backend::Cpu | Backend::DataFusion => Route::Cpu(None),
             })
@@ -145,6 +113,64 @@ impl Route {
                 Backend::Cpu | Backend::DataFusion => Ok(Route::Cpu(None)),
             }
         }
+    }
+}
+
+/// What `auto` does with the GPU for a plan, decided from facts that cost microseconds (the
+/// driver's presence, the fused form, row counts from statistics): nothing here starts the GPU.
+#[cfg(feature = "gpu")]
+pub(crate) enum AutoGpu {
+    /// The GPU alone, reading a Parquet scan of `rows` rows as pages.
+    Pages {
+        query: GpuQuery,
+        fused: bool,
+        rows: u64,
+    },
+    /// Co-processing over an in-memory table.
+    Hybrid { query: GpuQuery },
+    /// The CPU, for this reason.
+    No(String),
+}
+
+/// `auto`'s GPU decision for `plan` (see [`Route::choose`]).
+#[cfg(feature = "gpu")]
+pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
+    if grouper_gpu::installed_driver().is_none() {
+        return AutoGpu::No(
+            grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into()).to_string(),
+        );
+    }
+    let (query, fused) = match gpu::gpu_query(plan, &engine.gpu) {
+        Ok(q) => q,
+        Err(e) => return AutoGpu::No(e.to_string()),
+    };
+    let rows = match (&plan.fused, fused) {
+        (Some(f), true) => in_memory_rows(&f.source),
+        _ => None,
+    };
+    let pages = match (&plan.fused, fused) {
+        (Some(f), true) if engine.gpu.pages && !engine.gpu.resident => {
+            pages::page_source(&f.source)
+                .and_then(|_| gpu::stream_bounds(&f.source, &query))
+                .and_then(|(_, rows)| rows)
+        }
+        _ => None,
+    };
+    if let Some(rows) = pages.filter(|&p| p >= pages::PAGES_MIN_ROWS) {
+        return AutoGpu::Pages { query, fused, rows };
+    }
+    match rows {
+        Some(r) if r >= HYBRID_MIN_ROWS => AutoGpu::Hybrid { query },
+        _ => AutoGpu::No(format!(
+            "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
+            crate::device_facts::known().map(|i| format!(" ({})", i.name)).unwrap_or_default(),
+            pages::PAGES_MIN_ROWS,
+            match (rows, pages) {
+                (Some(r), _) => format!("an in-memory table of {r} rows"),
+                (None, Some(p)) => format!("Parquet pages of {p} rows"),
+                (None, None) => "neither".to_string(),
+            }
+        )),
     }
 }
 

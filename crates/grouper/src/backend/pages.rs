@@ -154,6 +154,7 @@ mod tests {
         for pushdown in [false, true] {
             let ctx = crate::session_context(&GrouperConfig {
                 backend: Backend::Auto,
+                grouper_only: true,
                 ..Default::default()
             })
             .unwrap();

@@ -1,0 +1,167 @@
+//! Do no harm: under `auto`, an aggregation grouper's CPU would not win stays DataFusion's
+//! `AggregateExec` (and `take_kept` says why); one it wins becomes a `GroupByExec`; the answers
+//! are DataFusion's either way; `--grouper-only` and `--backend cpu` always take grouper's.
+
+use std::sync::Arc;
+
+use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::physical_plan::{collect, displayable};
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use grouper::{Backend, GrouperConfig};
+
+/// A Parquet file of `rows` rows: `small` (0..100, sorted: the first batch sees a sliver of
+/// it), `wide` (ids spread over 2^40), `s` (strings), `v`.
+fn parquet(rows: usize, name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("grouper-harm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("small", DataType::Int32, false),
+        Field::new("wide", DataType::Int64, false),
+        Field::new("s", DataType::Utf8, false),
+        Field::new("v", DataType::Int64, true),
+    ]));
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        Arc::clone(&schema),
+        None,
+    )
+    .unwrap();
+    let step = 1 << 16;
+    for start in (0..rows).step_by(step) {
+        let n = step.min(rows - start);
+        let i = || (start..start + n).map(|r| r as i64);
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int32Array::from_iter_values(
+                    i().map(|r| (r * 100 / rows as i64) as i32),
+                )),
+                Arc::new(Int64Array::from_iter_values(i().map(|r| {
+                    r.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as i64) & ((1 << 40) - 1)
+                }))),
+                Arc::new(StringArray::from_iter_values(
+                    i().map(|r| format!("s{}", r % 37)),
+                )),
+                Arc::new(Int64Array::from_iter(
+                    i().map(|r| (r % 11 != 0).then_some(r % 1000)),
+                )),
+            ],
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+    }
+    w.close().unwrap();
+    path
+}
+
+fn config(backend: Backend, grouper_only: bool) -> GrouperConfig {
+    GrouperConfig {
+        backend,
+        threads: Some(2),
+        grouper_only,
+        ..Default::default()
+    }
+}
+
+/// Runs `sql` over `path` as table `t`: the sorted rows, the plan, what `auto` left to
+/// DataFusion.
+async fn run(
+    config: &GrouperConfig,
+    path: &std::path::Path,
+    sql: &str,
+) -> (Vec<String>, String, Vec<String>) {
+    let ctx: SessionContext = grouper::session_context(config).unwrap();
+    ctx.register_parquet("t", path.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+    let mut rows: Vec<String> = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    rows.sort();
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    (rows, text, grouper::harm::take_kept(&ctx))
+}
+
+#[test]
+fn auto_leaves_datafusion_what_grouper_would_not_win() {
+    let big = parquet((1 << 20) + 4096, "big.parquet");
+    let small = parquet(5000, "small.parquet");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        // (query, file, grouper takes it under auto, why DataFusion keeps it otherwise)
+        let cases: [(&str, &std::path::Path, Option<&str>); 6] = [
+            (
+                "SELECT small, sum(v), count(*) FROM t GROUP BY small",
+                &big,
+                None,
+            ),
+            (
+                "SELECT s, sum(v) FROM t GROUP BY s",
+                &big,
+                Some("key `s` is"),
+            ),
+            (
+                "SELECT wide, count(v) FROM t GROUP BY wide",
+                &big,
+                Some("wider than a direct-index table"),
+            ),
+            (
+                "SELECT small + 1 AS k, sum(v) FROM t GROUP BY small + 1",
+                &big,
+                Some("is an expression"),
+            ),
+            ("SELECT sum(v), min(v) FROM t", &big, Some("no keys")),
+            (
+                "SELECT small, sum(v) FROM t GROUP BY small",
+                &small,
+                Some("input rows, too few"),
+            ),
+        ];
+        for (sql, path, kept) in cases {
+            let (want, _, _) = run(&config(Backend::DataFusion, false), path, sql).await;
+            let (got, plan, why) = run(&config(Backend::Auto, false), path, sql).await;
+            assert_eq!(got, want, "{sql}: auto's answer differs from DataFusion's");
+            match kept {
+                None => {
+                    assert!(
+                        plan.contains("GroupByExec"),
+                        "{sql}: grouper must take it\n{plan}"
+                    );
+                    assert!(why.is_empty(), "{sql}: {why:?}");
+                }
+                Some(reason) => {
+                    assert!(
+                        !plan.contains("GroupByExec"),
+                        "{sql}: DataFusion must keep it\n{plan}"
+                    );
+                    assert!(
+                        why.len() == 1 && why[0].contains(reason),
+                        "{sql}: expected one entry saying '{reason}', got {why:?}"
+                    );
+                }
+            }
+            for backend in [Backend::Cpu, Backend::Auto] {
+                let (got, plan, why) = run(&config(backend, true), path, sql).await;
+                assert_eq!(got, want, "{sql} ({backend}, grouper only)");
+                assert!(
+                    plan.contains("GroupByExec") && why.is_empty(),
+                    "{sql} ({backend}, grouper only)\n{plan}"
+                );
+            }
+        }
+    });
+}

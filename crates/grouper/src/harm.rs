@@ -1,0 +1,156 @@
+//! Do no harm: where `auto` leaves an aggregation to DataFusion's own `AggregateExec`.
+//!
+//! grouper is a drop-in operator: installing it must never make a DataFusion user's query
+//! slower. DataFusion's hash aggregation is therefore one of the planner's choices, taken at
+//! plan time from facts that cost microseconds (key types, the scan's statistics, the GPU
+//! decision of [`crate::backend::auto_gpu`]), and `--explain` says why ([`take_kept`]).
+//!
+//! Where grouper keeps an aggregation under `auto`:
+//! - the GPU would run it (pages of a large Parquet scan, co-processing of a large table);
+//! - every key a plain column of an ordinal type (integers, dates, decimals, booleans) whose
+//!   domain, bounded by the statistics before any row is read, fits a direct-index table
+//!   ([`ALWAYS_PERFECT_DOMAIN`]): grouper's perfect strategy, 1.4–6.4× DataFusion in memory.
+//!
+//! Everything else stays DataFusion's. Measured (fresh process per query, files in the page
+//! cache, `bench/results/files-*.json`): string keys (TPC-H Q10, Q16), a domain only the first
+//! batch suggested (Q18's `l_orderkey`, sorted: 2,191 groups planned, 1.5M arrived), wide
+//! pairs of ids (Q20) and keys after joins without statistics (Q2, Q11) ran 0.27–0.84× of
+//! DataFusion alone under grouper's CPU strategies; the same queries are now DataFusion's.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use arrow::datatypes::DataType;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+use grouper_core::planner::ALWAYS_PERFECT_DOMAIN;
+
+use crate::config::{Backend, Engine};
+use crate::group_by::GroupByPlan;
+use crate::stats::input_stats;
+
+/// Why `auto` left an aggregation to DataFusion, or `None` when grouper takes it.
+pub(crate) fn datafusion_keeps(
+    engine: &Engine,
+    lower: &AggregateExec,
+    plan: &GroupByPlan,
+) -> Option<String> {
+    if engine.backend != Backend::Auto || engine.grouper_only || forced(engine) {
+        return None;
+    }
+    #[cfg(feature = "gpu")]
+    if !matches!(
+        crate::backend::auto_gpu(engine, plan),
+        crate::backend::AutoGpu::No(_)
+    ) {
+        return None;
+    }
+    cpu_loses(lower.input(), plan)
+}
+
+/// A strategy or table parameter the user fixed is grouper's to run.
+fn forced(engine: &Engine) -> bool {
+    #[cfg(feature = "gpu")]
+    if engine.gpu.strategy.is_some() {
+        return true;
+    }
+    let o = &engine.overrides;
+    o.strategy.is_some() || o.hash.is_some() || o.fill_factor.is_some()
+}
+
+/// Input rows (from statistics) below which DataFusion keeps a grouped aggregation on the
+/// CPU. TPC-H SF 1, 2 threads: Q2 (159k rows into 117k groups) and Q11 (32k rows) took 17
+/// and 10 ms longer under grouper's perfect strategy than under DataFusion (tables sized to
+/// the key domain, the workers' merge, one output partition).
+pub const MIN_ROWS: u64 = 1 << 20;
+
+/// Why grouper's CPU strategies would not beat DataFusion's hash aggregation over `input`, or
+/// `None` where a direct-index table provably fits the keys.
+fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> Option<String> {
+    if plan.keys.is_empty() {
+        return Some(
+            "no keys: DataFusion's per-partition partial aggregates are as fast as grouper's CPU"
+                .into(),
+        );
+    }
+    let stats = input_stats(input, plan).unwrap_or_default();
+    let mut domain: u128 = 1;
+    for (i, ((_, name), t)) in plan.keys.iter().zip(&plan.spec.key_types).enumerate() {
+        let key = stats.keys.get(i).cloned().unwrap_or_default();
+        if !key.column {
+            return Some(format!(
+                "key `{name}` is an expression, whose range no statistics bound"
+            ));
+        }
+        if !ordinal(t) {
+            return Some(format!(
+                "key `{name}` is {t}: DataFusion hashes such keys as fast as grouper's CPU"
+            ));
+        }
+        let Some((lo, hi)) = key.range else {
+            return Some(format!(
+                "no statistics bound key `{name}` (a first batch's range says little of the rest)"
+            ));
+        };
+        let width = (hi - lo) as u128 + 1 + u128::from(key.may_null);
+        domain = domain.saturating_mul(width);
+        if domain > u128::from(ALWAYS_PERFECT_DOMAIN) {
+            return Some(format!(
+                "the keys' domain from statistics ({domain}{}) is wider than a direct-index table ({ALWAYS_PERFECT_DOMAIN}): DataFusion's hash table is as fast as grouper's CPU there",
+                if i + 1 < plan.keys.len() { " and more" } else { "" }
+            ));
+        }
+    }
+    if let Some(rows) = stats.rows.filter(|&r| r < MIN_ROWS) {
+        return Some(format!(
+            "about {rows} input rows, too few for grouper's set-up (tables, workers, merge) to pay back"
+        ));
+    }
+    None
+}
+
+/// Whether keys of type `t` code as integers from their range (no dictionary, no float bits).
+fn ordinal(t: &DataType) -> bool {
+    t == &DataType::Boolean
+        || (grouper_core::keys::supports(t)
+            && !t.is_floating()
+            && !grouper_core::keys::coded_without_bounds(t))
+}
+
+/// Aggregations `auto` left to DataFusion, and why, most recent last; a session keeps the
+/// last [`KEPT_MAX`] (the rule runs once per planned query).
+#[derive(Debug, Default)]
+pub struct KeptLog(Mutex<VecDeque<String>>);
+
+/// Entries a [`KeptLog`] holds.
+pub const KEPT_MAX: usize = 64;
+
+impl KeptLog {
+    pub(crate) fn push(&self, entry: String) {
+        if let Ok(mut log) = self.0.lock() {
+            if log.len() == KEPT_MAX {
+                log.pop_front();
+            }
+            log.push_back(entry);
+        }
+    }
+
+    fn take(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|mut log| log.drain(..).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The aggregations `auto` left to DataFusion in `ctx` since the last call, each as
+/// `gby=[keys]: why` (for `--explain`).
+pub fn take_kept(ctx: &SessionContext) -> Vec<String> {
+    ctx.state()
+        .config()
+        .get_extension::<KeptLog>()
+        .map(|l| l.take())
+        .unwrap_or_default()
+}
