@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use grouper_core::planner::Overrides;
 use grouper_core::profile::Profile;
@@ -109,10 +109,51 @@ pub struct Engine {
     pub gpu: GpuOptions,
     /// How co-processing divides the chunks.
     pub hybrid_split: Split,
-    /// The CPU worker pool.
-    pub pool: Arc<rayon::ThreadPool>,
+    /// The CPU worker pool, started on first use.
+    pub pool: LazyPool,
     /// `auto` never leaves an aggregation to DataFusion's own (see [`crate::harm`]).
     pub grouper_only: bool,
     /// The aggregations `auto` left to DataFusion, and why (for `--explain`).
     pub kept: Arc<crate::harm::KeptLog>,
+}
+
+/// grouper's CPU worker pool, started the first time a `GroupByExec` needs it: a session whose
+/// aggregations all stay DataFusion's ([`crate::harm`]) starts no threads of grouper's.
+#[derive(Debug)]
+pub struct LazyPool {
+    threads: usize,
+    pool: OnceLock<Arc<rayon::ThreadPool>>,
+}
+
+impl LazyPool {
+    /// A pool of `threads` threads, not started yet.
+    pub fn new(threads: usize) -> Self {
+        Self {
+            threads,
+            pool: OnceLock::new(),
+        }
+    }
+
+    /// A pool already running (shared between sessions).
+    pub fn started(pool: Arc<rayon::ThreadPool>) -> Self {
+        Self {
+            threads: pool.current_num_threads(),
+            pool: OnceLock::from(pool),
+        }
+    }
+
+    /// Threads of the pool.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The pool, started now if it was not.
+    pub fn get(&self) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
+        if let Some(p) = self.pool.get() {
+            return Ok(Arc::clone(p));
+        }
+        let p = crate::session::worker_pool(self.threads)?;
+        // Two first users at once: one pool is kept, the other dropped.
+        Ok(Arc::clone(self.pool.get_or_init(|| p)))
+    }
 }

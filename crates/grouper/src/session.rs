@@ -11,7 +11,7 @@ use grouper_core::planner::Overrides;
 #[cfg(feature = "gpu")]
 use grouper_gpu::{Gpu, GpuOptions};
 
-use crate::config::{Backend, Engine, Split};
+use crate::config::{Backend, Engine, LazyPool, Split};
 use crate::harm::KeptLog;
 use crate::profile_store;
 use crate::rule::GrouperRule;
@@ -109,8 +109,8 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
     }
     if config.backend != Backend::DataFusion {
         let pool = match &config.pool {
-            Some(p) => Arc::clone(p),
-            None => worker_pool(threads).map_err(|e| DataFusionError::External(Box::new(e)))?,
+            Some(p) => LazyPool::started(Arc::clone(p)),
+            None => LazyPool::new(threads),
         };
         #[cfg(feature = "gpu")]
         let mut gpu = config.gpu.clone();

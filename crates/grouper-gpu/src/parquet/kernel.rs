@@ -366,6 +366,16 @@ pub struct Decoder {
 }
 
 impl Decoder {
+    /// Starts compiling (or fetching) the decode kernel for `gpu` on a thread of its own, so
+    /// that NVRTC works on it while the aggregation kernel compiles; [`Decoder::new`] then
+    /// finds it in the memory cache (or waits for it).
+    pub fn warm(gpu: &Arc<Gpu>) {
+        let gpu = Arc::clone(gpu);
+        std::thread::spawn(move || {
+            let _ = compile(&gpu, SOURCE);
+        });
+    }
+
     /// Compiles (or fetches) the decode kernel for `gpu`.
     pub fn new(gpu: &Gpu) -> Result<Self> {
         let compiled = compile(gpu, SOURCE)?;

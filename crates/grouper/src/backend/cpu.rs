@@ -107,7 +107,7 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         reservations.push(r);
     }
     let timer = baseline.elapsed_compute().timer();
-    let pool = Arc::clone(&engine.pool);
+    let pool = engine.pool.get().map_err(external)?;
     let out = tokio::task::spawn_blocking(move || pool.install(|| finish(&agg, workers)))
         .await
         .map_err(external)?

@@ -382,7 +382,7 @@ pub(crate) async fn run(
         Arc::clone(&batches),
         Arc::new(pieces),
         Arc::clone(&queue),
-        engine.pool.current_num_threads(),
+        engine.pool.threads(),
     ));
     let replaced = Arc::clone(input).transform_down(|node| {
         Ok(if Arc::ptr_eq(&node, &source) {
