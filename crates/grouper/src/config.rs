@@ -2,9 +2,10 @@
 //! divides its chunks ([`Split`]), and the [`Engine`] every node of a session shares (backend,
 //! CPU overrides and profile, GPU options, worker pool).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use grouper_core::planner::Overrides;
 use grouper_core::profile::Profile;
@@ -114,7 +115,7 @@ pub struct Engine {
     /// `auto` never leaves an aggregation to DataFusion's own (see [`crate::harm`]).
     pub grouper_only: bool,
     /// The aggregations `auto` left to DataFusion, and why (for `--explain`).
-    pub kept: Arc<crate::harm::KeptLog>,
+    pub kept: Arc<KeptLog>,
 }
 
 /// grouper's CPU worker pool, started the first time a `GroupByExec` needs it: a session whose
@@ -152,8 +153,46 @@ impl LazyPool {
         if let Some(p) = self.pool.get() {
             return Ok(Arc::clone(p));
         }
-        let p = crate::session::worker_pool(self.threads)?;
+        let p = worker_pool(self.threads)?;
         // Two first users at once: one pool is kept, the other dropped.
         Ok(Arc::clone(self.pool.get_or_init(|| p)))
+    }
+}
+
+/// A worker pool of `threads` threads for grouper's CPU aggregation (one per session unless
+/// [`crate::GrouperConfig::pool`] shares one).
+pub fn worker_pool(
+    threads: usize,
+) -> std::result::Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("grouper-{i}"))
+        .build()
+        .map(Arc::new)
+}
+
+/// Aggregations `auto` left to DataFusion, and why, most recent last; a session keeps the
+/// last [`KEPT_MAX`] (the rule runs once per planned query).
+#[derive(Debug, Default)]
+pub struct KeptLog(Mutex<VecDeque<String>>);
+
+/// Entries a [`KeptLog`] holds.
+pub const KEPT_MAX: usize = 64;
+
+impl KeptLog {
+    pub(crate) fn push(&self, entry: String) {
+        if let Ok(mut log) = self.0.lock() {
+            if log.len() == KEPT_MAX {
+                log.pop_front();
+            }
+            log.push_back(entry);
+        }
+    }
+
+    pub(crate) fn take(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|mut log| log.drain(..).collect())
+            .unwrap_or_default()
     }
 }

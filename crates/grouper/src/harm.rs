@@ -18,8 +18,7 @@
 //! DataFusion alone under grouper's CPU strategies; the same queries are now DataFusion's.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use datafusion::physical_plan::aggregates::AggregateExec;
@@ -27,7 +26,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use grouper_core::planner::ALWAYS_PERFECT_DOMAIN;
 
-use crate::config::{Backend, Engine};
+use crate::config::{Backend, Engine, KeptLog};
 use crate::group_by::GroupByPlan;
 use crate::stats::input_stats;
 
@@ -117,32 +116,6 @@ fn ordinal(t: &DataType) -> bool {
         || (grouper_core::keys::supports(t)
             && !t.is_floating()
             && !grouper_core::keys::coded_without_bounds(t))
-}
-
-/// Aggregations `auto` left to DataFusion, and why, most recent last; a session keeps the
-/// last [`KEPT_MAX`] (the rule runs once per planned query).
-#[derive(Debug, Default)]
-pub struct KeptLog(Mutex<VecDeque<String>>);
-
-/// Entries a [`KeptLog`] holds.
-pub const KEPT_MAX: usize = 64;
-
-impl KeptLog {
-    pub(crate) fn push(&self, entry: String) {
-        if let Ok(mut log) = self.0.lock() {
-            if log.len() == KEPT_MAX {
-                log.pop_front();
-            }
-            log.push_back(entry);
-        }
-    }
-
-    fn take(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .map(|mut log| log.drain(..).collect())
-            .unwrap_or_default()
-    }
 }
 
 /// The aggregations `auto` left to DataFusion in `ctx` since the last call, each as

@@ -11,8 +11,8 @@ use grouper_core::planner::Overrides;
 #[cfg(feature = "gpu")]
 use grouper_gpu::{Gpu, GpuOptions};
 
-use crate::config::{Backend, Engine, LazyPool, Split};
-use crate::harm::KeptLog;
+pub use crate::config::worker_pool;
+use crate::config::{Backend, Engine, KeptLog, LazyPool, Split};
 use crate::profile_store;
 use crate::rule::GrouperRule;
 
@@ -54,18 +54,6 @@ pub const GPU_BATCH_SIZE: usize = 1 << 16;
 /// A `SessionContext` with grouper's defaults: the one-line adoption for DataFusion users.
 pub fn grouper_context() -> SessionContext {
     session_context(&GrouperConfig::default()).unwrap_or_else(|_| SessionContext::new())
-}
-
-/// A worker pool of `threads` threads for grouper's CPU aggregation (one per session unless
-/// [`GrouperConfig::pool`] shares one).
-pub fn worker_pool(
-    threads: usize,
-) -> std::result::Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("grouper-{i}"))
-        .build()
-        .map(Arc::new)
 }
 
 /// A `SessionContext` configured by `config`; fails for backends this build cannot run.
