@@ -45,27 +45,37 @@ impl Dictionary {
     }
 
     /// Codes of `values` (`None` rows stay `None`), appending unseen values while the
-    /// dictionary stays within `capacity` codes. Returns `None` when it would overflow
-    /// `capacity` (nothing is appended then).
+    /// dictionary stays within `capacity` codes. Returns `None` when a code would be at or past
+    /// `capacity`: a value it would append, or one another worker already appended under a
+    /// wider codec (the dictionary is shared by every version of a query's codec, so a worker
+    /// still on an older, narrower one must widen or catch up, never use such a code).
     pub fn encode<'a>(
         &self,
         values: impl Iterator<Item = Option<&'a [u8]>> + Clone,
         capacity: u64,
     ) -> Option<Vec<Option<u32>>> {
         let mut missing = false;
+        let mut past = false;
         let codes: Vec<Option<u32>> = self.read(|inner| {
             values
                 .clone()
                 .map(|v| {
-                    v.map(|v| {
-                        self.find(inner, v).unwrap_or_else(|| {
+                    v.map(|v| match self.find(inner, v) {
+                        Some(c) => {
+                            past |= u64::from(c) >= capacity;
+                            c
+                        }
+                        None => {
                             missing = true;
                             u32::MAX
-                        })
+                        }
                     })
                 })
                 .collect()
         });
+        if past {
+            return None;
+        }
         if !missing {
             return Some(codes);
         }
@@ -75,6 +85,7 @@ impl Dictionary {
             if let (Some(c), Some(v)) = (code.as_mut(), v) {
                 if *c == u32::MAX {
                     *c = match self.find(&inner, v) {
+                        Some(found) if u64::from(found) >= capacity => return None,
                         Some(found) => found,
                         None => {
                             if inner.values.len() as u64 >= capacity {
@@ -147,6 +158,21 @@ mod tests {
         );
         assert!(d.encode(some(&["kiwi"]).into_iter(), 3).is_none());
         assert_eq!(d.len(), 3);
+        // A value another worker appended under a wider codec is past a narrower one's
+        // capacity: that worker must widen or catch up, not use the code.
+        assert_eq!(
+            d.encode(some(&["fig"]).into_iter(), 3).unwrap(),
+            vec![Some(2)]
+        );
+        assert!(d.encode(some(&["fig"]).into_iter(), 2).is_none());
+        assert!(d
+            .encode(some(&["pear", "fig", "plum"]).into_iter(), 2)
+            .is_none());
+        assert_eq!(
+            d.len(),
+            3,
+            "nothing appended when a code is past the capacity"
+        );
         d.with_values(&[2, 0], |v| assert_eq!(v, vec![&b"fig"[..], &b"pear"[..]]));
     }
 }
