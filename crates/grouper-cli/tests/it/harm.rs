@@ -12,7 +12,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use grouper::{Backend, GrouperConfig};
 
 /// A Parquet file of `rows` rows: `small` (0..100, sorted: the first batch sees a sliver of
-/// it), `wide` (ids spread over 2^40), `s` (strings), `v`.
+/// it), `wide` (ids spread over 2^40), `s` (strings), `v`, `mid` (0..500,000).
 fn parquet(rows: usize, name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("grouper-harm-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -22,6 +22,7 @@ fn parquet(rows: usize, name: &str) -> std::path::PathBuf {
         Field::new("wide", DataType::Int64, false),
         Field::new("s", DataType::Utf8, false),
         Field::new("v", DataType::Int64, true),
+        Field::new("mid", DataType::Int32, false),
     ]));
     let mut w = ArrowWriter::try_new(
         std::fs::File::create(&path).unwrap(),
@@ -47,6 +48,9 @@ fn parquet(rows: usize, name: &str) -> std::path::PathBuf {
                 )),
                 Arc::new(Int64Array::from_iter(
                     i().map(|r| (r % 11 != 0).then_some(r % 1000)),
+                )),
+                Arc::new(Int32Array::from_iter_values(
+                    i().map(|r| (r % 500_000) as i32),
                 )),
             ],
         )
@@ -103,7 +107,7 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         // (query, file, grouper takes it under auto, why DataFusion keeps it otherwise)
-        let cases: [(&str, &std::path::Path, Option<&str>); 6] = [
+        let cases: [(&str, &std::path::Path, Option<&str>); 7] = [
             (
                 "SELECT small, sum(v), count(*) FROM t GROUP BY small",
                 &big,
@@ -129,6 +133,12 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
                 "SELECT small, sum(v) FROM t GROUP BY small",
                 &small,
                 Some("input rows, too few"),
+            ),
+            // 2^20 rows into 2 workers' tables of 500,000 slots each: merging them costs more.
+            (
+                "SELECT mid, count(*) FROM t GROUP BY mid",
+                &big,
+                Some("merging them costs more"),
             ),
         ];
         for (sql, path, kept) in cases {
