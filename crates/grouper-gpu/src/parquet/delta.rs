@@ -13,6 +13,8 @@
 
 use grouper_core::error::{GrouperError, Result};
 
+use super::hybrid::uleb128 as uleb;
+
 /// Most miniblocks a block may have for the GPU (it keeps one block's widths in shared memory).
 pub const MAX_MINIBLOCKS: u64 = 64;
 
@@ -35,22 +37,6 @@ fn corrupt(what: &str) -> GrouperError {
     GrouperError::InvalidInput(format!(
         "corrupt Parquet page (DELTA_BINARY_PACKED): {what}"
     ))
-}
-
-/// An unsigned LEB128 varint at `*pos`, moving past it.
-fn uleb(buf: &[u8], pos: &mut usize) -> Result<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf
-            .get(*pos)
-            .ok_or_else(|| corrupt("a varint past the page's end"))?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(corrupt("a varint over 64 bits"))
 }
 
 fn zigzag(v: u64) -> u64 {

@@ -28,19 +28,23 @@ fn corrupt(what: &str) -> GrouperError {
     GrouperError::InvalidInput(format!("corrupt Parquet page: {what}"))
 }
 
-fn uleb128(buf: &[u8], at: &mut usize) -> Result<u64> {
+/// An unsigned LEB128 varint (a run header here, DELTA_BINARY_PACKED's header fields too) at
+/// `*at`, moving past it.
+pub(super) fn uleb128(buf: &[u8], at: &mut usize) -> Result<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *buf
             .get(*at)
-            .ok_or_else(|| corrupt("a run header past the end of the page"))?;
+            .ok_or_else(|| corrupt("a varint (run or block header) past the end of the page"))?;
         *at += 1;
         v |= ((b & 0x7f) as u64) << shift;
         if b & 0x80 == 0 {
             return Ok(v);
         }
     }
-    Err(corrupt("a run header longer than 64 bits"))
+    Err(corrupt(
+        "a varint (run or block header) longer than 64 bits",
+    ))
 }
 
 /// The runs holding the first `values` values of the hybrid in `buf` at `bits` bits per value
