@@ -17,6 +17,7 @@ use std::sync::Mutex;
 static PANIC: Mutex<Option<String>> = Mutex::new(None);
 
 fn main() -> ExitCode {
+    grouper_core::trace::start();
     // A panic is a bug, ours or a dependency's (the Parquet reader panics on some malformed
     // footers): it must still end as one clear error line and exit code 2, not a backtrace.
     std::panic::set_hook(Box::new(|info| {

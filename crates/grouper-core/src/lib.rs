@@ -41,6 +41,7 @@ pub mod profile;
 pub mod reference;
 mod strings;
 pub mod table;
+pub mod trace;
 pub mod tune;
 
 pub use error::{GrouperError, Result};

@@ -4,8 +4,8 @@
 //! real architecture (`--gpu-architecture=sm_XY`). A compile costs ~100 ms, a query on resident
 //! data a few, so modules are cached: in memory for the process, and as PTX on disk keyed by a
 //! hash of (source, architecture, driver version) so that repeated runs skip NVRTC entirely.
-//! Compile time is reported separately from run time; `GROUPER_COMPILE_TRACE=1` prints each
-//! compile's NVRTC and module-load (driver JIT) times on stderr.
+//! Compile time is reported separately from run time; `GROUPER_TRACE=1` puts each compile's
+//! NVRTC and module-load (driver JIT) times on the timeline ([`grouper_core::trace`]).
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -105,7 +105,15 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
     // A cached module that does not load (a file cut short, say) is compiled again.
     let from_disk = cached.and_then(|text| load(Ptx::from_src(text)).ok());
     let (module, hit) = match from_disk {
-        Some(m) => (m, CacheHit::Disk),
+        Some(m) => {
+            grouper_core::trace::event(|| {
+                format!(
+                    "compile: loaded from the disk cache in {:.1} ms",
+                    start.elapsed().as_secs_f64() * 1e3
+                )
+            });
+            (m, CacheHit::Disk)
+        }
         None => {
             let ptx = nvrtc(src, &arch)?;
             let text = ptx.to_src();
@@ -115,14 +123,14 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
                 let _ = write_whole(p, &text);
             }
             let module = load(ptx)?;
-            if std::env::var_os("GROUPER_COMPILE_TRACE").is_some() {
-                eprintln!(
+            grouper_core::trace::event(|| {
+                format!(
                     "compile: NVRTC {:.1} ms, module load (the driver's PTX JIT) {:.1} ms, {} bytes of PTX",
                     compiled.as_secs_f64() * 1e3,
                     (start.elapsed() - compiled).as_secs_f64() * 1e3,
                     text.len()
-                );
-            }
+                )
+            });
             (module, CacheHit::Compiled)
         }
     };

@@ -183,6 +183,7 @@ impl Gpu {
     }
 
     fn open() -> Result<Gpu> {
+        grouper_core::trace::event(|| "GPU context: starting".into());
         device_count()?;
         if !nvrtc_library_present() {
             return Err(GrouperError::GpuUnavailable(
@@ -199,6 +200,7 @@ impl Gpu {
             )));
         }
         let stream = ctx.new_stream().map_err(|e| driver("cuStreamCreate", e))?;
+        grouper_core::trace::event(|| format!("GPU context ready ({})", info.name));
         Ok(Gpu { ctx, stream, info })
     }
 }

@@ -257,7 +257,15 @@ impl Prepared {
         let on_cpu: Mutex<Vec<String>> = Mutex::default();
         let sent: Mutex<VecDeque<Sent>> = Mutex::default();
         let gpu = Arc::clone(&input.gpu);
+        grouper_core::trace::event(|| {
+            format!(
+                "pages: {} row groups in {} chunks, waiting for the decoder",
+                work.len(),
+                chunks.len()
+            )
+        });
         let decoder = Decoder::new(&gpu)?;
+        grouper_core::trace::event(|| "pages: decoder ready".into());
         self.report.compile_ms += decoder.compile_ms;
         let stream = Arc::clone(&gpu.stream);
         // SAFETY: the decode kernel writes the image of each chunk before the aggregation
@@ -273,9 +281,10 @@ impl Prepared {
         let (tx, rx) = mpsc::sync_channel(2 * rayon::current_num_threads().max(1));
         let stop = AtomicBool::new(false);
         let sent_bytes = AtomicU64::new(0);
+        let clock = StreamClock::default();
         let table = std::thread::scope(|scope| {
             let (files, columns) = (&files, &columns);
-            let (layout_of, stop, sent_bytes) = (&layout_of, &stop, &sent_bytes);
+            let (layout_of, stop, sent_bytes, clock) = (&layout_of, &stop, &sent_bytes, &clock);
             let (on_cpu, sent) = (&on_cpu, &sent);
             // On a pool of their own: its workers block while the pipeline is behind, and the
             // global pool must stay free for the copies into pinned memory.
@@ -304,7 +313,9 @@ impl Prepared {
                             .zip(at)
                             .map(|(&(f, rg), at)| {
                                 let part = layout.rows_at(at, files[f].rows(rg), widths);
-                                files[f].row_group_image(rg, &columns[f], &part)
+                                clock.time(&clock.reading, || {
+                                    files[f].row_group_image(rg, &columns[f], &part)
+                                })
                             })
                             .collect::<Result<Vec<_>>>()
                             .map(|images| (layout, images));
@@ -315,7 +326,7 @@ impl Prepared {
                 });
             });
             let mut produce = move |out: &mut [u8]| -> Result<Option<ImageLayout>> {
-                let Ok(made) = rx.recv() else {
+                let Ok(made) = clock.time(&clock.waiting, || rx.recv()) else {
                     return Ok(None);
                 };
                 let (layout, made) = made?;
@@ -324,7 +335,8 @@ impl Prepared {
                 if bytes > out.len() {
                     return Err(unsupported("a chunk's page image over its bound"));
                 }
-                let (segments, payload_at) = PageImage::write_all(&images, out)?;
+                let (segments, payload_at) =
+                    clock.time(&clock.staging, || PageImage::write_all(&images, out))?;
                 sent_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                 on_cpu
                     .lock()
@@ -389,6 +401,7 @@ impl Prepared {
             let shape = max_image.max(64);
             let table = self.run_with_decode(shape, &mut produce, &mut decode);
             stop.store(true, Ordering::Relaxed);
+            clock.report(chunks.len(), sent_bytes.load(Ordering::Relaxed));
             table
         })?;
         let raised = stream
@@ -430,5 +443,45 @@ impl Prepared {
         self.report.sent_bytes_per_row =
             sent_bytes.load(Ordering::Relaxed) as f64 / self.report.rows.max(1) as f64;
         self.finish(&table)
+    }
+}
+
+/// Where a page stream's time went, for the timeline (`GROUPER_TRACE=1`): the readers' busy
+/// time over all of them, and the producer's (the one thread filling pinned staging) waiting
+/// for the readers and copying into staging. A producer that mostly waits is bound by the
+/// readers; one that mostly copies, by its copies; one that does neither, by the GPU side.
+#[derive(Default)]
+struct StreamClock {
+    start: std::sync::OnceLock<std::time::Instant>,
+    reading: AtomicU64,
+    waiting: AtomicU64,
+    staging: AtomicU64,
+}
+
+impl StreamClock {
+    /// Runs `f`, adding its time to `into` (nanoseconds).
+    fn time<T>(&self, into: &AtomicU64, f: impl FnOnce() -> T) -> T {
+        self.start.get_or_init(std::time::Instant::now);
+        let t = std::time::Instant::now();
+        let out = f();
+        into.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
+    }
+
+    fn report(&self, chunks: usize, bytes: u64) {
+        let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
+        let wall = self.start.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
+        grouper_core::trace::event(|| {
+            format!(
+                "pages: {chunks} chunks, {:.1} MB of page images in {:.1} ms ({:.2} GB/s); readers busy {:.1} ms over {} threads; producer waited {:.1} ms for readers, copied into pinned staging {:.1} ms",
+                bytes as f64 / 1e6,
+                wall * 1e3,
+                bytes as f64 / wall.max(1e-9) / 1e9,
+                ms(&self.reading),
+                rayon::current_num_threads(),
+                ms(&self.waiting),
+                ms(&self.staging),
+            )
+        });
     }
 }

@@ -17,6 +17,7 @@
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
 
@@ -368,6 +369,9 @@ fn gather(
         // (position in this run, chunk layout, staging slot) of the chunks received.
         let mut ahead: std::collections::VecDeque<(usize, ImageLayout, PinnedHostSlice<u8>)> =
             Default::default();
+        // The sender's time waiting for the producer, queueing copies, and running kernels
+        // (`on_chunk`), for the timeline.
+        let (mut waited, mut queued, mut ran) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let run = (|| {
             let mut next = 0usize;
             let mut done = false;
@@ -375,12 +379,17 @@ fn gather(
                 // Keep up to SLOTS copies in flight (zero-copy: one chunk at a time).
                 let want = if device.is_some() { SLOTS } else { 1 };
                 while !done && ahead.len() < want {
-                    match ready_rx.recv() {
+                    let t = Instant::now();
+                    let r = ready_rx.recv();
+                    waited += t.elapsed();
+                    match r {
                         Ok(r) => {
                             let (layout, slot) = r?;
+                            let t = Instant::now();
                             if let Some(slots) = device.as_mut() {
                                 slots.copy_in(next, &slot)?;
                             }
+                            queued += t.elapsed();
                             ahead.push_back((next, layout, slot));
                             next += 1;
                         }
@@ -394,7 +403,9 @@ fn gather(
                     Some(slots) => slots.ready(k)?,
                     None => mapped_address(&slot)?,
                 };
+                let t = Instant::now();
                 on_chunk(layout.rows, &layout.pointers(base))?;
+                ran += t.elapsed();
                 let read = stream
                     .record_event(None)
                     .map_err(err("recording an event"))?;
@@ -405,7 +416,18 @@ fn gather(
                 // copy's own event, which `as_mut_slice` waits for) or, zero-copy, the kernel.
                 let _ = free_tx.send((slot, zero_copy.then_some(read)));
             }
-            stream.synchronize().map_err(err("running the aggregation"))
+            let t = Instant::now();
+            let synced = stream.synchronize().map_err(err("running the aggregation"));
+            grouper_core::trace::event(|| {
+                format!(
+                    "stream sender: waited {:.1} ms for staged chunks, {:.1} ms queueing copies, {:.1} ms in decode and aggregation calls, {:.1} ms in the last synchronize",
+                    waited.as_secs_f64() * 1e3,
+                    queued.as_secs_f64() * 1e3,
+                    ran.as_secs_f64() * 1e3,
+                    t.elapsed().as_secs_f64() * 1e3
+                )
+            });
+            synced
         })();
         // Unblock the producer (its next recv fails) and take the slots back.
         drop(free_tx);

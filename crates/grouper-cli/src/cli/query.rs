@@ -72,6 +72,7 @@ async fn run_sql(
     let df = ctx.sql(sql).await.map_err(missing_file)?;
     let plan = df.create_physical_plan().await?;
     let plan_time = t0.elapsed();
+    grouper_core::trace::event(|| "planned".into());
     let spinner = progress::spinner("running query");
     let t1 = Instant::now();
     let mut batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
@@ -80,6 +81,7 @@ async fn run_sql(
         batches.push(RecordBatch::new_empty(plan.schema()));
     }
     let execute = t1.elapsed();
+    grouper_core::trace::event(|| "executed".into());
     spinner.finish_and_clear();
     let aggregate = aggregate_time(&plan);
     Ok((
@@ -129,6 +131,7 @@ fn print_explain(plan: &Arc<dyn ExecutionPlan>, kept: &[String]) {
 pub async fn query(args: QueryArgs) -> Result<()> {
     let ctx = grouper::session_context(&args.engine.config())?;
     register_tables(&ctx, &args.tables).await?;
+    grouper_core::trace::event(|| "session and tables ready".into());
     let (plan, batches, timing) = run_sql(&ctx, &args.sql).await?;
     if args.explain {
         print_explain(&plan, &grouper::harm::take_kept(&ctx));
@@ -137,6 +140,7 @@ pub async fn query(args: QueryArgs) -> Result<()> {
     if !args.explain || args.output.is_some() {
         output::write(&batches, args.format, args.output.as_deref())?;
     }
+    grouper_core::trace::event(|| "output written".into());
     if args.timing {
         eprintln!(
             "timing: plan {:.1} ms, execute {:.1} ms (scan, filter and aggregate overlap; grouper's aggregation used {:.1} ms of CPU over all workers), output {:.1} ms",
