@@ -13,6 +13,13 @@
 use std::process::ExitCode;
 use std::sync::Mutex;
 
+/// mimalloc, as datafusion-cli uses: glibc's malloc maps and unmaps each large buffer (a
+/// decompressed Parquet page, a column chunk), so that every read faults fresh zeroed pages
+/// in; on one core, building the page images of TPC-H lineitem's Q1 columns ran at 0.80 GB/s
+/// with glibc and 1.42 GB/s with mimalloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The message and place of the last panic, for the one-line error (see `main`).
 static PANIC: Mutex<Option<String>> = Mutex::new(None);
 

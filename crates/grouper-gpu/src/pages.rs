@@ -2,8 +2,9 @@
 //! scan ([`Prepared::streaming`], raw transfer) runs over the files' row groups, each a chunk.
 //!
 //! ```text
-//!  CPU workers (rayon), one row group each: read, decompress, page image ─┐ in finishing order
-//!  pipeline (pipeline.rs): pinned staging ─▶ copy stream ─▶ device slot   ◀┘
+//!  page readers (rayon), a column chunk each: read, decompress, payload ─┐ into its place
+//!  pipeline (pipeline.rs): pinned staging slot (program after payloads) ◀┘ ─▶ copy stream
+//!                          ─▶ device slot
 //!  compute stream: decode kernel ─▶ chunk image (one device buffer) ─▶ aggregation kernel
 //! ```
 //!
@@ -14,8 +15,8 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow::array::make_array;
 use arrow::buffer::Buffer;
@@ -25,6 +26,7 @@ use rayon::prelude::*;
 
 use crate::encode::Scheme;
 use crate::image::{ColumnRegion, ImageLayout};
+use crate::parquet::segments::{Segment, SEGMENT_BYTES};
 use crate::parquet::{Check, Coder, Column, Decoder, PageImage, ParquetFile, Target};
 use crate::prepare::PreparedInput;
 use crate::report::GpuOutput;
@@ -33,9 +35,32 @@ use crate::table::ColPtrs;
 use grouper_core::error::{GrouperError, Result};
 
 /// Rows of row groups that share a chunk at most: enough that a launch's fixed cost is small
-/// against its work, few enough that the pinned staging buffers (four chunks' page images,
-/// page-locked in each process: hundreds of milliseconds per gigabyte) stay small.
-const CHUNK_ROWS: usize = 1 << 20;
+/// against its work and that the page readers have a column chunk each many times over (a
+/// chunk is read in parallel straight into its staging slot), few enough that the pinned
+/// staging buffers (four chunks' page images, page-locked in each process: hundreds of
+/// milliseconds per gigabyte) stay small.
+const CHUNK_ROWS: usize = 1 << 21;
+
+/// A column chunk's place in its chunk's page image: which file, row group and read column,
+/// the row group's first row in the chunk, and where its payload goes.
+struct Unit {
+    file: usize,
+    rg: usize,
+    column: usize,
+    row: usize,
+    at: usize,
+    room: usize,
+}
+
+/// A chunk's page image as laid out before it is read: the payloads of its column chunks at
+/// fixed offsets (each within its bound, so the readers write them in parallel), the program
+/// after them.
+struct Placement {
+    rows: usize,
+    units: Vec<Unit>,
+    program_at: usize,
+    bytes: usize,
+}
 
 /// The files of a scan and which Parquet column each of the query's input columns is.
 pub struct PageSource {
@@ -50,7 +75,7 @@ struct Sent {
     rows: usize,
     layout: ImageLayout,
     segments: usize,
-    payload_at: usize,
+    program_at: usize,
 }
 
 fn unsupported(why: impl Into<String>) -> GrouperError {
@@ -238,22 +263,41 @@ impl Prepared {
                 }
             }
         }
-        let chunk_rows =
-            |c: &[(usize, usize)]| c.iter().map(|&(f, rg)| files[f].rows(rg)).sum::<usize>();
-        let max_decoded = chunks
+        let placements: Vec<Placement> = chunks
             .iter()
-            .map(|c| layout_of(chunk_rows(c)).bytes)
-            .max()
-            .unwrap_or(0);
-        let max_image = chunks
-            .iter()
-            .map(|c| {
-                c.iter()
-                    .map(|&(f, rg)| files[f].image_bound(rg, &columns[f]) + 256)
-                    .sum::<usize>()
+            .map(|chunk| {
+                let (mut units, mut row, mut at, mut program) = (Vec::new(), 0, 0, 0);
+                for &(f, rg) in chunk {
+                    for (column, c) in columns[f].iter().enumerate() {
+                        let (room, code) = files[f].column_bound(rg, c);
+                        let room = room.div_ceil(256) * 256;
+                        units.push(Unit {
+                            file: f,
+                            rg,
+                            column,
+                            row,
+                            at,
+                            room,
+                        });
+                        at += room;
+                        program += code;
+                    }
+                    row += files[f].rows(rg);
+                }
+                Placement {
+                    rows: row,
+                    units,
+                    program_at: at,
+                    bytes: at + program + 256,
+                }
             })
+            .collect();
+        let max_decoded = placements
+            .iter()
+            .map(|p| layout_of(p.rows).bytes)
             .max()
             .unwrap_or(0);
+        let max_image = placements.iter().map(|p| p.bytes).max().unwrap_or(0);
         let on_cpu: Mutex<Vec<String>> = Mutex::default();
         let sent: Mutex<VecDeque<Sent>> = Mutex::default();
         let gpu = Arc::clone(&input.gpu);
@@ -276,84 +320,82 @@ impl Prepared {
             .alloc_zeros(1)
             .map_err(crate::device::gpu_err("allocating the decode flags"))?;
         let (decoded_at, _guard) = decoded.device_ptr(&stream);
-        // Row groups are read by the CPU's workers in parallel and sent in the order they
-        // finish (aggregation does not depend on it).
-        let (tx, rx) = mpsc::sync_channel(2 * rayon::current_num_threads().max(1));
-        let stop = AtomicBool::new(false);
+        // Chunk by chunk, the page readers read its column chunks in parallel, each straight
+        // into its place in the pinned staging slot the pipeline hands over (no copy of the
+        // whole image after it is made); the program goes after the payloads.
+        let next = std::sync::atomic::AtomicUsize::new(0);
         let sent_bytes = AtomicU64::new(0);
         let clock = StreamClock::default();
-        let table = std::thread::scope(|scope| {
+        let readers = rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .thread_name(|i| format!("grouper-pages-{i}"))
+            .build()
+            .map_err(|e| GrouperError::Gpu(format!("starting page readers: {e}")))?;
+        let table = {
             let (files, columns) = (&files, &columns);
-            let (layout_of, stop, sent_bytes, clock) = (&layout_of, &stop, &sent_bytes, &clock);
             let (on_cpu, sent) = (&on_cpu, &sent);
-            // On a pool of their own: its workers block while the pipeline is behind, and the
-            // global pool must stay free for the copies into pinned memory.
-            let builders = rayon::ThreadPoolBuilder::new()
-                .num_threads(rayon::current_num_threads())
-                .thread_name(|i| format!("grouper-pages-{i}"))
-                .build()
-                .map_err(|e| GrouperError::Gpu(format!("starting page readers: {e}")))?;
-            let (chunks, chunk_rows, widths) = (&chunks, &chunk_rows, &widths);
-            scope.spawn(move || {
-                builders.install(|| {
-                    chunks.par_iter().for_each_with(tx, |tx, chunk| {
-                        if stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        let rows = chunk_rows(chunk);
-                        let layout = layout_of(rows);
-                        let mut at = Vec::with_capacity(chunk.len());
-                        let mut row = 0;
-                        for &(f, rg) in chunk {
-                            at.push(row);
-                            row += files[f].rows(rg);
-                        }
-                        let made = chunk
-                            .par_iter()
-                            .zip(at)
-                            .map(|(&(f, rg), at)| {
-                                let part = layout.rows_at(at, files[f].rows(rg), widths);
-                                clock.time(&clock.reading, || {
-                                    files[f].row_group_image(rg, &columns[f], &part)
-                                })
-                            })
-                            .collect::<Result<Vec<_>>>()
-                            .map(|images| (layout, images));
-                        if tx.send(made).is_err() {
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                    })
-                });
-            });
-            let mut produce = move |out: &mut [u8]| -> Result<Option<ImageLayout>> {
-                let Ok(made) = clock.time(&clock.waiting, || rx.recv()) else {
+            let mut produce = |out: &mut [u8]| -> Result<Option<ImageLayout>> {
+                let Some(placed) = placements.get(next.fetch_add(1, Ordering::Relaxed)) else {
                     return Ok(None);
                 };
-                let (layout, made) = made?;
-                let images: Vec<&PageImage> = made.iter().map(|m| &m.image).collect();
-                let bytes = PageImage::bytes_of(&images);
-                if bytes > out.len() {
-                    return Err(unsupported("a chunk's page image over its bound"));
+                let layout = layout_of(placed.rows);
+                let over = || unsupported("a chunk's page image over its bound");
+                let (mut payload, program) = out
+                    .get_mut(..placed.bytes)
+                    .ok_or_else(over)?
+                    .split_at_mut(placed.program_at);
+                let mut regions = Vec::with_capacity(placed.units.len());
+                for u in &placed.units {
+                    let (region, rest) = std::mem::take(&mut payload).split_at_mut(u.room);
+                    regions.push(region);
+                    payload = rest;
                 }
-                let (segments, payload_at) =
-                    clock.time(&clock.staging, || PageImage::write_all(&images, out))?;
-                sent_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                let read = |(u, region): (&Unit, &mut [u8])| {
+                    let file = &files[u.file];
+                    let col = &columns[u.file][u.column];
+                    let part = layout.rows_at(u.row, file.rows(u.rg), &widths);
+                    let Some(Some(place)) = part.columns.get(u.column).copied() else {
+                        return Ok((Vec::new(), None));
+                    };
+                    let (image, why) = clock.time(&clock.reading, || {
+                        file.column_image(u.rg, col, place, layout.bytes as u64)
+                    })?;
+                    if image.payload_len() > region.len() {
+                        return Err(over());
+                    }
+                    let program = image.place(region, u.at as u64)?;
+                    Ok((program, why.map(|why| format!("leaf {}: {why}", col.leaf))))
+                };
+                let made = clock.time(&clock.waiting, || {
+                    readers.install(|| {
+                        placed
+                            .units
+                            .par_iter()
+                            .zip(regions.into_par_iter())
+                            .map(read)
+                            .collect::<Result<Vec<_>>>()
+                    })
+                })?;
+                let segments: Vec<Segment> =
+                    made.iter().flat_map(|(p, _)| p.iter().copied()).collect();
+                if segments.len() * SEGMENT_BYTES > program.len() {
+                    return Err(over());
+                }
+                PageImage::write_program(&segments, program)?;
+                let used = placed.program_at + segments.len() * SEGMENT_BYTES;
+                sent_bytes.fetch_add(used as u64, Ordering::Relaxed);
                 on_cpu
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .extend(
-                        made.iter()
-                            .flat_map(|m| m.on_cpu.iter())
-                            .map(|(leaf, why)| format!("leaf {leaf}: {why}")),
-                    );
+                    .extend(made.into_iter().filter_map(|(_, why)| why));
                 let rows = layout.rows;
                 sent.lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .push_back(Sent {
                         rows,
                         layout,
-                        segments,
-                        payload_at,
+                        segments: segments.len(),
+                        program_at: placed.program_at,
                     });
                 // The copy's "layout": the page image as one region at its start.
                 Ok(Some(ImageLayout {
@@ -362,7 +404,7 @@ impl Prepared {
                         values: 0,
                         validity: None,
                     })],
-                    bytes,
+                    bytes: used,
                 }))
             };
             let mut decode = |copied: &ColPtrs| -> Result<(usize, ColPtrs)> {
@@ -371,15 +413,16 @@ impl Prepared {
                     .unwrap_or_else(PoisonError::into_inner)
                     .pop_front()
                     .ok_or_else(|| GrouperError::Gpu("a page image out of order".into()))?;
-                // SAFETY: the slot at `copied.0[0]` holds the whole page image, whose segments
-                // were checked against `s.layout`, which `decoded` (the largest layout) holds;
-                // both outlive the run (the stream is synchronized before they are dropped).
+                // SAFETY: the slot at `copied.0[0]` holds the whole page image (payload at its
+                // start, program at `program_at`), whose segments were checked against its
+                // payload and `s.layout`, which `decoded` (the largest layout) holds; both
+                // outlive the run (the stream is synchronized before they are dropped).
                 unsafe {
                     decoder.launch(
                         &stream,
-                        copied.0[0],
+                        copied.0[0] + s.program_at as u64,
                         s.segments,
-                        s.payload_at,
+                        copied.0[0],
                         decoded_at,
                         &mut flags,
                     )?;
@@ -400,10 +443,13 @@ impl Prepared {
             self.report.chunks = chunks.len();
             let shape = max_image.max(64);
             let table = self.run_with_decode(shape, &mut produce, &mut decode);
-            stop.store(true, Ordering::Relaxed);
-            clock.report(chunks.len(), sent_bytes.load(Ordering::Relaxed));
+            clock.report(
+                chunks.len(),
+                sent_bytes.load(Ordering::Relaxed),
+                readers.current_num_threads(),
+            );
             table
-        })?;
+        }?;
         let raised = stream
             .clone_dtoh(&flags)
             .map_err(crate::device::gpu_err("reading the decode flags"))?;
@@ -447,15 +493,15 @@ impl Prepared {
 }
 
 /// Where a page stream's time went, for the timeline (`GROUPER_TRACE=1`): the readers' busy
-/// time over all of them, and the producer's (the one thread filling pinned staging) waiting
-/// for the readers and copying into staging. A producer that mostly waits is bound by the
-/// readers; one that mostly copies, by its copies; one that does neither, by the GPU side.
+/// time over all of them, and the producer's (the thread handing chunks to the pipeline) wait
+/// for each chunk's parallel read. Readers busy far less than their threads' share of the
+/// wall time are starved by the producer's turns; a producer that waits little is held by the
+/// GPU side.
 #[derive(Default)]
 struct StreamClock {
     start: std::sync::OnceLock<std::time::Instant>,
     reading: AtomicU64,
     waiting: AtomicU64,
-    staging: AtomicU64,
 }
 
 impl StreamClock {
@@ -468,19 +514,17 @@ impl StreamClock {
         out
     }
 
-    fn report(&self, chunks: usize, bytes: u64) {
+    fn report(&self, chunks: usize, bytes: u64, threads: usize) {
         let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
         let wall = self.start.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
         grouper_core::trace::event(|| {
             format!(
-                "pages: {chunks} chunks, {:.1} MB of page images in {:.1} ms ({:.2} GB/s); readers busy {:.1} ms over {} threads; producer waited {:.1} ms for readers, copied into pinned staging {:.1} ms",
+                "pages: {chunks} chunks, {:.1} MB of page images in {:.1} ms ({:.2} GB/s); readers busy {:.1} ms over {threads} threads; the producer waited {:.1} ms for chunks' reads",
                 bytes as f64 / 1e6,
                 wall * 1e3,
                 bytes as f64 / wall.max(1e-9) / 1e9,
                 ms(&self.reading),
-                rayon::current_num_threads(),
                 ms(&self.waiting),
-                ms(&self.staging),
             )
         });
     }

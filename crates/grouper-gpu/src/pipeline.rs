@@ -19,7 +19,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, PinnedHostSlice};
+use cudarc::driver::{
+    CudaEvent, CudaSlice, CudaStream, DevicePtr, HostSlice, PinnedHostSlice, SyncOnDrop,
+};
 
 use crate::budget::Budget;
 use crate::device::{alloc_pinned, gpu_err, Gpu};
@@ -142,7 +144,8 @@ pub fn drive(
                 loop {
                     while ahead.len() < SLOTS {
                         let Some(i) = claim() else { break };
-                        slots.copy_in(next, images.get(i).ok_or_else(missing)?)?;
+                        let image = images.get(i).ok_or_else(missing)?;
+                        slots.copy_in(next, image, image.len())?;
                         ahead.push_back((next, i));
                         next += 1;
                     }
@@ -251,7 +254,14 @@ impl DeviceSlots {
 
     /// Enqueues the copy of the image at run position `position`, after the kernel that last
     /// read its slot.
-    fn copy_in(&mut self, position: usize, image: &PinnedHostSlice<u8>) -> Result<()> {
+    /// Enqueues the copy of `image`'s first `bytes` (what its chunk filled) into the slot
+    /// of `position`.
+    fn copy_in(
+        &mut self,
+        position: usize,
+        image: &PinnedHostSlice<u8>,
+        bytes: usize,
+    ) -> Result<()> {
         let err = gpu_err;
         let s = self.slot(position);
         if let Some(e) = self.consumed.get(s).and_then(Option::as_ref) {
@@ -263,9 +273,10 @@ impl DeviceSlots {
             .buffers
             .get_mut(s)
             .ok_or_else(|| GrouperError::Gpu("no streaming slot".into()))?;
-        let mut view = dst.slice_mut(0..image.len());
+        let bytes = bytes.min(image.len());
+        let mut view = dst.slice_mut(0..bytes);
         self.copy
-            .memcpy_htod(image, &mut view)
+            .memcpy_htod(&Prefix { image, bytes }, &mut view)
             .map_err(err("copying a chunk to the GPU"))?;
         if let Some(e) = self.copied.get(s) {
             e.record(&self.copy).map_err(err("recording an event"))?;
@@ -387,7 +398,7 @@ fn gather(
                             let (layout, slot) = r?;
                             let t = Instant::now();
                             if let Some(slots) = device.as_mut() {
-                                slots.copy_in(next, &slot)?;
+                                slots.copy_in(next, &slot, layout.bytes)?;
                             }
                             queued += t.elapsed();
                             ahead.push_back((next, layout, slot));
@@ -443,4 +454,37 @@ fn gather(
         slots.release(budget);
     }
     result
+}
+
+/// The first `bytes` of a pinned staging buffer, copied asynchronously as the whole buffer
+/// would be (cudarc's `[u8]` copies synchronize the stream; a pinned buffer's record an
+/// event instead): a chunk's DMA moves what it filled, not its slot's bound.
+struct Prefix<'a> {
+    image: &'a PinnedHostSlice<u8>,
+    bytes: usize,
+}
+
+impl HostSlice<u8> for Prefix<'_> {
+    fn len(&self) -> usize {
+        self.bytes
+    }
+
+    unsafe fn stream_synced_slice<'a>(
+        &'a self,
+        stream: &'a CudaStream,
+    ) -> (&'a [u8], SyncOnDrop<'a>) {
+        // SAFETY: as the caller's contract for the whole buffer, of which this is a prefix
+        // (`bytes` is at most its length, `copy_in` makes sure).
+        let (all, sync) = unsafe { self.image.stream_synced_slice(stream) };
+        (&all[..self.bytes.min(all.len())], sync)
+    }
+
+    unsafe fn stream_synced_mut_slice<'a>(
+        &'a mut self,
+        _stream: &'a CudaStream,
+    ) -> (&'a mut [u8], SyncOnDrop<'a>) {
+        // A copy source only: nothing writes through it. Were it a copy's destination, the
+        // copy would be of the empty slice's zero bytes (cudarc sizes it by this slice).
+        (&mut [], SyncOnDrop::Sync(None))
+    }
 }

@@ -310,10 +310,10 @@ __device__ void delta(const Seg& s, const unsigned char* pay, unsigned char* o, 
     }
 }
 
-extern "C" __global__ void decode_pages(u64 image, u64 segments, u64 payload_at, u64 out,
+extern "C" __global__ void decode_pages(u64 program, u64 segments, u64 payload, u64 out,
                                         u64 flags) {
-    const Seg* segs = (const Seg*)image;
-    const unsigned char* pay = (const unsigned char*)(image + payload_at);
+    const Seg* segs = (const Seg*)program;
+    const unsigned char* pay = (const unsigned char*)payload;
     unsigned char* o = (unsigned char*)out;
     for (u64 k = blockIdx.x; k < segments; k += gridDim.x) {
         const Seg s = segs[k];
@@ -385,20 +385,22 @@ impl Decoder {
         })
     }
 
-    /// Enqueues the decode of the page image at device address `image` (`segments` segments,
-    /// its payload at byte `payload_at`) into the chunk image at `out`; an index past its
-    /// dictionary sets `flags[0]`.
+    /// Enqueues the decode of a page image on the device — its program of `segments` segments
+    /// at `program`, the payload they read at `payload` — into the chunk image at `out`; an
+    /// index past its dictionary sets `flags[0]`. (A [`super::PageImage::write`] image has its
+    /// program at its start and its payload at [`super::PageImage::payload_offset`]; a
+    /// streamed chunk, its program after the payload.)
     ///
     /// # Safety
-    /// `image` must hold the whole page image [`super::PageImage::write`] wrote, whose segments
-    /// were checked against a decoded image of at most the bytes `out` holds; both must stay
-    /// allocated until the stream has run the kernel.
+    /// `program` and `payload` must hold a page image's program and payload, whose segments
+    /// were checked against that payload and a decoded image of at most the bytes `out` holds;
+    /// all must stay allocated until the stream has run the kernel.
     pub unsafe fn launch(
         &self,
         stream: &Arc<CudaStream>,
-        image: u64,
+        program: u64,
         segments: usize,
-        payload_at: usize,
+        payload: u64,
         out: u64,
         flags: &mut CudaSlice<u64>,
     ) -> Result<()> {
@@ -406,14 +408,13 @@ impl Decoder {
             return Ok(());
         }
         let n = segments as u64;
-        let at = payload_at as u64;
         let cfg = LaunchConfig {
             grid_dim: (n.min(MAX_BLOCKS) as u32, 1, 1),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut b = stream.launch_builder(&self.func);
-        b.arg(&image).arg(&n).arg(&at).arg(&out).arg(flags);
+        b.arg(&program).arg(&n).arg(&payload).arg(&out).arg(flags);
         // SAFETY: decode_pages(u64, u64, u64, u64, u64*) reads the image's `n` segments and the
         // payload they point into, and writes inside the decoded image: the segments were
         // checked on the CPU (PageImage::push) against both, as the caller guarantees.

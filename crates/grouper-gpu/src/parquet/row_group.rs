@@ -83,41 +83,59 @@ impl ParquetFile {
         })
     }
 
-    /// A bound on the bytes of row group `rg`'s page image of `columns`: the values as stored
-    /// (uncompressed), plus room where the CPU widens them (big-endian decimals, chunks it
-    /// decodes itself: 16 bytes a value), the validity bits, and the segments (one per 1024
-    /// values and per page; with NULLs, up to one per value).
+    /// A bound on the bytes of row group `rg`'s page image of `columns`: each column's
+    /// [`ParquetFile::column_bound`], payload and program, and the image's alignment.
     pub fn image_bound(&self, rg: usize, columns: &[Column]) -> usize {
+        columns
+            .iter()
+            .map(|c| {
+                let (payload, program) = self.column_bound(rg, c);
+                payload + program
+            })
+            .sum::<usize>()
+            + 4096
+    }
+
+    /// Bounds on the payload and the program bytes of column `c`'s chunk in row group `rg`:
+    /// the values as stored (uncompressed, page headers included, which cover each page's
+    /// alignment), plus room where the CPU widens them or decodes the chunk itself (big-endian
+    /// decimals, encodings other than PLAIN, dictionaries and BYTE_STREAM_SPLIT, NULLs: 16
+    /// bytes a value and the validity bits); segments one per 1024 values and per page (with
+    /// NULLs, up to one per value). A chunk past its bound sends the scan another way.
+    pub fn column_bound(&self, rg: usize, c: &Column) -> (usize, usize) {
+        use super::segments::SEGMENT_BYTES;
         use parquet::basic::{Encoding, Type};
         let group = self.reader.metadata().row_group(rg);
+        if c.leaf >= group.num_columns() {
+            return (0, 0);
+        }
         let rows = self.rows(rg);
-        let schema = self.reader.metadata().file_metadata().schema_descr();
-        let per_column = |c: &Column| {
-            if c.leaf >= group.num_columns() {
-                return 0;
-            }
-            let chunk = group.column(c.leaf);
-            let stored = chunk.uncompressed_size().max(0) as usize;
-            let descr = schema.column(c.leaf);
-            let widened = descr.physical_type() == Type::FIXED_LEN_BYTE_ARRAY
-                || descr.max_def_level() > 0
-                || chunk.encodings().any(|e| {
-                    !matches!(
-                        e,
-                        Encoding::PLAIN
-                            | Encoding::PLAIN_DICTIONARY
-                            | Encoding::RLE_DICTIONARY
-                            | Encoding::RLE
-                            | Encoding::BYTE_STREAM_SPLIT
-                    )
-                });
-            let extra = match widened {
-                true => 16 * rows + rows / 8 + super::segments::SEGMENT_BYTES * rows,
-                false => 0,
-            };
-            stored + extra + super::segments::SEGMENT_BYTES * (rows / 1024 + 64) + 1024
-        };
-        columns.iter().map(per_column).sum::<usize>() + 4096
+        let chunk = group.column(c.leaf);
+        let stored = chunk.uncompressed_size().max(0) as usize;
+        let descr = self
+            .reader
+            .metadata()
+            .file_metadata()
+            .schema_descr()
+            .column(c.leaf);
+        let widened = descr.physical_type() == Type::FIXED_LEN_BYTE_ARRAY
+            || descr.max_def_level() > 0
+            || chunk.encodings().any(|e| {
+                !matches!(
+                    e,
+                    Encoding::PLAIN
+                        | Encoding::PLAIN_DICTIONARY
+                        | Encoding::RLE_DICTIONARY
+                        | Encoding::RLE
+                        | Encoding::BYTE_STREAM_SPLIT
+                )
+            });
+        let payload = match widened {
+            true => stored + 16 * rows + rows.div_ceil(8),
+            false => stored,
+        } + 1024;
+        let program = SEGMENT_BYTES * (rows / 1024 + 64 + if widened { rows } else { 0 });
+        (payload, program)
     }
 
     /// Row groups in the file.
@@ -146,50 +164,17 @@ impl ParquetFile {
                 layout.rows
             )));
         }
-        let group = self.reader.get_row_group(rg).map_err(io(&self.path))?;
-        let schema = self.reader.metadata().file_metadata().schema_descr_ptr();
-        let decoded = layout.bytes as u64;
-        let meta = self.reader.metadata().row_group(rg);
-        let stored: usize = columns
-            .iter()
-            .filter(|c| c.leaf < meta.num_columns())
-            .map(|c| meta.column(c.leaf).uncompressed_size().max(0) as usize)
-            .sum();
-        let mut image = PageImage::with_capacity(stored + stored / 8 + 4096);
+        let stored: usize = columns.iter().map(|c| self.column_bound(rg, c).0).sum();
+        let mut image = PageImage::with_capacity(stored + 4096);
         let mut on_cpu = Vec::new();
         for (c, col) in columns.iter().enumerate() {
             let Some(Some(region)) = layout.columns.get(c).copied() else {
                 continue;
             };
-            if col.leaf >= schema.num_columns() {
-                return Err(GrouperError::InvalidInput(format!(
-                    "{} has no column {}",
-                    self.path.display(),
-                    col.leaf
-                )));
-            }
-            let descr = schema.column(col.leaf);
-            let pages = group
-                .get_column_page_reader(col.leaf)
-                .map_err(io(&self.path))?;
-            // A chunk the GPU cannot decode leaves nothing behind: its CPU decode replaces it.
-            let mark = image.mark();
-            match add_column_chunk(
-                &mut image,
-                pages,
-                &descr,
-                &col.target,
-                rows,
-                region,
-                decoded,
-            ) {
-                Ok(()) => {}
-                Err(GrouperError::Unsupported(why)) => {
-                    image.rollback(mark);
-                    image.append(self.decoded_on_cpu(rg, col, region, decoded)?)?;
-                    on_cpu.push((col.leaf, why));
-                }
-                Err(e) => return Err(e),
+            let (chunk, why) = self.column_image(rg, col, region, layout.bytes as u64)?;
+            image.append(chunk)?;
+            if let Some(why) = why {
+                on_cpu.push((col.leaf, why));
             }
         }
         Ok(RowGroupImage {
@@ -197,6 +182,49 @@ impl ParquetFile {
             rows,
             on_cpu,
         })
+    }
+
+    /// The page image of column `col`'s chunk in row group `rg`, decoding into `region` of a
+    /// decoded image of `decoded` bytes; where the GPU cannot decode it, the chunk decoded here
+    /// and why. Corrupt chunks fail.
+    pub fn column_image(
+        &self,
+        rg: usize,
+        col: &Column,
+        region: ColumnRegion,
+        decoded: u64,
+    ) -> Result<(PageImage, Option<String>)> {
+        let schema = self.reader.metadata().file_metadata().schema_descr_ptr();
+        if col.leaf >= schema.num_columns() || rg >= self.row_groups() {
+            return Err(GrouperError::InvalidInput(format!(
+                "{} has no column {} in row group {rg}",
+                self.path.display(),
+                col.leaf
+            )));
+        }
+        let rows = self.rows(rg);
+        let group = self.reader.get_row_group(rg).map_err(io(&self.path))?;
+        let descr = schema.column(col.leaf);
+        let pages = group
+            .get_column_page_reader(col.leaf)
+            .map_err(io(&self.path))?;
+        let mut image = PageImage::with_capacity(self.column_bound(rg, col).0);
+        match add_column_chunk(
+            &mut image,
+            pages,
+            &descr,
+            &col.target,
+            rows,
+            region,
+            decoded,
+        ) {
+            Ok(()) => Ok((image, None)),
+            // A chunk the GPU cannot decode leaves nothing behind: its CPU decode replaces it.
+            Err(GrouperError::Unsupported(why)) => {
+                Ok((self.decoded_on_cpu(rg, col, region, decoded)?, Some(why)))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Column chunk `col` of row group `rg` decoded by the Arrow reader, as plain values (and

@@ -306,6 +306,29 @@ impl PageImage {
         Self::write_all(&[self], out).map(|_| ())
     }
 
+    /// Writes the payload at the start of `region` (its place in a chunk whose payloads lie at
+    /// offsets fixed before they were read: [`crate::pages`]) and gives the program, its
+    /// offsets moved `at` bytes on (where `region` starts in that payload).
+    pub fn place(self, region: &mut [u8], at: u64) -> Result<Vec<Segment>> {
+        region
+            .get_mut(..self.payload.len())
+            .ok_or_else(too_large)?
+            .copy_from_slice(&self.payload);
+        self.segments.iter().map(|s| s.shifted(at)).collect()
+    }
+
+    /// Writes the program `segments` at the start of `out`.
+    pub fn write_program(segments: &[Segment], out: &mut [u8]) -> Result<()> {
+        let mut program = Vec::with_capacity(segments.len() * SEGMENT_BYTES);
+        for s in segments {
+            s.write(&mut program);
+        }
+        out.get_mut(..program.len())
+            .ok_or_else(too_large)?
+            .copy_from_slice(&program);
+        Ok(())
+    }
+
     /// Bytes of the image [`PageImage::write_all`] makes of `images`.
     pub fn bytes_of(images: &[&PageImage]) -> usize {
         let segments = images.iter().map(|i| i.segments.len()).sum();

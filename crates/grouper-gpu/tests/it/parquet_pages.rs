@@ -241,7 +241,7 @@ fn decode_on_gpu(img: &PageImage, bytes: usize) -> Result<Vec<u8>, String> {
                 stream,
                 image,
                 img.segments(),
-                img.payload_offset(),
+                image + img.payload_offset() as u64,
                 to,
                 &mut flags,
             )
