@@ -10,9 +10,10 @@ use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::file::serialized_reader::SerializedPageReader;
 
 use super::chunk::{add_column_chunk, Target};
-use super::positional::Positional;
+use super::positional::{ChunkBytes, Positional};
 use super::segments::{Kind, PageImage, Segment};
 use crate::image::{ColumnRegion, ImageLayout};
 use grouper_core::error::{GrouperError, Result};
@@ -40,6 +41,7 @@ pub struct RowGroupImage {
 /// on the CPU).
 pub struct ParquetFile {
     path: PathBuf,
+    file: Positional,
     reader: SerializedFileReader<Positional>,
     arrow: ArrowReaderMetadata,
 }
@@ -59,11 +61,12 @@ impl ParquetFile {
         let positional = Positional::new(open_file(path)?).map_err(|e| {
             GrouperError::InvalidInput(format!("cannot read {}: {e}", path.display()))
         })?;
-        let reader = SerializedFileReader::new(positional).map_err(io(path))?;
+        let reader = SerializedFileReader::new(positional.clone()).map_err(io(path))?;
         let arrow =
             ArrowReaderMetadata::load(&open_file(path)?, Default::default()).map_err(io(path))?;
         Ok(Self {
             path: path.to_path_buf(),
+            file: positional,
             reader,
             arrow,
         })
@@ -203,10 +206,11 @@ impl ParquetFile {
             )));
         }
         let rows = self.rows(rg);
-        let group = self.reader.get_row_group(rg).map_err(io(&self.path))?;
         let descr = schema.column(col.leaf);
-        let pages = group
-            .get_column_page_reader(col.leaf)
+        let meta = self.reader.metadata().row_group(rg).column(col.leaf);
+        let (start, len) = meta.byte_range();
+        let bytes = ChunkBytes::read(&self.file, start, len).map_err(io(&self.path))?;
+        let pages = SerializedPageReader::new(std::sync::Arc::new(bytes), meta, rows, None)
             .map_err(io(&self.path))?;
         let mut image = PageImage::with_capacity(self.column_bound(rg, col).0);
         match add_column_chunk(
