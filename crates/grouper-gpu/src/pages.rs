@@ -13,9 +13,8 @@
 //! a value outside it, or NULLs where the statistics counted none, stop the run with
 //! [`GrouperError::OutsidePlan`] — the caller then reads the files another way.
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow::array::make_array;
@@ -35,11 +34,16 @@ use crate::table::ColPtrs;
 use grouper_core::error::{GrouperError, Result};
 
 /// Rows of row groups that share a chunk at most: enough that a launch's fixed cost is small
-/// against its work and that the page readers have a column chunk each many times over (a
-/// chunk is read in parallel straight into its staging slot), few enough that the pinned
-/// staging buffers (four chunks' page images, page-locked in each process: hundreds of
-/// milliseconds per gigabyte) stay small.
-const CHUNK_ROWS: usize = 1 << 21;
+/// against its work and that the page readers have many column chunks to share (a chunk is
+/// read in parallel straight into its staging slot), few enough that the pinned staging
+/// buffers (six chunks' page images, page-locked in each process: hundreds of milliseconds
+/// per gigabyte) stay small.
+const CHUNK_ROWS: usize = 1 << 20;
+
+/// Chunks read at once, each into a staging slot of its own by the page readers together: while
+/// one chunk's last column chunks finish (and it is handed over), the readers start on the
+/// others' (with one, they idled half the time).
+const PRODUCERS: usize = 3;
 
 /// A column chunk's place in its chunk's page image: which file, row group and read column,
 /// the row group's first row in the chunk, and where its payload goes.
@@ -68,14 +72,6 @@ pub struct PageSource {
     pub files: Vec<PathBuf>,
     /// Per input column of the query, its name in the files (flat schemas).
     pub columns: Vec<String>,
-}
-
-/// A chunk's page image on its way to the device: its rows, decoded layout and program's shape.
-struct Sent {
-    rows: usize,
-    layout: ImageLayout,
-    segments: usize,
-    program_at: usize,
 }
 
 fn unsupported(why: impl Into<String>) -> GrouperError {
@@ -299,7 +295,8 @@ impl Prepared {
             .unwrap_or(0);
         let max_image = placements.iter().map(|p| p.bytes).max().unwrap_or(0);
         let on_cpu: Mutex<Vec<String>> = Mutex::default();
-        let sent: Mutex<VecDeque<Sent>> = Mutex::default();
+        // Each chunk's program length, set by its producer before the chunk is sent.
+        let programs: Vec<AtomicUsize> = placements.iter().map(|_| AtomicUsize::new(0)).collect();
         let gpu = Arc::clone(&input.gpu);
         grouper_core::trace::event(|| {
             format!(
@@ -323,7 +320,7 @@ impl Prepared {
         // Chunk by chunk, the page readers read its column chunks in parallel, each straight
         // into its place in the pinned staging slot the pipeline hands over (no copy of the
         // whole image after it is made); the program goes after the payloads.
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        let next = AtomicUsize::new(0);
         let sent_bytes = AtomicU64::new(0);
         let clock = StreamClock::default();
         let readers = rayon::ThreadPoolBuilder::new()
@@ -333,9 +330,10 @@ impl Prepared {
             .map_err(|e| GrouperError::Gpu(format!("starting page readers: {e}")))?;
         let table = {
             let (files, columns) = (&files, &columns);
-            let (on_cpu, sent) = (&on_cpu, &sent);
-            let mut produce = |out: &mut [u8]| -> Result<Option<ImageLayout>> {
-                let Some(placed) = placements.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            let on_cpu = &on_cpu;
+            let produce = |out: &mut [u8]| -> Result<Option<(ImageLayout, u64)>> {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(placed) = placements.get(i) else {
                     return Ok(None);
                 };
                 let layout = layout_of(placed.rows);
@@ -388,40 +386,40 @@ impl Prepared {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .extend(made.into_iter().filter_map(|(_, why)| why));
-                let rows = layout.rows;
-                sent.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push_back(Sent {
-                        rows,
-                        layout,
-                        segments: segments.len(),
-                        program_at: placed.program_at,
-                    });
-                // The copy's "layout": the page image as one region at its start.
-                Ok(Some(ImageLayout {
-                    rows,
-                    columns: vec![Some(ColumnRegion {
-                        values: 0,
-                        validity: None,
-                    })],
-                    bytes: used,
-                }))
+                if let Some(n) = programs.get(i) {
+                    n.store(segments.len(), Ordering::Release);
+                }
+                // The copy's "layout": the page image as one region at its start; the tag,
+                // which chunk it is (producers finish out of order).
+                Ok(Some((
+                    ImageLayout {
+                        rows: layout.rows,
+                        columns: vec![Some(ColumnRegion {
+                            values: 0,
+                            validity: None,
+                        })],
+                        bytes: used,
+                    },
+                    i as u64,
+                )))
             };
-            let mut decode = |copied: &ColPtrs| -> Result<(usize, ColPtrs)> {
-                let s = sent
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .pop_front()
-                    .ok_or_else(|| GrouperError::Gpu("a page image out of order".into()))?;
+            let mut decode = |copied: &ColPtrs, tag: u64| -> Result<(usize, ColPtrs)> {
+                let i = tag as usize;
+                let (Some(placed), Some(segments)) = (placements.get(i), programs.get(i)) else {
+                    return Err(GrouperError::Gpu(format!(
+                        "no chunk {i} of the page stream"
+                    )));
+                };
+                let layout = layout_of(placed.rows);
                 // SAFETY: the slot at `copied.0[0]` holds the whole page image (payload at its
                 // start, program at `program_at`), whose segments were checked against its
-                // payload and `s.layout`, which `decoded` (the largest layout) holds; both
+                // payload and `layout`, which `decoded` (the largest layout) holds; both
                 // outlive the run (the stream is synchronized before they are dropped).
                 unsafe {
                     decoder.launch(
                         &stream,
-                        copied.0[0] + s.program_at as u64,
-                        s.segments,
+                        copied.0[0] + placed.program_at as u64,
+                        segments.load(Ordering::Acquire),
                         copied.0[0],
                         decoded_at,
                         &mut flags,
@@ -429,7 +427,7 @@ impl Prepared {
                 }
                 // The read columns' pointers, at the query's column positions.
                 let mut ptrs = ColPtrs([0; 64]);
-                let dense = s.layout.pointers(decoded_at);
+                let dense = layout.pointers(decoded_at);
                 for (k, &c) in read.iter().enumerate() {
                     if let (Some(dst), Some(src)) = (
                         ptrs.0.get_mut(2 * c..2 * c + 2),
@@ -438,11 +436,11 @@ impl Prepared {
                         dst.copy_from_slice(src);
                     }
                 }
-                Ok((s.rows, ptrs))
+                Ok((layout.rows, ptrs))
             };
             self.report.chunks = chunks.len();
             let shape = max_image.max(64);
-            let table = self.run_with_decode(shape, &mut produce, &mut decode);
+            let table = self.run_with_decode(shape, PRODUCERS, &produce, &mut decode);
             clock.report(
                 chunks.len(),
                 sent_bytes.load(Ordering::Relaxed),
@@ -493,10 +491,10 @@ impl Prepared {
 }
 
 /// Where a page stream's time went, for the timeline (`GROUPER_TRACE=1`): the readers' busy
-/// time over all of them, and the producer's (the thread handing chunks to the pipeline) wait
-/// for each chunk's parallel read. Readers busy far less than their threads' share of the
-/// wall time are starved by the producer's turns; a producer that waits little is held by the
-/// GPU side.
+/// time over all of them, and the producers' (the threads handing chunks to the pipeline)
+/// waits for their chunks' parallel reads. Readers busy far less than their threads' share of
+/// the wall time are starved by the producers' turns; producers that wait little are held by
+/// the GPU side.
 #[derive(Default)]
 struct StreamClock {
     start: std::sync::OnceLock<std::time::Instant>,
@@ -519,7 +517,7 @@ impl StreamClock {
         let wall = self.start.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
         grouper_core::trace::event(|| {
             format!(
-                "pages: {chunks} chunks, {:.1} MB of page images in {:.1} ms ({:.2} GB/s); readers busy {:.1} ms over {threads} threads; the producer waited {:.1} ms for chunks' reads",
+                "pages: {chunks} chunks, {:.1} MB of page images in {:.1} ms ({:.2} GB/s); readers busy {:.1} ms over {threads} threads; {PRODUCERS} producers waited {:.1} ms in all for their chunks' reads",
                 bytes as f64 / 1e6,
                 wall * 1e3,
                 bytes as f64 / wall.max(1e-9) / 1e9,

@@ -3,7 +3,8 @@
 //! GPU across chunks.
 //!
 //! ```text
-//!  raw:        producer thread ─ gather (CPU threads) ─▶ pinned staging slot ─┐
+//!  raw:        producer thread(s) ─ gather (CPU threads) ─▶ pinned staging slot ─┐
+//!              (Parquet pages: several, each a chunk read into its own slot)    │
 //!  compressed: encoded images, pinned once per table (the cache) ─────────────┤
 //!                                                                              ▼
 //!        copy stream: DMA into device slot i % SLOTS   (waits: kernel i - SLOTS done)
@@ -81,26 +82,34 @@ pub enum Feed<'a> {
     Gather(&'a (dyn Fn(usize, &mut [u8]) -> Result<()> + Sync)),
     /// Made as the input arrives (a scan streaming into the GPU): `produce` fills the next
     /// chunk's image (at most `max_bytes`) into a pinned staging buffer and gives its layout,
-    /// or says that the input is done.
+    /// or says that the input is done; `producers` threads call it at once (each with a
+    /// staging buffer of its own).
     Stream {
         /// The largest image a chunk may have.
         max_bytes: usize,
         /// The chunk source.
         produce: Produce<'a>,
+        /// Threads filling staging buffers at once.
+        producers: usize,
     },
 }
 
-/// Fills the next chunk's image into the buffer: its layout, or `None` at the end.
-pub type Produce<'a> = &'a mut (dyn FnMut(&mut [u8]) -> Result<Option<ImageLayout>> + Send);
+/// Fills the next chunk's image into the buffer: its layout and a tag that the chunk's
+/// `on_chunk` receives (which chunk it is, where chunks finish out of order), or `None` at the
+/// end. Several producer threads may call it at once.
+pub type Produce<'a> = &'a (dyn Fn(&mut [u8]) -> Result<Option<(ImageLayout, u64)>> + Sync);
 
-/// A filled staging slot on its way to the kernel: the chunk's layout, and the slot.
-type Ready = (ImageLayout, PinnedHostSlice<u8>);
+/// Runs a chunk that reached the device: its rows, its image's pointers and its tag.
+pub type OnChunk<'a> = dyn FnMut(usize, &ColPtrs, u64) -> Result<()> + 'a;
+
+/// A filled staging slot on its way to the kernel: the chunk's layout and tag, and the slot.
+type Ready = (ImageLayout, u64, PinnedHostSlice<u8>);
 
 /// The chunks this GPU takes, in order: all of them, or (co-processing) those it claims from
 /// a queue shared with CPU workers, as it gets to them.
 pub type Claim<'a> = &'a (dyn Fn() -> Option<usize> + Sync);
 
-/// Runs `on_chunk(rows, pointers)` for every chunk `claim` hands out, in order, on the compute
+/// Runs `on_chunk(rows, pointers, tag)` for every chunk `claim` hands out, in order, on the compute
 /// `stream`, with each chunk's image where the kernel can read it. `on_chunk` enqueues the
 /// chunk's kernels (and may wait for them, e.g. to handle a full hash table); the pipeline
 /// keeps the next chunks' copies in flight meanwhile.
@@ -113,7 +122,7 @@ pub fn drive(
     zero_copy: bool,
     budget: &Budget,
     claim: Claim<'_>,
-    on_chunk: &mut dyn FnMut(usize, &ColPtrs) -> Result<()>,
+    on_chunk: &mut OnChunk<'_>,
 ) -> Result<()> {
     let err = gpu_err;
     let missing = || GrouperError::Gpu("a chunk image is missing".into());
@@ -123,14 +132,18 @@ pub fn drive(
             while let Some(i) = claim() {
                 let (img, layout) = images.get(i).zip(layouts.get(i)).ok_or_else(missing)?;
                 let (base, _g) = img.device_ptr(stream);
-                on_chunk(layout.rows, &layout.pointers(base))?;
+                on_chunk(layout.rows, &layout.pointers(base), i as u64)?;
             }
             Ok(())
         }
         Feed::Pinned(images) if zero_copy => {
             while let Some(i) = claim() {
                 let (img, layout) = images.get(i).zip(layouts.get(i)).ok_or_else(missing)?;
-                on_chunk(layout.rows, &layout.pointers(mapped_address(img)?))?;
+                on_chunk(
+                    layout.rows,
+                    &layout.pointers(mapped_address(img)?),
+                    i as u64,
+                )?;
             }
             stream.synchronize().map_err(err("running the aggregation"))
         }
@@ -154,7 +167,7 @@ pub fn drive(
                     };
                     let base = slots.ready(k)?;
                     let layout = layouts.get(i).ok_or_else(missing)?;
-                    on_chunk(layout.rows, &layout.pointers(base))?;
+                    on_chunk(layout.rows, &layout.pointers(base), i as u64)?;
                     slots.consumed(k)?;
                 }
                 stream
@@ -165,27 +178,24 @@ pub fn drive(
             result.map(|slots| slots.release(budget))
         }
         Feed::Gather(fill) => {
-            let mut produce = |out: &mut [u8]| -> Result<Option<ImageLayout>> {
+            let produce = |out: &mut [u8]| -> Result<Option<(ImageLayout, u64)>> {
                 let Some(i) = claim() else { return Ok(None) };
                 let layout = layouts.get(i).ok_or_else(missing)?;
                 fill(i, out)?;
-                Ok(Some(layout.clone()))
+                Ok(Some((layout.clone(), i as u64)))
             };
             let shape = (max_bytes, layouts.len());
-            gather(
-                gpu,
-                stream,
-                &mut produce,
-                shape,
-                zero_copy,
-                budget,
-                on_chunk,
-            )
+            gather(gpu, stream, &produce, 1, shape, zero_copy, budget, on_chunk)
         }
-        Feed::Stream { max_bytes, produce } => gather(
+        Feed::Stream {
+            max_bytes,
+            produce,
+            producers,
+        } => gather(
             gpu,
             stream,
             produce,
+            producers.max(1),
             (max_bytes, SLOTS),
             zero_copy,
             budget,
@@ -313,38 +323,47 @@ impl DeviceSlots {
     }
 }
 
-/// Raw streaming and streaming from a scan: a producer thread makes chunk images in pinned
-/// staging slots (its copies spread over the CPU's threads); the caller's thread sends them on.
-/// `(max, chunks)`: the largest image, and how many chunks there are (at least; for the
-/// device slots).
+/// Raw streaming and streaming from a scan: `producers` threads make chunk images in pinned
+/// staging slots (each its copies spread over the CPU's threads); the caller's thread sends
+/// them on, in the order they are ready. `(max, chunks)`: the largest image, and how many
+/// chunks there are (at least; for the device slots).
+#[allow(clippy::too_many_arguments)]
 fn gather(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     produce: Produce<'_>,
+    producers: usize,
     (max, chunks): (usize, usize),
     zero_copy: bool,
     budget: &Budget,
-    on_chunk: &mut dyn FnMut(usize, &ColPtrs) -> Result<()>,
+    on_chunk: &mut OnChunk<'_>,
 ) -> Result<()> {
     let err = gpu_err;
-    // One staging slot more than the chunks the sender holds (SLOTS copies in flight): the
-    // producer fills the next chunk meanwhile, and always has a slot with which to find that
-    // no chunk is left (with fewer, a sender waiting for a fourth chunk of three and a
-    // producer waiting for a free slot would wait on each other).
-    let n = SLOTS + 1;
+    // A staging slot for each producer beyond the chunks the sender holds (SLOTS copies in
+    // flight): the producers fill the next chunks meanwhile, and each always has a slot with
+    // which to find that no chunk is left (with fewer, a sender waiting for a fourth chunk of
+    // three and a producer waiting for a free slot would wait on each other).
+    let n = SLOTS + producers;
     let (free_tx, free_rx) = mpsc::channel::<(PinnedHostSlice<u8>, Option<CudaEvent>)>();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Ready>>();
     for _ in 0..n {
         let _ = free_tx.send((take_staging(gpu, max)?, None));
     }
+    let free_rx = Mutex::new(free_rx);
     let mut device = if zero_copy {
         None
     } else {
         Some(DeviceSlots::new(gpu, stream, max, chunks, budget)?)
     };
     let result = std::thread::scope(|scope| {
-        scope.spawn(move || {
-            while let Ok((mut slot, after)) = free_rx.recv() {
+        for _ in 0..producers {
+            let (free_rx, ready_tx) = (&free_rx, ready_tx.clone());
+            scope.spawn(move || loop {
+                let next = free_rx
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .recv();
+                let Ok((mut slot, after)) = next else { break };
                 let filled = (|| {
                     if let Some(e) = after {
                         e.synchronize().map_err(err("waiting for a kernel"))?;
@@ -353,7 +372,7 @@ fn gather(
                     produce(buf)
                 })();
                 let filled = match filled {
-                    Ok(Some(layout)) => Ok((layout, slot)),
+                    Ok(Some((layout, tag))) => Ok((layout, tag, slot)),
                     Ok(None) => {
                         return_staging(slot);
                         break;
@@ -367,18 +386,12 @@ fn gather(
                 if ready_tx.send(filled).is_err() || failed {
                     break;
                 }
-            }
-            drop(ready_tx);
-            // Slots come back until the caller is done; then they return to the pool.
-            while let Ok((slot, after)) = free_rx.recv() {
-                if let Some(e) = after {
-                    let _ = e.synchronize();
-                }
-                return_staging(slot);
-            }
-        });
-        // (position in this run, chunk layout, staging slot) of the chunks received.
-        let mut ahead: std::collections::VecDeque<(usize, ImageLayout, PinnedHostSlice<u8>)> =
+            });
+        }
+        // The channel closes when the last producer is done.
+        drop(ready_tx);
+        // (position in this run, chunk layout, tag, staging slot) of the chunks received.
+        let mut ahead: std::collections::VecDeque<(usize, ImageLayout, u64, PinnedHostSlice<u8>)> =
             Default::default();
         // The sender's time waiting for the producer, queueing copies, and running kernels
         // (`on_chunk`), for the timeline.
@@ -395,19 +408,19 @@ fn gather(
                     waited += t.elapsed();
                     match r {
                         Ok(r) => {
-                            let (layout, slot) = r?;
+                            let (layout, tag, slot) = r?;
                             let t = Instant::now();
                             if let Some(slots) = device.as_mut() {
                                 slots.copy_in(next, &slot, layout.bytes)?;
                             }
                             queued += t.elapsed();
-                            ahead.push_back((next, layout, slot));
+                            ahead.push_back((next, layout, tag, slot));
                             next += 1;
                         }
                         Err(_) => done = true,
                     }
                 }
-                let Some((k, layout, slot)) = ahead.pop_front() else {
+                let Some((k, layout, tag, slot)) = ahead.pop_front() else {
                     break;
                 };
                 let base = match device.as_ref() {
@@ -415,7 +428,7 @@ fn gather(
                     None => mapped_address(&slot)?,
                 };
                 let t = Instant::now();
-                on_chunk(layout.rows, &layout.pointers(base))?;
+                on_chunk(layout.rows, &layout.pointers(base), tag)?;
                 ran += t.elapsed();
                 let read = stream
                     .record_event(None)
@@ -440,14 +453,25 @@ fn gather(
             });
             synced
         })();
-        // Unblock the producer (its next recv fails) and take the slots back.
+        // Unblock the producers (their next recv fails) and take the slots back.
         drop(free_tx);
-        for (_, _, slot) in ahead {
+        for (_, _, _, slot) in ahead {
             return_staging(slot);
         }
         run
     });
-    while let Ok(Ok((_, slot))) = ready_rx.try_recv() {
+    // The producers are done: the slots they left, or the sender gave back, return to the pool
+    // once nothing reads them.
+    let free_rx = free_rx
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    while let Ok((slot, after)) = free_rx.try_recv() {
+        if let Some(e) = after {
+            let _ = e.synchronize();
+        }
+        return_staging(slot);
+    }
+    while let Ok(Ok((_, _, slot))) = ready_rx.try_recv() {
         return_staging(slot);
     }
     if let Some(slots) = device {

@@ -33,15 +33,16 @@ use crate::variant::{Scratch, Variant};
 use grouper_core::error::{GrouperError, Result};
 use grouper_core::partial::PartialGroups;
 
-/// Turns a chunk that reached the device (its pointers) into the image the kernel reads: its
-/// rows and pointers.
-pub(crate) type Decode<'a> = dyn FnMut(&ColPtrs) -> Result<(usize, ColPtrs)> + 'a;
+/// Turns a chunk that reached the device (its pointers, and the tag its producer gave it) into
+/// the image the kernel reads: its rows and pointers.
+pub(crate) type Decode<'a> = dyn FnMut(&ColPtrs, u64) -> Result<(usize, ColPtrs)> + 'a;
 
-/// A decode step for chunks that are not yet the kernel's image, and the largest chunk that
-/// crosses PCIe before it.
+/// A decode step for chunks that are not yet the kernel's image, the largest chunk that
+/// crosses PCIe before it, and how many threads produce chunks at once.
 pub(crate) struct PageDecode<'a, 'b> {
     pub(crate) decode: &'a mut Decode<'b>,
     pub(crate) max_bytes: usize,
+    pub(crate) producers: usize,
 }
 
 /// A query ready to run: planned, compiled, and (resident) uploaded.
@@ -242,10 +243,21 @@ impl Prepared {
             ));
         }
         let input = Arc::clone(&self.input);
-        let mut chunker = Chunker::new(&input, first, next);
-        let mut produce = |out: &mut [u8]| chunker.produce(out);
-        let table = self.execute(&|| None, Some(&mut produce), None)?;
-        self.report.chunks = chunker.chunks;
+        // One producer: the scan's batches come one after another.
+        let chunker = std::sync::Mutex::new(Chunker::new(&input, first, next));
+        let produce = |out: &mut [u8]| {
+            let mut chunker = chunker
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Ok(chunker
+                .produce(out)?
+                .map(|layout| (layout, chunker.chunks as u64)))
+        };
+        let table = self.execute(&|| None, Some(&produce), None)?;
+        self.report.chunks = chunker
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .chunks;
         self.report.rows = self.report.rows_run;
         self.finish(&table)
     }
@@ -255,13 +267,18 @@ impl Prepared {
     pub(crate) fn run_with_decode(
         &mut self,
         max_bytes: usize,
+        producers: usize,
         produce: Produce<'_>,
         decode: &mut Decode<'_>,
     ) -> Result<DeviceTable> {
         let table = self.execute(
             &|| None,
             Some(produce),
-            Some(PageDecode { decode, max_bytes }),
+            Some(PageDecode {
+                decode,
+                max_bytes,
+                producers,
+            }),
         )?;
         Ok(table)
     }
@@ -426,6 +443,7 @@ impl Prepared {
                     .as_ref()
                     .map_or_else(|| input.max_image_bytes(), |d| d.max_bytes),
                 produce,
+                producers: decode.as_ref().map_or(1, |d| d.producers),
             },
             (None, Some(r), _) => Feed::Resident(r),
             (None, None, Some(images)) => Feed::Pinned(images),
@@ -439,11 +457,11 @@ impl Prepared {
             Some(_) => None,
         };
         let mut current = self.planned.clone();
-        let mut on_chunk = |rows: usize, cols: &ColPtrs| -> Result<()> {
+        let mut on_chunk = |rows: usize, cols: &ColPtrs, tag: u64| -> Result<()> {
             let decoded;
             let (rows, cols) = match decode.as_mut() {
                 Some(d) => {
-                    let (r, c) = (d.decode)(cols)?;
+                    let (r, c) = (d.decode)(cols, tag)?;
                     decoded = c;
                     (r, &decoded)
                 }
