@@ -44,32 +44,14 @@ fn main() -> ExitCode {
     }));
     let result =
         std::panic::catch_unwind(grouper_cli::cli::run).unwrap_or_else(|_| Err(panicked()));
-    let code = match result {
-        Ok(()) => 0,
+    grouper_core::trace::event(|| "main returns".into());
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
-            2
+            ExitCode::from(2)
         }
-    };
-    grouper_core::trace::event(|| "main returns".into());
-    if grouper_gpu::device::started() {
-        quick_exit(code);
     }
-    ExitCode::from(code)
-}
-
-/// Ends a process that started the GPU without the CUDA driver's teardown of its context at
-/// exit (about 0.1 s on the H100 host, in the C library's exit handlers), which frees nothing
-/// the operating system does not free anyway.
-fn quick_exit(code: u8) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    // SAFETY: `_exit` ends the process at once. Everything it wrote is out: the query's output
-    // file was written and closed inside `run`, standard output and error are flushed above,
-    // and the kernel cache's files are written aside and renamed (one cut short is compiled
-    // again, never trusted).
-    unsafe { libc::_exit(i32::from(code)) }
 }
 
 /// The error for a caught panic.

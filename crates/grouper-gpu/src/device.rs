@@ -166,17 +166,10 @@ pub fn list() -> Result<Vec<DeviceInfo>> {
         .collect()
 }
 
-/// The process's GPU, once opened (or why not).
-static GPU: OnceLock<std::result::Result<Arc<Gpu>, String>> = OnceLock::new();
-
-/// Whether this process started a GPU context (its exit then tears the context down).
-pub fn started() -> bool {
-    matches!(GPU.get(), Some(Ok(_)))
-}
-
 impl Gpu {
     /// The process's GPU (device 0), opened once; the same error every time if there is none.
     pub fn get() -> Result<Arc<Gpu>> {
+        static GPU: OnceLock<std::result::Result<Arc<Gpu>, String>> = OnceLock::new();
         GPU.get_or_init(|| Gpu::open().map(Arc::new).map_err(|e| e.to_string()))
             .clone()
             .map_err(|reason| {
