@@ -67,11 +67,27 @@ struct Placement {
 }
 
 /// The files of a scan and which Parquet column each of the query's input columns is.
+#[derive(Clone)]
 pub struct PageSource {
     /// The files.
     pub files: Vec<PathBuf>,
     /// Per input column of the query, its name in the files (flat schemas).
     pub columns: Vec<String>,
+}
+
+/// A [`PageSource`]'s files, opened (footers read): opened while the GPU starts, which takes
+/// longer ([`PageSource::open`]).
+pub struct OpenedFiles(Vec<ParquetFile>);
+
+impl PageSource {
+    /// Opens the files and reads their footers (no GPU needed).
+    pub fn open(&self) -> Result<OpenedFiles> {
+        self.files
+            .par_iter()
+            .map(|p| ParquetFile::open(p))
+            .collect::<Result<Vec<_>>>()
+            .map(OpenedFiles)
+    }
 }
 
 fn unsupported(why: impl Into<String>) -> GrouperError {
@@ -170,9 +186,9 @@ fn key_check(input: &Arc<PreparedInput>, c: usize, t: &DataType) -> Result<Optio
 }
 
 impl Prepared {
-    /// Runs a [`Prepared::streaming`] query (raw transfer) over `source`'s files as Parquet
-    /// pages decoded on the GPU.
-    pub fn run_pages(&mut self, source: &PageSource) -> Result<GpuOutput> {
+    /// Runs a [`Prepared::streaming`] query (raw transfer) over `source`'s files (`opened`)
+    /// as Parquet pages decoded on the GPU.
+    pub fn run_pages(&mut self, source: &PageSource, opened: OpenedFiles) -> Result<GpuOutput> {
         let input = Arc::clone(&self.input);
         if !self.report.from_scan {
             return Err(GrouperError::InvalidOption(
@@ -183,11 +199,12 @@ impl Prepared {
         if targets.len() != source.columns.len() {
             return Err(unsupported("split wide keys"));
         }
-        let files = source
-            .files
-            .par_iter()
-            .map(|p| ParquetFile::open(p))
-            .collect::<Result<Vec<_>>>()?;
+        let files = opened.0;
+        if files.len() != source.files.len() {
+            return Err(GrouperError::Gpu(
+                "the opened files are not the page source's".into(),
+            ));
+        }
         // Per file, the leaf of each read column.
         let mut columns: Vec<Vec<Column>> = Vec::with_capacity(files.len());
         let string =

@@ -343,10 +343,11 @@ fn gather(
     // flight): the producers fill the next chunks meanwhile, and each always has a slot with
     // which to find that no chunk is left (with fewer, a sender waiting for a fourth chunk of
     // three and a producer waiting for a free slot would wait on each other).
-    let n = SLOTS + producers;
     let (free_tx, free_rx) = mpsc::channel::<(PinnedHostSlice<u8>, Option<CudaEvent>)>();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Ready>>();
-    for _ in 0..n {
+    // The producers' slots first; the sender's are page-locked (tens of milliseconds in a fresh
+    // process) while the producers fill theirs.
+    for _ in 0..producers {
         let _ = free_tx.send((take_staging(gpu, max)?, None));
     }
     let free_rx = Mutex::new(free_rx);
@@ -390,6 +391,10 @@ fn gather(
         }
         // The channel closes when the last producer is done.
         drop(ready_tx);
+        let staged = (0..SLOTS).try_for_each(|_| {
+            let _ = free_tx.send((take_staging(gpu, max)?, None));
+            Ok::<_, GrouperError>(())
+        });
         // (position in this run, chunk layout, tag, staging slot) of the chunks received.
         let mut ahead: std::collections::VecDeque<(usize, ImageLayout, u64, PinnedHostSlice<u8>)> =
             Default::default();
@@ -397,6 +402,7 @@ fn gather(
         // (`on_chunk`), for the timeline.
         let (mut waited, mut queued, mut ran) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
         let run = (|| {
+            staged?;
             let mut next = 0usize;
             let mut done = false;
             loop {
