@@ -52,7 +52,7 @@ limited() { if [ -n "${RUN_LIMIT:-}" ]; then timeout -k 10 "$RUN_LIMIT" "$@"; el
 for c in .device/cache.tgz .device/cache.txz; do
   [ -f "$c" ] && mkdir -p "$GROUPER_CACHE_DIR" && tar -C "$GROUPER_CACHE_DIR" -xf "$c"
 done
-# xz: a device call returns files of at most 16 MiB (PTX compresses ~10x).
+# xz: a device call returns files of at most 16 MiB (kernels compress several times).
 # Written aside and renamed: an archive cut short by the call's time limit never comes back.
 save_cache() {
   [ -d "$GROUPER_CACHE_DIR" ] && XZ_OPT="-9 -T0" tar -C "$GROUPER_CACHE_DIR" -cJf /tmp/cache.txz . \
@@ -224,8 +224,8 @@ if wants startup; then
 fi
 if wants compile; then
   # Where a cold GPU query's compile time goes: TPC-H Q1 (SF 0.1, built-in data) under each GPU
-  # strategy, first with an empty kernel cache (NVRTC, then the driver's load of the PTX), then
-  # again with the PTX on disk (the driver's load alone), each as one fresh process with
+  # strategy, first with an empty kernel cache (NVRTC to the device's CUBIN, then its load), then
+  # again with the CUBIN on disk (its load alone), each as one fresh process with
   # --explain (compile= in the GroupByExec line) and its wall time.
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   for s in perfect_registers perfect_shared perfect_global block_local thread_private global; do

@@ -1,11 +1,13 @@
 //! Run-time compilation of generated kernels with NVRTC, cached in memory and on disk.
 //!
 //! Kernels are CUDA C generated per query ([`crate::codegen`]) and compiled for the device's
-//! real architecture (`--gpu-architecture=sm_XY`). A compile costs ~100 ms, a query on resident
-//! data a few, so modules are cached: in memory for the process, and as PTX on disk keyed by a
-//! hash of (source, architecture, driver version) so that repeated runs skip NVRTC entirely.
-//! Compile time is reported separately from run time; `GROUPER_TRACE=1` puts each compile's
-//! NVRTC and module-load (driver JIT) times on the timeline ([`grouper_core::trace`]).
+//! real architecture (`--gpu-architecture=sm_XY`), straight to its machine code (CUBIN: no
+//! second assembly by the driver when the module loads). A compile costs ~100 ms to ~1 s, a
+//! query on resident data a few, so modules are cached: in memory for the process, and as
+//! CUBIN on disk keyed by a hash of (source, architecture, driver version) so that repeated
+//! runs skip NVRTC entirely. Compile time is reported separately from run time;
+//! `GROUPER_TRACE=1` puts each compile's NVRTC and module-load times on the timeline
+//! ([`grouper_core::trace`]).
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -14,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use cudarc::driver::{CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+use cudarc::nvrtc::{self, Ptx};
 
 use crate::device::Gpu;
 use grouper_core::error::{GrouperError, Result};
@@ -35,7 +37,7 @@ pub struct Compiled {
 pub enum CacheHit {
     /// Compiled now with NVRTC.
     Compiled,
-    /// PTX read from the disk cache.
+    /// Machine code (CUBIN) read from the disk cache.
     Disk,
     /// Already loaded in this process.
     Memory,
@@ -95,15 +97,18 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
             source: CacheHit::Memory,
         });
     }
-    let path = disk_dir().map(|d| d.join(format!("{key:016x}.ptx")));
-    let load = |ptx: Ptx| {
+    let path = disk_dir().map(|d| d.join(format!("{key:016x}.cubin")));
+    let load = |cubin: Vec<u8>| {
         gpu.ctx
-            .load_module(ptx)
+            .load_module(Ptx::from_binary(cubin))
             .map_err(|e| GrouperError::Gpu(format!("loading the compiled kernels failed: {e}")))
     };
-    let cached = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
-    // A cached module that does not load (a file cut short, say) is compiled again.
-    let from_disk = cached.and_then(|text| load(Ptx::from_src(text)).ok());
+    // A cached module that is not whole (a file cut short, say) is compiled again.
+    let cached = path
+        .as_ref()
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|file| unsealed(&file));
+    let from_disk = cached.and_then(|cubin| load(cubin).ok());
     let (module, hit) = match from_disk {
         Some(m) => {
             grouper_core::trace::event(|| {
@@ -115,20 +120,19 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
             (m, CacheHit::Disk)
         }
         None => {
-            let ptx = nvrtc(src, &arch)?;
-            let text = ptx.to_src();
+            let cubin = nvrtc(src, &arch)?;
             let compiled = start.elapsed();
             if let Some(p) = &path {
                 // The disk cache is an optimisation: failing to write it is not an error.
-                let _ = write_whole(p, &text);
+                let _ = write_whole(p, sealed(&cubin));
             }
-            let module = load(ptx)?;
+            let bytes = cubin.len();
+            let module = load(cubin)?;
             grouper_core::trace::event(|| {
                 format!(
-                    "compile: NVRTC {:.1} ms, module load (the driver's PTX JIT) {:.1} ms, {} bytes of PTX",
+                    "compile: NVRTC {:.1} ms (to the device's SASS), module load {:.1} ms, {bytes} bytes of CUBIN",
                     compiled.as_secs_f64() * 1e3,
                     (start.elapsed() - compiled).as_secs_f64() * 1e3,
-                    text.len()
                 )
             });
             (module, CacheHit::Compiled)
@@ -144,7 +148,34 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
 
 /// Writes `text` to `path` through a temporary file and a rename, so that a process stopped
 /// mid-write (or another writing the same entry) never leaves a partial entry behind.
-fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+/// A CUBIN as the disk cache stores it: its length and hash before it, so that only a whole
+/// one is ever loaded (the driver reads an ELF image by the sizes inside it, past the end of
+/// one cut short).
+fn sealed(cubin: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(cubin.len() + 16);
+    out.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
+    out.extend_from_slice(&digest(cubin).to_le_bytes());
+    out.extend_from_slice(cubin);
+    out
+}
+
+/// The CUBIN in a [`sealed`] file, if it is whole.
+fn unsealed(file: &[u8]) -> Option<Vec<u8>> {
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(file.get(at..at + 8)?.try_into().ok()?))
+    };
+    let (len, hash) = (word(0)?, word(8)?);
+    let cubin = file.get(16..)?;
+    (cubin.len() as u64 == len && digest(cubin) == hash).then(|| cubin.to_vec())
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+fn write_whole(path: &std::path::Path, text: impl AsRef<[u8]>) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -155,37 +186,67 @@ fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     })
 }
 
-/// NVRTC itself; a failure carries the compiler's log.
-fn nvrtc(src: &str, arch: &str) -> Result<Ptx> {
+/// NVRTC itself, to the device's own machine code (CUBIN: with a real architecture NVRTC runs
+/// the assembler anyway, and a module loaded as PTX was assembled a second time by the
+/// driver, 0.4–0.9 s for Q1's kernel on the H100); a failure carries the compiler's log.
+fn nvrtc(src: &str, arch: &str) -> Result<Vec<u8>> {
     if std::env::var("GROUPER_INJECT_NVRTC_FAILURE").is_ok_and(|v| v == "1") {
         return Err(GrouperError::Gpu(
             "kernel compilation failed (injected by GROUPER_INJECT_NVRTC_FAILURE)".into(),
         ));
     }
-    let opts = CompileOptions {
-        options: vec![
-            format!("--gpu-architecture={arch}"),
-            "--std=c++17".into(),
-            "--device-int128".into(),
-            "-default-device".into(),
-        ],
-        name: Some("grouper.cu".into()),
-        ..Default::default()
+    let options = [
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".into(),
+        "--device-int128".into(),
+        "-default-device".into(),
+    ];
+    let failed = |what: &str, e: nvrtc::result::NvrtcError| {
+        GrouperError::Gpu(format!("kernel compilation failed ({what}): {e:?}"))
     };
-    compile_ptx_with_opts(src, opts).map_err(|e| match e {
-        CompileError::CompileError { log, .. } => {
+    let src = std::ffi::CString::new(src)
+        .map_err(|_| GrouperError::Gpu("a kernel source with a NUL byte".into()))?;
+    let name = c"grouper.cu";
+    let prog = nvrtc::result::create_program(&src, Some(name))
+        .map_err(|e| failed("creating the program", e))?;
+    let program = Program(prog);
+    // SAFETY: `program.0` was made by create_program above and is destroyed only by
+    // `Program`'s drop, after these calls; the buffers passed are sized by NVRTC's own size
+    // queries.
+    unsafe {
+        if let Err(e) = nvrtc::result::compile_program(program.0, &options) {
+            let log = nvrtc::result::get_program_log(program.0).unwrap_or_default();
+            let log: Vec<u8> = log.iter().map(|&c| c as u8).collect();
+            let log = String::from_utf8_lossy(&log);
             // The first errors, on one line: the log of a broken kernel can run for pages.
-            let log = log.to_string_lossy();
             let errors: Vec<&str> = log.lines().filter(|l| l.contains("error")).collect();
             let shown: Vec<&str> = errors.iter().take(3).copied().collect();
-            GrouperError::Gpu(format!(
-                "kernel compilation failed ({} errors): {}",
+            return Err(GrouperError::Gpu(format!(
+                "kernel compilation failed ({} errors, {e:?}): {}",
                 errors.len(),
                 shown.join(" | ")
-            ))
+            )));
         }
-        other => GrouperError::Gpu(format!("kernel compilation failed: {other}")),
-    })
+        let mut size = 0usize;
+        nvrtc::sys::nvrtcGetCUBINSize(program.0, &mut size)
+            .result()
+            .map_err(|e| failed("sizing the CUBIN", e))?;
+        let mut cubin = vec![0u8; size];
+        nvrtc::sys::nvrtcGetCUBIN(program.0, cubin.as_mut_ptr().cast())
+            .result()
+            .map_err(|e| failed("reading the CUBIN", e))?;
+        Ok(cubin)
+    }
+}
+
+/// An NVRTC program, destroyed when dropped.
+struct Program(nvrtc::sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: made by create_program and destroyed here only.
+        let _ = unsafe { nvrtc::result::destroy_program(self.0) };
+    }
 }
 
 #[cfg(test)]
@@ -205,5 +266,21 @@ mod tests {
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("abc.ptx")]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_a_whole_cached_cubin_is_loaded() {
+        let cubin: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let file = sealed(&cubin);
+        assert_eq!(unsealed(&file), Some(cubin.clone()));
+        for cut in [0, 7, 15, 16, 500, file.len() - 1] {
+            assert_eq!(unsealed(&file[..cut]), None, "cut at {cut}");
+        }
+        let mut flipped = file.clone();
+        flipped[600] ^= 1;
+        assert_eq!(unsealed(&flipped), None);
+        let mut longer = file;
+        longer.push(0);
+        assert_eq!(unsealed(&longer), None);
     }
 }
