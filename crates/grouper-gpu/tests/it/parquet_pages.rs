@@ -671,3 +671,61 @@ fn files_pyarrow_writes_decode_as_the_arrow_reader_reads_them() {
     }
     assert_eq!(seen, 4);
 }
+
+/// Pages read ahead while the GPU starts (the stream's prefetch) make the same page images as
+/// pages read by the stream itself; a stop set before it starts reads nothing, and the budget
+/// bounds what it holds.
+#[test]
+fn prefetched_pages_make_the_images_the_stream_would_read() {
+    use grouper_gpu::pages::PageSource;
+    use std::sync::atomic::AtomicBool;
+    let dir = std::env::temp_dir().join(format!("grouper-pq-prefetch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ahead.parquet");
+    let batch = table(40_000, 11);
+    write(&path, &batch, properties(0));
+    let names: Vec<String> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let source = PageSource {
+        files: vec![path.clone()],
+        columns: names.clone(),
+    };
+    let opened = source.open().unwrap();
+    let stopped = opened.prefetch(&source, &AtomicBool::new(true), usize::MAX);
+    assert_eq!(stopped.held(), 0);
+    let file = ParquetFile::open(&path).unwrap();
+    let all = file.row_groups() * names.len();
+    let bounded = opened.prefetch(&source, &AtomicBool::new(false), 1);
+    assert!(
+        bounded.held() >= 1 && bounded.held() < all,
+        "{} of {all}",
+        bounded.held()
+    );
+    let ahead = opened.prefetch(&source, &AtomicBool::new(false), usize::MAX);
+    assert_eq!(ahead.held(), all);
+    let coder = coder();
+    let schema = file.arrow_schema();
+    for rg in 0..file.row_groups() {
+        let (layout, columns) = layout(&schema, file.rows(rg), &coder);
+        for (c, col) in columns.iter().enumerate() {
+            let region = layout.columns[c].unwrap();
+            let image = |read| {
+                let (img, why) = file
+                    .column_image(rg, col, region, layout.bytes as u64, read)
+                    .unwrap();
+                let mut bytes = vec![0u8; img.bytes()];
+                img.write(&mut bytes).unwrap();
+                (bytes, why)
+            };
+            let read = ahead.take(0, rg, col.leaf).expect("read ahead");
+            assert!(ahead.take(0, rg, col.leaf).is_none(), "taken once");
+            assert_eq!(image(Some(read)), image(None), "row group {rg}, column {c}");
+        }
+    }
+    assert_eq!(ahead.held(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
