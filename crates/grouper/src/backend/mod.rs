@@ -86,12 +86,9 @@ impl Route {
                     Err(e) => Route::Cpu(Some(format!("{e}; ran on the CPU"))),
                 },
                 Backend::Auto => match auto_gpu(engine, plan) {
-                    AutoGpu::Pages { query, fused, rows } => match crate::device_facts::open() {
-                        Ok(_) => Route::Gpu { query, fused },
-                        Err(e) => Route::Cpu(Some(format!(
-                            "{e}; ran on the CPU (a Parquet scan of {rows} rows would have gone to the GPU as pages)"
-                        ))),
-                    },
+                    // The GPU starts as the pages run, beside the files' footers and the first
+                    // pages' reads (`pages::run_pages`); if it cannot, the CPU runs the query.
+                    AutoGpu::Pages { query, fused } => Route::Gpu { query, fused },
                     AutoGpu::Hybrid { query } => match crate::device_facts::open() {
                         Ok(_) => Route::Hybrid { query },
                         Err(e) => Route::Cpu(Some(e.to_string())),
@@ -120,12 +117,9 @@ impl Route {
 /// driver's presence, the fused form, row counts from statistics): nothing here starts the GPU.
 #[cfg(feature = "gpu")]
 pub(crate) enum AutoGpu {
-    /// The GPU alone, reading a Parquet scan of `rows` rows as pages.
-    Pages {
-        query: GpuQuery,
-        fused: bool,
-        rows: u64,
-    },
+    /// The GPU alone, reading a Parquet scan (of at least [`pages::PAGES_MIN_ROWS`] rows) as
+    /// pages.
+    Pages { query: GpuQuery, fused: bool },
     /// Co-processing over an in-memory table.
     Hybrid { query: GpuQuery },
     /// The CPU, for this reason.
@@ -156,8 +150,8 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
         }
         _ => None,
     };
-    if let Some(rows) = pages.filter(|&p| p >= pages::PAGES_MIN_ROWS) {
-        return AutoGpu::Pages { query, fused, rows };
+    if pages.is_some_and(|p| p >= pages::PAGES_MIN_ROWS) {
+        return AutoGpu::Pages { query, fused };
     }
     match rows {
         Some(r) if r >= HYBRID_MIN_ROWS => AutoGpu::Hybrid { query },

@@ -99,10 +99,12 @@ pub(crate) async fn run_pages(
     let starting = {
         let ready = Arc::clone(&ready);
         tokio::task::spawn_blocking(move || {
-            if let Ok(gpu) = grouper_gpu::Gpu::get() {
-                grouper_gpu::parquet::Decoder::warm(&gpu);
+            let gpu = crate::device_facts::open();
+            if let Ok(gpu) = &gpu {
+                grouper_gpu::parquet::Decoder::warm(gpu);
             }
             ready.store(true, Ordering::Relaxed);
+            gpu.map(|_| ())
         })
     };
     let opening = {
@@ -120,7 +122,10 @@ pub(crate) async fn run_pages(
     }
     drop(stream);
     let opened = opening.await.map_err(external)?;
-    starting.await.map_err(external)?;
+    if let Err(e) = starting.await.map_err(external)? {
+        // `auto` then runs the query on the CPU (it chose the pages before starting the GPU).
+        return Ok(Err(grouper_core::GrouperError::Unsupported(e.to_string())));
+    }
     let mut opts = engine.gpu.clone();
     // The pages are the transfer encoding: the kernel reads the decoded columns as they are.
     opts.compress = false;
