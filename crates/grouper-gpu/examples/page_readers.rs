@@ -73,7 +73,7 @@ fn main() {
                         let layout = ImageLayout::new(file.rows(rg), &encs, &nullable);
                         let region = layout.columns[c].unwrap();
                         let (img, _) = file
-                            .column_image(rg, &cols[c], region, layout.bytes as u64, None)
+                            .column_image(rg, &cols[c], region, layout.bytes as u64)
                             .unwrap();
                         img.bytes()
                     })

@@ -13,9 +13,7 @@
 //! a value outside it, or NULLs where the statistics counted none, stop the run with
 //! [`GrouperError::OutsidePlan`] — the caller then reads the files another way.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -23,7 +21,6 @@ use arrow::array::make_array;
 use arrow::buffer::Buffer;
 use arrow::datatypes::DataType;
 use cudarc::driver::{CudaSlice, DevicePtr};
-use parquet::column::page::Page;
 use rayon::prelude::*;
 
 use crate::encode::Scheme;
@@ -81,81 +78,6 @@ pub struct PageSource {
 /// A [`PageSource`]'s files, opened (footers read): opened while the GPU starts, which takes
 /// longer ([`PageSource::open`]).
 pub struct OpenedFiles(Vec<ParquetFile>);
-
-/// Most bytes of pages a [`Prefetch`] holds (decompressed, before the stream takes them).
-pub const PREFETCH_BYTES: usize = 1 << 30;
-
-/// Column chunks' pages read and decompressed before the stream starts, while the GPU starts
-/// (~0.25 s on the H100 host, the time the page readers take for about a gigabyte): the part of
-/// their work that needs no plan. The stream's readers take them (or read what is missing).
-#[derive(Default)]
-pub struct Prefetch {
-    /// By (file, row group, leaf).
-    pages: Mutex<HashMap<(usize, usize, usize), Vec<Page>>>,
-    /// Bytes held.
-    bytes: AtomicUsize,
-}
-
-impl Prefetch {
-    /// The pages of file `file`'s row group `rg`, leaf `leaf`, if they were read ahead (once).
-    pub fn take(&self, file: usize, rg: usize, leaf: usize) -> Option<Vec<Page>> {
-        let pages = self
-            .pages
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&(file, rg, leaf))?;
-        let bytes: usize = pages.iter().map(|p| p.buffer().len()).sum();
-        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
-        Some(pages)
-    }
-
-    /// Column chunks prefetched and not yet taken.
-    pub fn held(&self) -> usize {
-        self.pages
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-}
-
-impl OpenedFiles {
-    /// Reads and decompresses the pages of `source`'s columns on the CPU's threads, row groups
-    /// in the stream's order, until `stop` is set or `budget` bytes are held. A column chunk
-    /// that fails to read is left to the stream (which reports it).
-    pub fn prefetch(&self, source: &PageSource, stop: &AtomicBool, budget: usize) -> Prefetch {
-        let prefetch = Prefetch::default();
-        let units: Vec<(usize, usize, usize)> = self
-            .0
-            .iter()
-            .enumerate()
-            .flat_map(|(f, file)| {
-                let leaves: Vec<usize> = source
-                    .columns
-                    .iter()
-                    .filter_map(|name| file.leaf(name))
-                    .collect();
-                (0..file.row_groups())
-                    .flat_map(move |rg| leaves.clone().into_iter().map(move |leaf| (f, rg, leaf)))
-            })
-            .collect();
-        units.par_iter().with_max_len(1).for_each(|&(f, rg, leaf)| {
-            if stop.load(Ordering::Relaxed) || prefetch.bytes.load(Ordering::Relaxed) >= budget {
-                return;
-            }
-            let Ok(pages) = self.0[f].pages(rg, leaf) else {
-                return;
-            };
-            let bytes: usize = pages.iter().map(|p| p.buffer().len()).sum();
-            prefetch.bytes.fetch_add(bytes, Ordering::Relaxed);
-            prefetch
-                .pages
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert((f, rg, leaf), pages);
-        });
-        prefetch
-    }
-}
 
 impl PageSource {
     /// Opens the files and reads their footers (no GPU needed).
@@ -266,12 +188,7 @@ fn key_check(input: &Arc<PreparedInput>, c: usize, t: &DataType) -> Result<Optio
 impl Prepared {
     /// Runs a [`Prepared::streaming`] query (raw transfer) over `source`'s files (`opened`)
     /// as Parquet pages decoded on the GPU.
-    pub fn run_pages(
-        &mut self,
-        source: &PageSource,
-        opened: OpenedFiles,
-        prefetch: &Prefetch,
-    ) -> Result<GpuOutput> {
+    pub fn run_pages(&mut self, source: &PageSource, opened: OpenedFiles) -> Result<GpuOutput> {
         let input = Arc::clone(&self.input);
         if !self.report.from_scan {
             return Err(GrouperError::InvalidOption(
@@ -400,10 +317,9 @@ impl Prepared {
         let gpu = Arc::clone(&input.gpu);
         grouper_core::trace::event(|| {
             format!(
-                "pages: {} row groups in {} chunks ({} column chunks prefetched), waiting for the decoder",
+                "pages: {} row groups in {} chunks, waiting for the decoder",
                 work.len(),
-                chunks.len(),
-                prefetch.held()
+                chunks.len()
             )
         });
         let decoder = Decoder::new(&gpu)?;
@@ -457,8 +373,7 @@ impl Prepared {
                         return Ok((Vec::new(), None));
                     };
                     let (image, why) = clock.time(&clock.reading, || {
-                        let read = prefetch.take(u.file, u.rg, col.leaf);
-                        file.column_image(u.rg, col, place, layout.bytes as u64, read)
+                        file.column_image(u.rg, col, place, layout.bytes as u64)
                     })?;
                     if image.payload_len() > region.len() {
                         return Err(over());

@@ -9,7 +9,6 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
-use parquet::column::page::Page;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::serialized_reader::SerializedPageReader;
 
@@ -175,7 +174,7 @@ impl ParquetFile {
             let Some(Some(region)) = layout.columns.get(c).copied() else {
                 continue;
             };
-            let (chunk, why) = self.column_image(rg, col, region, layout.bytes as u64, None)?;
+            let (chunk, why) = self.column_image(rg, col, region, layout.bytes as u64)?;
             image.append(chunk)?;
             if let Some(why) = why {
                 on_cpu.push((col.leaf, why));
@@ -188,36 +187,15 @@ impl ParquetFile {
         })
     }
 
-    /// The pages of leaf `leaf`'s chunk in row group `rg`, read (the chunk with one positional
-    /// read) and decompressed: the part of a page image that needs no plan, which a stream
-    /// does while the GPU starts ([`crate::pages::Prefetch`]).
-    pub fn pages(&self, rg: usize, leaf: usize) -> Result<Vec<Page>> {
-        let group = self.reader.metadata().row_group(rg);
-        if leaf >= group.num_columns() {
-            return Err(GrouperError::InvalidInput(format!(
-                "{} has no column {leaf} in row group {rg}",
-                self.path.display()
-            )));
-        }
-        let meta = group.column(leaf);
-        let (start, len) = meta.byte_range();
-        let bytes = ChunkBytes::read(&self.file, start, len).map_err(io(&self.path))?;
-        SerializedPageReader::new(std::sync::Arc::new(bytes), meta, self.rows(rg), None)
-            .map_err(io(&self.path))?
-            .collect::<parquet::errors::Result<Vec<Page>>>()
-            .map_err(io(&self.path))
-    }
-
     /// The page image of column `col`'s chunk in row group `rg`, decoding into `region` of a
-    /// decoded image of `decoded` bytes, from its pages (`read`, or read now); where the GPU
-    /// cannot decode it, the chunk decoded here and why. Corrupt chunks fail.
+    /// decoded image of `decoded` bytes; where the GPU cannot decode it, the chunk decoded here
+    /// and why. Corrupt chunks fail.
     pub fn column_image(
         &self,
         rg: usize,
         col: &Column,
         region: ColumnRegion,
         decoded: u64,
-        read: Option<Vec<Page>>,
     ) -> Result<(PageImage, Option<String>)> {
         let schema = self.reader.metadata().file_metadata().schema_descr_ptr();
         if col.leaf >= schema.num_columns() || rg >= self.row_groups() {
@@ -229,14 +207,15 @@ impl ParquetFile {
         }
         let rows = self.rows(rg);
         let descr = schema.column(col.leaf);
-        let pages = match read {
-            Some(pages) => pages,
-            None => self.pages(rg, col.leaf)?,
-        };
+        let meta = self.reader.metadata().row_group(rg).column(col.leaf);
+        let (start, len) = meta.byte_range();
+        let bytes = ChunkBytes::read(&self.file, start, len).map_err(io(&self.path))?;
+        let pages = SerializedPageReader::new(std::sync::Arc::new(bytes), meta, rows, None)
+            .map_err(io(&self.path))?;
         let mut image = PageImage::with_capacity(self.column_bound(rg, col).0);
         match add_column_chunk(
             &mut image,
-            pages.into_iter().map(Ok),
+            pages,
             &descr,
             &col.target,
             rows,

@@ -4,7 +4,6 @@
 //! batch (the string dictionaries and the group estimate are seeded from it) and is then left.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
@@ -93,27 +92,16 @@ pub(crate) async fn run_pages(
     // The GPU starts (~0.23 s on the H100 host) while the files' footers are read and the scan
     // gives its first batch; NVRTC compiles the page decoder while the aggregation kernel is
     // planned and compiled (on a fresh machine, ~1.1 s of compiles in a row for Q1 on the H100).
-    // Meanwhile the page readers read and decompress the first column chunks' pages (the part
-    // of their work that needs no plan), until the GPU is ready.
-    let ready = Arc::new(AtomicBool::new(false));
-    let starting = {
-        let ready = Arc::clone(&ready);
-        tokio::task::spawn_blocking(move || {
-            let gpu = crate::device_facts::open();
-            if let Ok(gpu) = &gpu {
-                grouper_gpu::parquet::Decoder::warm(gpu);
-            }
-            ready.store(true, Ordering::Relaxed);
-            gpu.map(|_| ())
-        })
-    };
+    let starting = tokio::task::spawn_blocking(|| {
+        let gpu = crate::device_facts::open();
+        if let Ok(gpu) = &gpu {
+            grouper_gpu::parquet::Decoder::warm(gpu);
+        }
+        gpu.map(|_| ())
+    });
     let opening = {
-        let (pages, ready) = (pages.clone(), Arc::clone(&ready));
-        tokio::task::spawn_blocking(move || {
-            let opened = pages.open()?;
-            let prefetch = opened.prefetch(&pages, &ready, grouper_gpu::pages::PREFETCH_BYTES);
-            Ok::<_, grouper_core::GrouperError>((opened, prefetch))
-        })
+        let pages = pages.clone();
+        tokio::task::spawn_blocking(move || pages.open())
     };
     let mut first = Vec::new();
     let mut stream = source.execute(0, Arc::clone(context))?;
@@ -130,9 +118,8 @@ pub(crate) async fn run_pages(
     // The pages are the transfer encoding: the kernel reads the decoded columns as they are.
     opts.compress = false;
     tokio::task::spawn_blocking(move || {
-        let (opened, prefetch) = opened?;
         Prepared::streaming(&query, &first, &bounds, rows, &opts)
-            .and_then(|mut p| p.run_pages(&pages, opened, &prefetch))
+            .and_then(|mut p| p.run_pages(&pages, opened?))
     })
     .await
     .map_err(external)
