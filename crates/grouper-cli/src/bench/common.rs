@@ -4,8 +4,8 @@
 // reads as Null, never panics) and vectors of sweep points it built itself.
 #![allow(clippy::indexing_slicing)]
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -308,4 +308,63 @@ pub(crate) fn git_commit() -> String {
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map_or_else(|| "unknown".into(), |s| s.trim().to_string())
+}
+
+/// The machine: the GPU (asked of the driver: the harness is not a query whose start-up is
+/// measured) and the CPU model and threads.
+pub(crate) fn device(threads: usize) -> String {
+    let cpu = format!(
+        "{} ({threads} threads)",
+        grouper::profile_store::cpu_model()
+    );
+    match grouper_gpu::device::list()
+        .ok()
+        .and_then(|l| l.into_iter().next())
+    {
+        Some(g) => format!("{}; {cpu}", g.name),
+        None => format!("no GPU; {cpu}"),
+    }
+}
+
+/// One timed `grouper query` process: wall milliseconds, or its error's last line.
+pub(crate) fn run_grouper(
+    flags: &[String],
+    tables: &[String],
+    threads: usize,
+    sql: &str,
+    csv: &Path,
+) -> Result<std::result::Result<f64, String>> {
+    let exe = std::env::current_exe().context("cannot find the grouper binary")?;
+    let t = Instant::now();
+    let out = Command::new(exe)
+        .arg("query")
+        .args(["--threads", &threads.to_string()])
+        .args(flags)
+        .args(tables)
+        .args(["--format", "csv", "--output"])
+        .arg(csv)
+        .arg(sql)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot start grouper query")?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    if out.status.success() {
+        Ok(Ok(ms))
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Ok(Err(err
+            .lines()
+            .last()
+            .unwrap_or("failed")
+            .trim()
+            .to_string()))
+    }
+}
+
+/// The median of `runs` (NaN when there are none).
+pub(crate) fn median(runs: &[f64]) -> f64 {
+    let mut r = runs.to_vec();
+    r.sort_by(f64::total_cmp);
+    r.get(r.len() / 2).copied().unwrap_or(f64::NAN)
 }

@@ -21,7 +21,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use crate::bench::answers;
-use crate::bench::common::{git_commit, write_json};
+use crate::bench::common::{device, git_commit, median, run_grouper, write_json};
 
 /// TPC-H's 22 queries (the specification's texts with its validation parameters; Q15's view as
 /// a common table expression, so that each query is one statement).
@@ -171,22 +171,6 @@ pub async fn files(a: FilesArgs) -> Result<()> {
     Ok(())
 }
 
-/// The machine: the GPU (asked of the driver: the harness is not a query whose start-up is
-/// measured) and the CPU model and threads.
-fn device(threads: usize) -> String {
-    let cpu = format!(
-        "{} ({threads} threads)",
-        grouper::profile_store::cpu_model()
-    );
-    match grouper_gpu::device::list()
-        .ok()
-        .and_then(|l| l.into_iter().next())
-    {
-        Some(g) => format!("{}; {cpu}", g.name),
-        None => format!("no GPU; {cpu}"),
-    }
-}
-
 /// The tables of a scale factor's folder, as `--table NAME=PATH` arguments.
 fn table_args(dir: &Path) -> Result<Vec<String>> {
     let mut out = Vec::new();
@@ -274,42 +258,6 @@ fn warm_page_cache(dir: &Path) -> Result<u64> {
     Ok(bytes)
 }
 
-/// One timed `grouper query` process: wall milliseconds, or its error's last line.
-fn run_grouper(
-    flags: &[String],
-    tables: &[String],
-    threads: usize,
-    sql: &str,
-    csv: &Path,
-) -> Result<std::result::Result<f64, String>> {
-    let exe = std::env::current_exe().context("cannot find the grouper binary")?;
-    let t = Instant::now();
-    let out = Command::new(exe)
-        .arg("query")
-        .args(["--threads", &threads.to_string()])
-        .args(flags)
-        .args(tables)
-        .args(["--format", "csv", "--output"])
-        .arg(csv)
-        .arg(sql)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .context("cannot start grouper query")?;
-    let ms = t.elapsed().as_secs_f64() * 1e3;
-    if out.status.success() {
-        Ok(Ok(ms))
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        Ok(Err(err
-            .lines()
-            .last()
-            .unwrap_or("failed")
-            .trim()
-            .to_string()))
-    }
-}
-
 /// What DuckDB measured: per query name, its times and error; and its version.
 struct Duck {
     version: String,
@@ -372,12 +320,6 @@ fn run_duckdb(
         bail!("bench/duckdb_files.py failed");
     }
     Ok(Some(duck))
-}
-
-fn median(runs: &[f64]) -> f64 {
-    let mut r = runs.to_vec();
-    r.sort_by(f64::total_cmp);
-    r.get(r.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Runs `queries` at one scale factor on every engine; appends its entry to `result` and

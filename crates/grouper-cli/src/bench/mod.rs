@@ -8,7 +8,8 @@
 //! - [`tuner`]: the runtime tuner against the exhaustive search;
 //! - [`check`]: the regression guard against the committed baseline of this machine;
 //! - [`files`]: whole queries over Parquet files, a fresh process each, as users run them
-//!   ([`answers`] compares their results with DuckDB's);
+//!   ([`answers`] compares their results with DuckDB's); [`harm`]: random cases, `auto` against
+//!   DataFusion alone in fresh processes (the timing twin of difftest);
 //! - [`common`]: timing, DuckDB, data and JSON helpers the sweeps share; [`plots`]: SVG.
 //!
 //! Method (docs/ARCHITECTURE.md, "Measuring"): data generated once per point and held in memory
@@ -20,6 +21,7 @@ pub mod common;
 pub mod cpu_sweep;
 pub mod files;
 pub mod gpu_sweep;
+pub mod harm;
 pub mod plots;
 pub mod q1;
 pub mod regret;
@@ -52,6 +54,10 @@ pub enum BenchCommand {
     /// factors), one fresh `grouper query` process each, against `--backend datafusion` and
     /// DuckDB on the same files and threads, answers compared; JSON and an SVG per scale factor.
     Files(files::FilesArgs),
+    /// The timing twin of difftest: random GROUP BY cases at 1e6-1e7 rows, `auto` against
+    /// `--backend datafusion` in fresh processes; cases where auto is slower are confirmed,
+    /// shrunk and saved as benchmark points; JSON with the distribution of the ratios.
+    Harm(harm::HarmArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> Result<()> {
@@ -63,5 +69,6 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Regret(a) => regret::regret(a).await,
         BenchCommand::Check(a) => check::check(a).await,
         BenchCommand::Files(a) => files::files(a).await,
+        BenchCommand::Harm(a) => harm::harm(a).await,
     }
 }

@@ -235,6 +235,41 @@ impl Query {
         })
     }
 
+    /// Simpler variants of the query, each one step away (no HAVING, no WHERE, no ORDER BY, no
+    /// ordinals, one aggregate or one key fewer): the shrinkers' query steps.
+    pub fn simpler(&self) -> Vec<Query> {
+        let mut out = Vec::new();
+        let mut with = |f: &dyn Fn(&mut Query)| {
+            let mut q = self.clone();
+            f(&mut q);
+            if q != *self {
+                out.push(q);
+            }
+        };
+        with(&|q| q.having = None);
+        with(&|q| q.filter = None);
+        with(&|q| q.order = None);
+        with(&|q| q.ordinals = false);
+        if self.aggs.len() > 1 {
+            for i in 0..self.aggs.len() {
+                with(&|q| {
+                    q.aggs.remove(i);
+                });
+            }
+        }
+        for i in 0..self.keys.len() {
+            with(&|q| {
+                q.keys.remove(i);
+                // ORDER BY ordinals and HAVING may not hold with one key fewer.
+                q.order = None;
+                if q.keys.is_empty() {
+                    q.having = None;
+                }
+            });
+        }
+        out
+    }
+
     /// Whether rows must compare in order (ORDER BY over every key, with LIMIT).
     pub fn ordered(&self) -> bool {
         self.order.as_ref().is_some_and(|o| o.limit.is_some())

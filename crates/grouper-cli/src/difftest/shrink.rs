@@ -104,37 +104,14 @@ fn without_rows(case: &Case, start: usize, len: usize) -> Case {
     c
 }
 
-/// Simpler variants of the query, each one step away.
+/// The case with each simpler variant of its query ([`Query::simpler`]).
 fn query_candidates(case: &Case) -> Vec<Case> {
-    let q = &case.query;
-    let mut out = Vec::new();
-    let mut with = |f: &dyn Fn(&mut Case)| {
-        let mut c = case.clone();
-        f(&mut c);
-        if c != *case {
-            out.push(c);
-        }
-    };
-    with(&|c| c.query.having = None);
-    with(&|c| c.query.filter = None);
-    with(&|c| c.query.order = None);
-    with(&|c| c.query.ordinals = false);
-    if q.aggs.len() > 1 {
-        for i in 0..q.aggs.len() {
-            with(&|c| {
-                c.query.aggs.remove(i);
-            });
-        }
-    }
-    for i in 0..q.keys.len() {
-        with(&|c| {
-            c.query.keys.remove(i);
-            // ORDER BY ordinals and HAVING may not hold with one key fewer.
-            c.query.order = None;
-            if c.query.keys.is_empty() {
-                c.query.having = None;
-            }
-        });
-    }
-    out
+    case.query
+        .simpler()
+        .into_iter()
+        .map(|query| Case {
+            query,
+            ..case.clone()
+        })
+        .collect()
 }
