@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile|files ...]
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile|files|harm ...]
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
 #   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
@@ -251,6 +251,17 @@ if wants files; then
   limited /tmp/grouper bench files --data /tmp/tpch --sf "${FILES_SF:-10}" \
     --q1-sf "${FILES_Q1_SF:-30}" --runs "${FILES_RUNS:-3}" --tpchgen /tmp/tpchgen-cli \
     --python python3 --out "$OUT/files.json" ${FILES_ARGS:-} 2>&1 | tee "$OUT/files.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if wants harm; then
+  # `grouper bench harm`: random GROUP BY cases, auto against --backend datafusion in fresh
+  # processes (the timing twin of difftest). HARM_ARGS, e.g. "--cases 200 --first-seed 200";
+  # RUN_LIMIT bounds the call (the JSON is rewritten after every case). JSON, log and the
+  # reproducers of harmful cases under $OUT.
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  # shellcheck disable=SC2086
+  limited /tmp/grouper bench harm --data /tmp/harm --save "$OUT/harm-cases" \
+    --out "$OUT/harm.json" ${HARM_ARGS:-} 2>&1 | tee "$OUT/harm.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if wants pages; then
