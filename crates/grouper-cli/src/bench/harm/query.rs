@@ -94,8 +94,12 @@ pub fn random(seed: u64, table: &TableSpec) -> Query {
     let having = rng
         .random_bool(0.1)
         .then(|| format!("count(*) > {}", pick(&mut rng, &[1, 2, 10])));
+    // A top 10 by the first aggregate, then every key: a total order, so both engines keep
+    // the same rows at ties.
     let order = rng.random_bool(0.25).then(|| Order {
-        items: vec![format!("{} DESC", exprs.len() + 1)],
+        items: std::iter::once(format!("{} DESC", exprs.len() + 1))
+            .chain((1..=exprs.len()).map(|i| i.to_string()))
+            .collect(),
         limit: Some(10),
     });
     Query {
