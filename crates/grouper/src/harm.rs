@@ -9,9 +9,9 @@
 //! - the GPU would run it (pages of a large Parquet scan, co-processing of a large table);
 //! - every key a plain column of an ordinal type (integers, dates, decimals, booleans) whose
 //!   domain, bounded by the statistics before any row is read, fits a direct-index table
-//!   ([`ALWAYS_PERFECT_DOMAIN`]), over at least [`MIN_ROWS`] rows and [`ROWS_PER_SLOT`] rows
-//!   for each slot of the workers' tables: grouper's perfect strategy, 1.4–6.4× DataFusion in
-//!   memory.
+//!   ([`ALWAYS_PERFECT_DOMAIN`]), over at least [`MIN_ROWS`] rows, [`MIN_ROWS_PER_WORKER`] rows
+//!   a worker and [`ROWS_PER_SLOT`] rows for each slot of the workers' tables: grouper's
+//!   perfect strategy, 1.4–6.4× DataFusion in memory.
 //!
 //! Everything else stays DataFusion's. Measured (fresh process per query, files in the page
 //! cache, `bench/results/files-*.json`): string keys (TPC-H Q10, Q16), a domain only the first
@@ -67,6 +67,15 @@ fn forced(engine: &Engine) -> bool {
 /// the key domain, the workers' merge, one output partition).
 pub const MIN_ROWS: u64 = 1 << 20;
 
+/// Input rows per worker below which DataFusion keeps a grouped aggregation on the CPU: each
+/// worker's set-up (its tables, its share of the merge, batches handed to it) is paid per query,
+/// and from files DataFusion's partial aggregates run inside its own scan threads. Measured with
+/// `grouper bench harm` (fresh process per query, Parquet in the page cache): on the H100 host
+/// (16 workers) the 32 random cases grouper's CPU took, 1.1–4.3M rows (65k–270k a worker) into
+/// domains of 3 to 9,018 groups, ran 1.08× DataFusion alone in geometric mean of the fastest
+/// runs, whatever the domain; on 2 cores (0.5–2M rows a worker), 37 such cases ran 1.00×.
+pub const MIN_ROWS_PER_WORKER: u64 = 1 << 19;
+
 /// Input rows per slot of the workers' direct tables (threads × domain) below which DataFusion
 /// keeps the aggregation: each worker folds into a table the size of the key domain and the
 /// tables are merged slot by slot. TPC-H Q15 at SF 10 on the H100 host (2.3M rows into a
@@ -117,6 +126,11 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
     if rows < MIN_ROWS {
         return Some(format!(
             "about {rows} input rows, too few for grouper's set-up (tables, workers, merge) to pay back"
+        ));
+    }
+    if rows < MIN_ROWS_PER_WORKER.saturating_mul(threads as u64) {
+        return Some(format!(
+            "about {rows} input rows for {threads} workers, under {MIN_ROWS_PER_WORKER} each: grouper's per-worker set-up and merge cost more than DataFusion's partial aggregates in its scan threads save"
         ));
     }
     let slots = domain.saturating_mul(threads as u128);

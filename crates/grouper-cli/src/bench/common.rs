@@ -362,9 +362,15 @@ pub(crate) fn run_grouper(
     }
 }
 
-/// The median of `runs` (NaN when there are none).
+/// The median of `runs`: the middle one, or the mean of the middle two (NaN when there are
+/// none).
 pub(crate) fn median(runs: &[f64]) -> f64 {
     let mut r = runs.to_vec();
     r.sort_by(f64::total_cmp);
-    r.get(r.len() / 2).copied().unwrap_or(f64::NAN)
+    let n = r.len();
+    match (r.get(n / 2), n % 2) {
+        (Some(&hi), 0) => r.get(n / 2 - 1).map_or(f64::NAN, |&lo| (lo + hi) / 2.0),
+        (Some(&mid), _) => mid,
+        (None, _) => f64::NAN,
+    }
 }

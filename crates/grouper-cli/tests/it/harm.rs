@@ -175,3 +175,28 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
         }
     });
 }
+
+#[test]
+fn more_workers_need_more_rows_each() {
+    // The query grouper takes on 2 workers (2^20 + 4096 rows, 100 keys) is DataFusion's on 4:
+    // under 2^19 rows a worker.
+    let big = parquet((1 << 20) + 4096, "big-workers.parquet");
+    let sql = "SELECT small, sum(v), count(*) FROM t GROUP BY small";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (want, _, _) = run(&config(Backend::DataFusion, false), &big, sql).await;
+        let four = GrouperConfig {
+            threads: Some(4),
+            ..config(Backend::Auto, false)
+        };
+        let (got, plan, why) = run(&four, &big, sql).await;
+        assert_eq!(got, want);
+        assert!(!plan.contains("GroupByExec"), "{plan}");
+        assert!(
+            why.len() == 1 && why[0].contains("4 workers, under 524288 each"),
+            "{why:?}"
+        );
+        let (_, plan, why) = run(&config(Backend::Auto, false), &big, sql).await;
+        assert!(plan.contains("GroupByExec") && why.is_empty(), "{plan}");
+    });
+}

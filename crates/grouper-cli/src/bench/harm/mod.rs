@@ -91,6 +91,9 @@ struct Timing {
     datafusion: f64,
     auto_min: f64,
     datafusion_min: f64,
+    /// The median of the runs' pairwise ratios (auto over DataFusion, each pair run back to
+    /// back): robust to the machine's drift over a case.
+    paired: f64,
     route: String,
 }
 
@@ -175,26 +178,32 @@ impl Bench<'_> {
             }
         }
         let min = |t: &[f64]| t.iter().copied().fold(f64::INFINITY, f64::min);
+        let pairs: Vec<f64> = times[0].iter().zip(&times[1]).map(|(a, d)| a / d).collect();
         Ok(Outcome::Timed(Timing {
             auto: median(&times[0]),
             datafusion: median(&times[1]),
             auto_min: min(&times[0]),
             datafusion_min: min(&times[1]),
+            paired: median(&pairs),
             route,
         }))
     }
 
-    /// Whether `t` is harm: `auto` slower by more than the tolerance in its median and in its
-    /// fastest run (a process's wall time is noisy upwards only), and by more than the noise
-    /// floor.
+    /// Whether `t` is harm: `auto` slower by more than the tolerance in its median, its pairs'
+    /// median and its fastest run (a process's wall time is noisy upwards only), and by more
+    /// than the noise floor.
     fn harmful(&self, t: &Timing) -> bool {
         let over = 1.0 + self.a.tolerance;
-        t.ratio() > over && t.min_ratio() > over && t.auto - t.datafusion > self.a.min_ms
+        t.ratio() > over
+            && t.paired > over
+            && t.min_ratio() > over
+            && t.auto - t.datafusion > self.a.min_ms
     }
 
-    /// Times again with twice the runs: the new timing, and whether it is still harm.
+    /// Times again with twice the runs (at least 6): the new timing, and whether it is still
+    /// harm.
     fn confirm(&self, table: &Path, query: &Query) -> Result<Option<(Timing, bool)>> {
-        match self.time(table, query, self.a.runs * 2)? {
+        match self.time(table, query, (self.a.runs * 2).max(6))? {
             Outcome::Timed(t) => {
                 let harm = self.harmful(&t);
                 Ok(Some((t, harm)))
@@ -394,7 +403,7 @@ pub async fn harm(a: HarmArgs) -> Result<()> {
         "commit": git_commit(),
         "device": machine,
         "threads": threads,
-        "method": "one fresh `grouper query` process per run (wall time), auto and --backend datafusion interleaved over the same Parquet file in the page cache, medians; a case over the tolerance is timed again with twice the runs before it counts",
+        "method": "one fresh `grouper query` process per run (wall time), after one untimed run of each (answers compared, auto's --explain read); auto and --backend datafusion interleaved over the same Parquet file in the page cache, alternating which goes first; medians, the median of the pairs' ratios and the fastest runs; a case over the tolerance in all three (and by more than min_ms) is timed again with twice the runs (at least 6) before it counts",
         "tolerance": a.tolerance,
         "min_ms": a.min_ms,
         "cases": [],
@@ -442,13 +451,15 @@ pub async fn harm(a: HarmArgs) -> Result<()> {
                 entry["auto_min_ms"] = json!(t.auto_min);
                 entry["datafusion_min_ms"] = json!(t.datafusion_min);
                 entry["ratio"] = json!(t.ratio());
+                entry["paired_ratio"] = json!(t.paired);
                 entry["route"] = json!(t.route);
                 entry["verdict"] = json!(verdict);
                 format!(
-                    "auto {:.1} ms, datafusion {:.1} ms: {:.2}x (fastest {:.2}x) {verdict}; {}",
+                    "auto {:.1} ms, datafusion {:.1} ms: {:.2}x (pairs {:.2}x, fastest {:.2}x) {verdict}; {}",
                     t.auto,
                     t.datafusion,
                     t.ratio(),
+                    t.paired,
                     t.min_ratio(),
                     t.route
                 )
