@@ -326,14 +326,15 @@ pub(crate) fn device(threads: usize) -> String {
     }
 }
 
-/// One timed `grouper query` process: wall milliseconds, or its error's last line.
-pub(crate) fn run_grouper(
+/// One timed `grouper query` process writing its answer to `csv`: wall milliseconds and what it
+/// printed on stdout (the plan, with `--explain`), or its error's last line.
+pub(crate) fn grouper_query(
     flags: &[String],
     tables: &[String],
     threads: usize,
     sql: &str,
     csv: &Path,
-) -> Result<std::result::Result<f64, String>> {
+) -> Result<std::result::Result<(f64, String), String>> {
     let exe = std::env::current_exe().context("cannot find the grouper binary")?;
     let t = Instant::now();
     let out = Command::new(exe)
@@ -344,13 +345,13 @@ pub(crate) fn run_grouper(
         .args(["--format", "csv", "--output"])
         .arg(csv)
         .arg(sql)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
         .context("cannot start grouper query")?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     if out.status.success() {
-        Ok(Ok(ms))
+        Ok(Ok((ms, String::from_utf8_lossy(&out.stdout).into_owned())))
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
         Ok(Err(err
@@ -360,6 +361,17 @@ pub(crate) fn run_grouper(
             .trim()
             .to_string()))
     }
+}
+
+/// One timed `grouper query` process: wall milliseconds, or its error's last line.
+pub(crate) fn run_grouper(
+    flags: &[String],
+    tables: &[String],
+    threads: usize,
+    sql: &str,
+    csv: &Path,
+) -> Result<std::result::Result<f64, String>> {
+    Ok(grouper_query(flags, tables, threads, sql, csv)?.map(|(ms, _)| ms))
 }
 
 /// The median of `runs`: the middle one, or the mean of the middle two (NaN when there are

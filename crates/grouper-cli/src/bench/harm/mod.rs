@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::bench::answers;
-use crate::bench::common::{device, git_commit, median, run_grouper, write_json};
+use crate::bench::common::{device, git_commit, grouper_query, median, run_grouper, write_json};
 use crate::difftest::case::Query;
 use table::TableSpec;
 
@@ -267,26 +267,10 @@ fn explain(
     sql: &str,
     csv: &Path,
 ) -> Result<std::result::Result<String, String>> {
-    let exe = std::env::current_exe().context("cannot find the grouper binary")?;
-    let out = std::process::Command::new(exe)
-        .arg("query")
-        .args(["--threads", &threads.to_string(), "--explain"])
-        .args(tables)
-        .args(["--format", "csv", "--output"])
-        .arg(csv)
-        .arg(sql)
-        .output()
-        .context("cannot start grouper query")?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Ok(Err(err
-            .lines()
-            .last()
-            .unwrap_or("failed")
-            .trim()
-            .to_string()));
-    }
-    let plan = String::from_utf8_lossy(&out.stdout);
+    let plan = match grouper_query(&["--explain".into()], tables, threads, sql, csv)? {
+        Ok((_, plan)) => plan,
+        Err(e) => return Ok(Err(e)),
+    };
     let ours: Vec<String> = plan
         .lines()
         .filter_map(|l| l.split_once("GroupByExec:").map(|(_, r)| r))
