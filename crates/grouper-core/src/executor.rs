@@ -176,7 +176,11 @@ impl Aggregation {
         let words = codec
             .encode(&batch.keys, batch.num_rows())?
             .unwrap_or_default();
-        let estimate = planner::estimate(&[words], codec.domain(), self.hints);
+        let estimate = if codec.has_dictionary() {
+            planner::estimate_dictionary(&[words], codec.domain(), self.hints)
+        } else {
+            planner::estimate(&[words], codec.domain(), self.hints)
+        };
         let decision = planner::choose(
             estimate,
             &self.overrides,
@@ -578,6 +582,45 @@ mod tests {
             may_null: vec![false],
         }));
         assert_eq!(out.num_rows, 4000);
+    }
+
+    #[test]
+    fn a_first_batch_of_random_id_pairs_plans_no_direct_table_for_its_dictionary() {
+        // Two random 62-bit ids: interned, the first batch's 8192 pairs fill a dictionary of
+        // 16,384 codes, which once read as an exact key range (issue 29). Of 2^26 rows, each
+        // pair new, the groups far outgrow any direct table.
+        let spec = QuerySpec {
+            key_types: vec![DataType::Int64, DataType::Int64],
+            aggregates: vec![AggregateSpec::count_star()],
+        };
+        let id = |i: u64, salt: u64| (crate::hash::murmur3(i ^ salt) >> 2) as i64;
+        let batches: Vec<InputBatch> = (0..3u64)
+            .map(|b| {
+                let rows = (b * 8192)..((b + 1) * 8192);
+                let a: ArrayRef =
+                    Arc::new(Int64Array::from_iter_values(rows.clone().map(|i| id(i, 1))));
+                let c: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.map(|i| id(i, 2))));
+                InputBatch::try_new(&spec, vec![a, c], vec![None], 8192).unwrap()
+            })
+            .collect();
+        let hints = Hints {
+            rows: Some(1 << 26),
+            distinct: None,
+        };
+        let agg =
+            Aggregation::bounded(spec.clone(), Overrides::default(), hints, None, None).unwrap();
+        let mut w = agg.worker();
+        for b in &batches {
+            w.push(b).unwrap();
+        }
+        let out = agg.finish(vec![w]).unwrap();
+        let d = out.decision.clone().unwrap();
+        assert_ne!(d.strategy, Strategy::Perfect, "{d}");
+        assert_eq!(d.estimate.source, planner::Source::Sketch, "{d}");
+        assert!(d.estimate.groups >= 1 << 24, "{d}");
+        let want = crate::reference::aggregate(&spec, &batches).unwrap();
+        crate::compare::same_groups(&want, &out.columns, 2).unwrap();
+        assert_eq!(out.num_rows, 3 * 8192);
     }
 }
 

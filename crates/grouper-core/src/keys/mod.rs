@@ -311,6 +311,16 @@ impl KeyCodec {
         self.domain
     }
 
+    /// Whether the domain counts codes of dictionaries that grow as new keys arrive (a string
+    /// column, interned composite keys): then it bounds only the keys seen so far, not the
+    /// groups to come.
+    pub fn has_dictionary(&self) -> bool {
+        match &self.layout {
+            Layout::Interned { .. } => true,
+            Layout::Packed(cols) => cols.iter().any(|c| matches!(c.codec, Codec::Bytes { .. })),
+        }
+    }
+
     /// The words of a batch's keys, or `None` when a key falls outside this codec (then
     /// [`KeyCodec::widen`] makes one that covers it).
     pub fn encode(&self, keys: &[ArrayRef], rows: usize) -> Result<Option<Vec<u64>>> {

@@ -98,15 +98,24 @@ pub struct Estimate {
     /// Rows of the frequency sample that its most frequent key takes: how hot the hottest
     /// group is (a strategy with one shared table serializes its updates).
     pub top_count: u64,
+    /// Whether the keys are coded through dictionaries that grow as new keys arrive (strings,
+    /// interned composite keys): their capacity bounds only the keys at hand, so `domain` is
+    /// projected from the estimated groups ([`estimate_dictionary`]).
+    pub dictionary: bool,
 }
 
 impl fmt::Display for Estimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "rows={} key_domain={} key_bits={} est_groups={} from {} (sample: {} rows, {} distinct, top key {:.2}%{}; sketch: {} rows, ~{} distinct)",
+            "rows={} key_domain={}{} key_bits={} est_groups={} from {} (sample: {} rows, {} distinct, top key {:.2}%{}; sketch: {} rows, ~{} distinct)",
             self.rows,
             self.domain,
+            if self.dictionary {
+                " (dictionary codes, projected)"
+            } else {
+                ""
+            },
             self.key_bits,
             self.groups,
             self.source,
@@ -122,8 +131,13 @@ impl fmt::Display for Estimate {
 
 impl Estimate {
     /// Whether the sampled keys fill the domain about as densely as uniform keys over all of
-    /// it would: then a direct-index table is mostly occupied, not a sparse waste of memory.
+    /// it would (always, for dictionary codes): then a direct-index table is mostly occupied,
+    /// not a sparse waste of memory.
     pub fn looks_dense(&self) -> bool {
+        if self.dictionary {
+            // Dictionary codes are handed out consecutively: a capacity is at least half used.
+            return true;
+        }
         let (n, d) = (self.sampled as f64, self.domain as f64);
         let expected = d * (1.0 - (-n / d.max(1.0)).exp());
         // 0.2: zipf(1.1) keys over 2^22 values (about a third of the uniform count) still ran
@@ -196,6 +210,24 @@ pub fn key_bits(domain: u64) -> u32 {
 /// Estimates the group count from the key words at hand (`words`, in pieces), their `domain`,
 /// and what statistics say.
 pub fn estimate(words: &[Vec<u64>], domain: u64, hints: Hints) -> Estimate {
+    estimate_over(words, domain, false, hints)
+}
+
+/// Estimates the group count of keys coded through dictionaries that grow as new keys arrive
+/// (string columns, interned composite keys), whose codes so far fill `capacity`.
+///
+/// A dictionary built from the first batch bounds only that batch: 8192 rows of random 62-bit
+/// id pairs interned into 16,384 codes looked like an exact key range of 16,384 groups, where
+/// 400k arrived (issue 29; a direct table that every later batch widened). So the groups come
+/// from the sketch and the sample's extrapolation, never from the capacity, and the domain a
+/// direct table would need is projected to what the dictionary will hold once they arrived:
+/// the capacity scaled by estimated groups over sampled distinct keys. Keys whose first batch
+/// holds them all (a few hundred regions) project onto the capacity itself.
+pub fn estimate_dictionary(words: &[Vec<u64>], capacity: u64, hints: Hints) -> Estimate {
+    estimate_over(words, capacity, true, hints)
+}
+
+fn estimate_over(words: &[Vec<u64>], domain: u64, dictionary: bool, hints: Hints) -> Estimate {
     let at_hand: usize = words.iter().map(Vec::len).sum();
     let rows = hints.rows.map_or(at_hand, |r| (r as usize).max(at_hand));
     let word_at = positions(words);
@@ -207,8 +239,15 @@ pub fn estimate(words: &[Vec<u64>], domain: u64, hints: Hints) -> Estimate {
     let from_sketch = chao1.max(sketched.1);
     let (groups, source) = match hints.distinct {
         Some(d) => (d.max(distinct), Source::Statistics),
-        None if domain <= from_sketch => (domain, Source::Range),
+        None if !dictionary && domain <= from_sketch => (domain, Source::Range),
         None => (from_sketch, Source::Sketch),
+    };
+    let domain = if dictionary {
+        domain
+            .saturating_mul(groups.min(rows as u64).div_ceil(distinct.max(1)))
+            .max(domain)
+    } else {
+        domain
     };
     Estimate {
         rows,
@@ -220,6 +259,7 @@ pub fn estimate(words: &[Vec<u64>], domain: u64, hints: Hints) -> Estimate {
         source,
         key_bits: key_bits(domain),
         top_count,
+        dictionary,
     }
 }
 
@@ -342,6 +382,34 @@ mod tests {
             distinct: Some(3),
         };
         assert_eq!(estimate(&words, u64::MAX, low).groups, 50);
+    }
+
+    #[test]
+    fn dictionary_capacity_is_no_key_range() {
+        // The first 8192 rows of 2^21 random id pairs, interned: every code distinct, the
+        // dictionary's capacity twice that. As a plain domain it reads as an exact range.
+        let codes: Vec<Vec<u64>> = vec![(0..8192u64).collect()];
+        let hints = Hints {
+            rows: Some(1 << 21),
+            distinct: None,
+        };
+        let plain = estimate(&codes, 1 << 14, hints);
+        assert_eq!((plain.groups, plain.source), (1 << 14, Source::Range));
+        let e = estimate_dictionary(&codes, 1 << 14, hints);
+        assert_eq!(e.source, Source::Sketch, "{e}");
+        assert!(e.groups >= 1 << 20, "{e}");
+        // The domain a direct table would need once the dictionary holds them, at least as
+        // dense as its first batch filled it.
+        assert!(e.domain >= 2 * e.groups - (1 << 14), "{e}");
+        assert!(e.dictionary && e.looks_dense());
+        assert!(
+            e.to_string().contains("(dictionary codes, projected)"),
+            "{e}"
+        );
+        // A dictionary its first batch filled (300 regions) keeps its capacity.
+        let few: Vec<Vec<u64>> = vec![(0..8192u64).map(|i| murmur3(i) % 300).collect()];
+        let e = estimate_dictionary(&few, 1024, hints);
+        assert_eq!((e.groups, e.domain), (300, 1024), "{e}");
     }
 
     #[test]

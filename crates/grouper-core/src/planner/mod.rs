@@ -28,7 +28,8 @@ use crate::table::check_fill_factor;
 mod estimate;
 
 pub use estimate::{
-    estimate, key_bits, Estimate, Hints, KeyBounds, Source, SAMPLE_ROWS, SKETCH_ROWS, SKEW_FACTOR,
+    estimate, estimate_dictionary, key_bits, Estimate, Hints, KeyBounds, Source, SAMPLE_ROWS,
+    SKETCH_ROWS, SKEW_FACTOR,
 };
 
 /// Largest key domain for which `auto` picks direct indexing, whatever the memory. Measured
@@ -217,6 +218,7 @@ mod tests {
             source: Source::Range,
             key_bits: 3,
             top_count: 2,
+            dictionary: false,
         };
         let limit = perfect_limit(24, 2);
         let auto = Overrides::default();
@@ -248,6 +250,7 @@ mod tests {
             source: Source::Sketch,
             key_bits: 22,
             top_count: 100,
+            dictionary: false,
         };
         assert_eq!(
             choose(sparse, &auto, limit, None).unwrap().strategy,
@@ -319,6 +322,7 @@ mod tests {
         // Skewed keys take no advice from uniform points: the rules decide.
         let hot = Estimate {
             top_count: 20_000,
+            dictionary: false,
             ..wide_sparse
         };
         assert!(hot.skewed());
@@ -347,6 +351,7 @@ mod tests {
             domain: 1 << 18,
             groups: 1 << 14,
             top_count: 7000,
+            dictionary: false,
             ..sparse
         };
         assert!(zipf.skewed());
@@ -373,6 +378,7 @@ mod tests {
             source: Source::Range,
             key_bits: 20,
             top_count: 3,
+            dictionary: false,
         };
         let limit = perfect_limit(24, 16);
         let d = choose(e, &Overrides::default(), limit, None).unwrap();
