@@ -9,7 +9,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use grouper_core::planner::Overrides;
 #[cfg(feature = "gpu")]
-use grouper_gpu::{Gpu, GpuOptions};
+use grouper_gpu::GpuOptions;
 
 pub use crate::config::worker_pool;
 use crate::config::{Backend, Engine, KeptLog, LazyPool, Split};
@@ -100,30 +100,20 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
             Some(p) => LazyPool::started(Arc::clone(p)),
             None => LazyPool::new(threads),
         };
-        #[cfg(feature = "gpu")]
-        let mut gpu = config.gpu.clone();
-        let mut cpu_profile = None;
-        if !config.no_profile {
-            cpu_profile = profile_store::load(&profile_store::cpu_key(threads));
-            #[cfg(feature = "gpu")]
-            if gpu.profile.is_none() && config.backend != Backend::Cpu {
-                // The GPU is started above only when the backend is the GPU's; `auto` finds
-                // its profile by the device facts an earlier process recorded, so a query that
-                // stays on the CPU never pays the GPU's start-up.
-                let info = match config.backend {
-                    Backend::Gpu | Backend::Hybrid => Gpu::get().ok().map(|g| g.info.clone()),
-                    _ => crate::device_facts::known(),
-                };
-                gpu.profile = info.and_then(|i| profile_store::load(&profile_store::gpu_key(&i)));
-            }
-        }
+        let cpu_profile = (!config.no_profile)
+            .then(|| profile_store::load(&profile_store::cpu_key(threads)))
+            .flatten();
         builder =
             builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(Arc::new(Engine {
                 backend: config.backend,
                 overrides: config.overrides,
                 cpu_profile,
                 #[cfg(feature = "gpu")]
-                gpu,
+                gpu: config.gpu.clone(),
+                #[cfg(feature = "gpu")]
+                gpu_profile: crate::config::LazyGpuProfile::new(
+                    !config.no_profile && config.backend != Backend::Cpu,
+                ),
                 hybrid_split: config.hybrid_split,
                 pool,
                 grouper_only: config.grouper_only,

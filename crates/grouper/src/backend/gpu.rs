@@ -166,7 +166,7 @@ pub(crate) async fn run(
         None => {
             let batches = collect(&source, context, (!fused).then(|| Arc::clone(plan))).await?;
             let timer = baseline.elapsed_compute().timer();
-            let mut opts = engine.gpu.clone();
+            let mut opts = engine.gpu_options();
             if !fused {
                 // Evaluated batches are new arrays every time: nothing to reuse.
                 opts.cache_bytes = 0;
@@ -285,7 +285,7 @@ async fn run_streamed(
         Some(b) => vec![b?],
         None => Vec::new(),
     };
-    let opts = engine.gpu.clone();
+    let opts = engine.gpu_options();
     let (out, scan_error) = tokio::task::spawn_blocking(move || {
         let mut scan_error = None;
         let mut next = || match rx.blocking_recv()? {

@@ -366,7 +366,7 @@ pub(crate) async fn run(
     // of milliseconds, so the last one does not hold the query up.
     let opts = GpuOptions {
         batch_rows: (engine.gpu.batch_rows / 8).max(1 << 16),
-        ..engine.gpu.clone()
+        ..engine.gpu_options()
     };
     let shared = Arc::clone(&batches);
     let mut prepared = tokio::task::spawn_blocking(move || Prepared::new(&query, &shared, &opts))

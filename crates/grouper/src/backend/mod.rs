@@ -93,7 +93,7 @@ impl Route {
                         Ok(_) => Route::Hybrid { query },
                         Err(e) => Route::Cpu(Some(e.to_string())),
                     },
-                    AutoGpu::No(why) => Route::Cpu(Some(why)),
+                    AutoGpu::No(why) => Route::Cpu(Some(why.reason())),
                 },
                 Backend::Cpu | Backend::DataFusion => Route::Cpu(None),
             })
@@ -114,7 +114,8 @@ impl Route {
 }
 
 /// What `auto` does with the GPU for a plan, decided from facts that cost microseconds (the
-/// driver's presence, the fused form, row counts from statistics): nothing here starts the GPU.
+/// fused form, row counts from statistics, then the driver's presence): nothing here starts the
+/// GPU, and an input too small for it does not even load the driver library.
 #[cfg(feature = "gpu")]
 pub(crate) enum AutoGpu {
     /// The GPU alone, reading a Parquet scan (of at least [`pages::PAGES_MIN_ROWS`] rows) as
@@ -122,21 +123,54 @@ pub(crate) enum AutoGpu {
     Pages { query: GpuQuery, fused: bool },
     /// Co-processing over an in-memory table.
     Hybrid { query: GpuQuery },
-    /// The CPU, for this reason.
-    No(String),
+    /// The CPU ([`NoGpu::reason`] says why).
+    No(NoGpu),
+}
+
+/// Why `auto` keeps a plan off the GPU, told only when asked: telling it loads the CUDA driver
+/// library (is there a GPU at all?), which costs a fresh process on a GPU machine ~4 ms, and the
+/// plans DataFusion keeps ([`crate::harm`]) never ask.
+#[cfg(feature = "gpu")]
+pub(crate) enum NoGpu {
+    /// The GPU cannot run the plan, or there is no GPU.
+    Unfit(String),
+    /// The input is too small for the GPU to pay: in-memory rows, or Parquet pages' rows.
+    Small {
+        rows: Option<usize>,
+        pages: Option<u64>,
+    },
+}
+
+#[cfg(feature = "gpu")]
+impl NoGpu {
+    /// One sentence for `--explain`; no GPU at all comes first.
+    pub(crate) fn reason(self) -> String {
+        if grouper_gpu::installed_driver().is_none() {
+            return grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into())
+                .to_string();
+        }
+        match self {
+            NoGpu::Unfit(why) => why,
+            NoGpu::Small { rows, pages } => format!(
+                "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
+                crate::device_facts::known().map(|i| format!(" ({})", i.name)).unwrap_or_default(),
+                pages::PAGES_MIN_ROWS,
+                match (rows, pages) {
+                    (Some(r), _) => format!("an in-memory table of {r} rows"),
+                    (None, Some(p)) => format!("Parquet pages of {p} rows"),
+                    (None, None) => "neither".to_string(),
+                }
+            ),
+        }
+    }
 }
 
 /// `auto`'s GPU decision for `plan` (see [`Route::choose`]).
 #[cfg(feature = "gpu")]
 pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
-    if grouper_gpu::installed_driver().is_none() {
-        return AutoGpu::No(
-            grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into()).to_string(),
-        );
-    }
     let (query, fused) = match gpu::gpu_query(plan, &engine.gpu) {
         Ok(q) => q,
-        Err(e) => return AutoGpu::No(e.to_string()),
+        Err(e) => return AutoGpu::No(NoGpu::Unfit(e.to_string())),
     };
     let rows = match (&plan.fused, fused) {
         (Some(f), true) => in_memory_rows(&f.source),
@@ -150,22 +184,19 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
         }
         _ => None,
     };
-    if pages.is_some_and(|p| p >= pages::PAGES_MIN_ROWS) {
-        return AutoGpu::Pages { query, fused };
+    let route = if pages.is_some_and(|p| p >= pages::PAGES_MIN_ROWS) {
+        AutoGpu::Pages { query, fused }
+    } else if rows.is_some_and(|r| r >= HYBRID_MIN_ROWS) {
+        AutoGpu::Hybrid { query }
+    } else {
+        return AutoGpu::No(NoGpu::Small { rows, pages });
+    };
+    if grouper_gpu::installed_driver().is_none() {
+        return AutoGpu::No(NoGpu::Unfit(
+            grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into()).to_string(),
+        ));
     }
-    match rows {
-        Some(r) if r >= HYBRID_MIN_ROWS => AutoGpu::Hybrid { query },
-        _ => AutoGpu::No(format!(
-            "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
-            crate::device_facts::known().map(|i| format!(" ({})", i.name)).unwrap_or_default(),
-            pages::PAGES_MIN_ROWS,
-            match (rows, pages) {
-                (Some(r), _) => format!("an in-memory table of {r} rows"),
-                (None, Some(p)) => format!("Parquet pages of {p} rows"),
-                (None, None) => "neither".to_string(),
-            }
-        )),
-    }
+    route
 }
 
 /// Why a build without the `gpu` feature runs on the CPU.

@@ -114,7 +114,7 @@ pub(crate) async fn run_pages(
         // `auto` then runs the query on the CPU (it chose the pages before starting the GPU).
         return Ok(Err(grouper_core::GrouperError::Unsupported(e.to_string())));
     }
-    let mut opts = engine.gpu.clone();
+    let mut opts = engine.gpu_options();
     // The pages are the transfer encoding: the kernel reads the decoded columns as they are.
     opts.compress = false;
     tokio::task::spawn_blocking(move || {
