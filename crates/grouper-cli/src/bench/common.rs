@@ -354,12 +354,14 @@ pub(crate) fn grouper_query(
         Ok(Ok((ms, String::from_utf8_lossy(&out.stdout).into_owned())))
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
-        Ok(Err(err
-            .lines()
-            .last()
-            .unwrap_or("failed")
-            .trim()
-            .to_string()))
+        let mut lines = err.lines().map(str::trim).filter(|l| !l.is_empty());
+        Ok(Err(match out.status.code() {
+            // An error: the CLI's one line, last.
+            Some(_) => lines.last().unwrap_or("failed").to_string(),
+            // Killed by a signal (an abort's first line says why, e.g. "memory allocation of
+            // ... failed"; 9 without a word is the kernel's out-of-memory killer).
+            None => format!("{} ({})", lines.next().unwrap_or("no message"), out.status),
+        }))
     }
 }
 

@@ -112,8 +112,10 @@ enum Outcome {
     Timed(Timing),
     /// The engines' answers differ (a wrong answer: fatal for the run's verdict).
     Differ(String),
-    /// An engine failed; both failing alike is not harm.
+    /// Both engines failed (DataFusion's own limits, e.g. memory): not harm.
     Failed(String),
+    /// `auto` failed where DataFusion alone answered: harm.
+    AutoFailed(String),
 }
 
 /// The run: engines, threads, paths, thresholds.
@@ -153,13 +155,16 @@ impl Bench<'_> {
         let tables = vec!["--table".to_string(), format!("t={}", table.display())];
         let flags: [Vec<String>; 2] = [vec![], vec!["--backend".into(), "datafusion".into()]];
         let csv = |e: usize| self.work.join(format!("e{e}.csv"));
-        let route = match explain(&tables, self.threads, &sql, &csv(0))? {
-            Ok(r) => r,
-            Err(err) => return Ok(Outcome::Failed(format!("auto: {err}"))),
+        let route = explain(&tables, self.threads, &sql, &csv(0))?;
+        let alone = run_grouper(&flags[1], &tables, self.threads, &sql, &csv(1))?;
+        let route = match (route, alone) {
+            (Ok(r), Ok(_)) => r,
+            (Err(a), Err(d)) => {
+                return Ok(Outcome::Failed(format!("auto: {a}; datafusion: {d}")));
+            }
+            (Err(a), Ok(_)) => return Ok(Outcome::AutoFailed(a)),
+            (Ok(_), Err(d)) => return Ok(Outcome::Failed(format!("datafusion: {d}"))),
         };
-        if let Err(err) = run_grouper(&flags[1], &tables, self.threads, &sql, &csv(1))? {
-            return Ok(Outcome::Failed(format!("datafusion: {err}")));
-        }
         let (a, b) = (answers::read(&csv(0), true)?, answers::read(&csv(1), true)?);
         if let Some(d) = answers::differ(&a, &b) {
             return Ok(Outcome::Differ(d));
@@ -170,10 +175,8 @@ impl Bench<'_> {
                 let e = (i + r) % 2;
                 match run_grouper(&flags[e], &tables, self.threads, &sql, &csv(e))? {
                     Ok(ms) => times[e].push(ms),
-                    Err(err) => {
-                        let who = ["auto", "datafusion"][e];
-                        return Ok(Outcome::Failed(format!("{who}: {err}")));
-                    }
+                    Err(err) if e == 0 => return Ok(Outcome::AutoFailed(err)),
+                    Err(err) => return Ok(Outcome::Failed(format!("datafusion: {err}"))),
                 }
             }
         }
@@ -459,6 +462,12 @@ pub async fn harm(a: HarmArgs) -> Result<()> {
                 entry["verdict"] = json!("failed");
                 entry["error"] = json!(e);
                 format!("failed: {e}")
+            }
+            Outcome::AutoFailed(e) => {
+                harmful += 1;
+                entry["verdict"] = json!("harm: auto failed where DataFusion alone answered");
+                entry["error"] = json!(e);
+                format!("HARM: auto failed where DataFusion alone answered: {e}")
             }
         };
         println!(
