@@ -357,7 +357,7 @@ pub(crate) fn grouper_query(
         let mut lines = err.lines().map(str::trim).filter(|l| !l.is_empty());
         Ok(Err(match out.status.code() {
             // An error: the CLI's one line, last.
-            Some(_) => lines.last().unwrap_or("failed").to_string(),
+            Some(_) => lines.next_back().unwrap_or("failed").to_string(),
             // Killed by a signal (an abort's first line says why, e.g. "memory allocation of
             // ... failed"; 9 without a word is the kernel's out-of-memory killer).
             None => format!("{} ({})", lines.next().unwrap_or("no message"), out.status),
