@@ -132,7 +132,9 @@ pub(crate) enum AutoGpu {
 /// plans DataFusion keeps ([`crate::harm`]) never ask.
 #[cfg(feature = "gpu")]
 pub(crate) enum NoGpu {
-    /// The GPU cannot run the plan, or there is no GPU.
+    /// No CUDA driver library is installed.
+    NoDriver,
+    /// The GPU cannot run the plan.
     Unfit(String),
     /// The input is too small for the GPU to pay: in-memory rows, or Parquet pages' rows.
     Small {
@@ -145,11 +147,14 @@ pub(crate) enum NoGpu {
 impl NoGpu {
     /// One sentence for `--explain`; no GPU at all comes first.
     pub(crate) fn reason(self) -> String {
+        let no_driver = || {
+            grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into()).to_string()
+        };
         if grouper_gpu::installed_driver().is_none() {
-            return grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into())
-                .to_string();
+            return no_driver();
         }
         match self {
+            NoGpu::NoDriver => no_driver(),
             NoGpu::Unfit(why) => why,
             NoGpu::Small { rows, pages } => format!(
                 "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
@@ -191,12 +196,10 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
     } else {
         return AutoGpu::No(NoGpu::Small { rows, pages });
     };
-    if grouper_gpu::installed_driver().is_none() {
-        return AutoGpu::No(NoGpu::Unfit(
-            grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into()).to_string(),
-        ));
+    match grouper_gpu::installed_driver() {
+        Some(_) => route,
+        None => AutoGpu::No(NoGpu::NoDriver),
     }
-    route
 }
 
 /// Why a build without the `gpu` feature runs on the CPU.
