@@ -85,7 +85,7 @@ impl GroupByExec {
     /// The CPU planner's decision from the last execution, if it ran on the CPU.
     pub fn last_decision(&self) -> Option<Decision> {
         match self.ran.lock().ok()?.clone()? {
-            Ran::Cpu(d, _) => d,
+            Ran::Cpu(d, ..) => d,
             #[cfg(feature = "gpu")]
             Ran::Hybrid(_, _, d, _) => d,
             #[cfg(feature = "gpu")]

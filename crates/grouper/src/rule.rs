@@ -81,7 +81,9 @@ impl GrouperRule {
         let Some(mut group_by) = translate(lower)? else {
             return Ok(None);
         };
-        if cfg!(feature = "gpu") && self.engine.backend != Backend::Cpu {
+        // The GPU evaluates the fused form in its kernel, the CPU in its workers
+        // (`backend::fusion`).
+        if self.engine.backend != Backend::DataFusion {
             let keys: Vec<_> = group_by.keys.iter().map(|(e, _)| Arc::clone(e)).collect();
             group_by.fused = fuse(lower.input(), &keys, &group_by.args);
         }

@@ -13,6 +13,7 @@
 //! anything else stays in DataFusion.
 
 pub mod select;
+pub mod vector;
 
 use std::sync::Arc;
 

@@ -29,6 +29,33 @@ pub fn selection(filter: &Expr, columns: &[ArrayRef], rows: usize) -> Result<Boo
     })
 }
 
+/// Whether [`selection`] evaluates every node of `filter` with Arrow's kernels (none falls back
+/// to the row-at-a-time reference), so that a CPU pipeline can take the filter over from
+/// DataFusion without being slower.
+pub fn fully_vectorised(filter: &Expr) -> bool {
+    let plain = |e: &Expr| matches!(e, Expr::Column { .. } | Expr::Literal { .. });
+    match filter {
+        Expr::Column { data_type, .. } => *data_type == DataType::Boolean,
+        Expr::Binary {
+            op: BinOp::And | BinOp::Or,
+            left,
+            right,
+            ..
+        } => fully_vectorised(left) && fully_vectorised(right),
+        Expr::Binary { left, right, .. } => {
+            left.data_type() == right.data_type()
+                && arrow_compares(&left.data_type())
+                && plain(left)
+                && plain(right)
+                && !(matches!(left.as_ref(), Expr::Literal { .. })
+                    && matches!(right.as_ref(), Expr::Literal { .. }))
+        }
+        Expr::Not(inner) => fully_vectorised(inner),
+        Expr::IsNull { expr, .. } => matches!(expr.as_ref(), Expr::Column { .. }),
+        _ => false,
+    }
+}
+
 /// Whether Arrow's comparison kernels order values of `t` as the IR does (floats differ in
 /// how the IR's total order and Arrow treat -0.0; they take the reference path).
 fn arrow_compares(t: &DataType) -> bool {
@@ -188,6 +215,31 @@ mod tests {
                 prop_assert_eq!(got, reference(f, &cols, n), "{:?}", f);
             }
         }
+    }
+
+    #[test]
+    fn fully_vectorised_names_what_takes_no_reference_path() {
+        let i = DataType::Int32;
+        let c = bin(BinOp::Lt, col(0, i.clone()), lit(Scalar::Int(3), i.clone()));
+        assert!(fully_vectorised(&c));
+        assert!(fully_vectorised(&bin(
+            BinOp::And,
+            c.clone(),
+            Expr::Not(Box::new(c.clone()))
+        )));
+        let f = DataType::Float64;
+        assert!(!fully_vectorised(&bin(
+            BinOp::Lt,
+            col(0, f.clone()),
+            lit(Scalar::Float(1.0), f)
+        )));
+        let sum = Expr::Binary {
+            op: BinOp::Add,
+            left: Box::new(col(0, i.clone())),
+            right: Box::new(col(1, i.clone())),
+            data_type: i.clone(),
+        };
+        assert!(!fully_vectorised(&bin(BinOp::Lt, sum, col(2, i))));
     }
 
     #[test]

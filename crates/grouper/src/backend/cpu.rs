@@ -13,26 +13,38 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::BaselineMetrics;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use futures::StreamExt;
+use grouper_core::expr::vector::Scratch;
 use grouper_core::planner::{Hints, KeyBounds};
 use grouper_core::InputBatch;
 
+use super::fusion::CpuFusion;
 use super::{external, over_budget};
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
 use crate::stats::input_stats;
 
-/// Streams every partition of `input` through CPU workers and merges them.
+/// Streams every partition of `input` through CPU workers and merges them; with what the
+/// workers fused (`--explain`), where they read below DataFusion's filter and projections.
 pub(crate) async fn run_cpu(
     input: Arc<dyn ExecutionPlan>,
     plan: &Arc<GroupByPlan>,
     engine: &Arc<Engine>,
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
-) -> Result<grouper_core::AggregateOutput> {
-    run_cpu_with(input, plan, engine, context, baseline, |agg, workers| {
-        agg.finish(workers)
-    })
-    .await
+) -> Result<(grouper_core::AggregateOutput, Option<String>)> {
+    let fusion = CpuFusion::new(plan, &input);
+    let fused = fusion.as_ref().map(CpuFusion::describe);
+    let out = run_cpu_with(
+        input,
+        fusion,
+        plan,
+        engine,
+        context,
+        baseline,
+        |agg, workers| agg.finish(workers),
+    )
+    .await?;
+    Ok((out, fused))
 }
 
 /// What `input`'s statistics (DataFusion's, from Parquet footers or in-memory tables) say of
@@ -58,9 +70,11 @@ fn statistics_hints(
     )
 }
 
-/// Streams every partition of `input` through CPU workers; `finish` merges them.
+/// Streams every partition of `input` (of `fusion`'s source, where there is one) through CPU
+/// workers; `finish` merges them.
 pub(crate) async fn run_cpu_with<T: Send + 'static>(
     input: Arc<dyn ExecutionPlan>,
+    fusion: Option<CpuFusion>,
     plan: &Arc<GroupByPlan>,
     engine: &Arc<Engine>,
     context: &Arc<TaskContext>,
@@ -78,10 +92,16 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         engine.cpu_profile.clone(),
     )
     .map_err(external)?;
-    let parts = input.output_partitioning().partition_count();
+    let fusion = fusion.map(Arc::new);
+    let source = fusion
+        .as_ref()
+        .map_or_else(|| Arc::clone(&input), |f| Arc::clone(&f.source));
+    let parts = source.output_partitioning().partition_count();
     let mut tasks = Vec::with_capacity(parts);
     for p in 0..parts {
-        let mut stream = input.execute(p, Arc::clone(context))?;
+        let mut stream = source.execute(p, Arc::clone(context))?;
+        let fusion = fusion.clone();
+        let mut scratch = Scratch::default();
         let plan = Arc::clone(plan);
         let mut worker = agg.worker();
         let compute = baseline.elapsed_compute().clone();
@@ -89,7 +109,16 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
             MemoryConsumer::new(format!("GroupByExec[{p}]")).register(context.memory_pool());
         tasks.push(tokio::spawn(async move {
             while let Some(batch) = stream.next().await {
-                let batch = evaluate(&batch?, &plan)?;
+                let batch = match &fusion {
+                    None => evaluate(&batch?, &plan)?,
+                    Some(f) => {
+                        let _timer = compute.timer();
+                        match f.evaluate(&mut scratch, &batch?)? {
+                            Some(b) => b,
+                            None => continue,
+                        }
+                    }
+                };
                 let _timer = compute.timer();
                 worker.push(&batch).map_err(external)?;
                 reservation

@@ -406,10 +406,11 @@ pub(crate) async fn run(
         gpu_queue.gpu_finished();
         out
     });
-    let (cpu_part, decision) = run_cpu_with(cpu_input, plan, engine, context, baseline, |a, w| {
-        a.finish_partial(w)
-    })
-    .await?;
+    let (cpu_part, decision) =
+        run_cpu_with(cpu_input, None, plan, engine, context, baseline, |a, w| {
+            a.finish_partial(w)
+        })
+        .await?;
     let (gpu_part, report) = gpu.await.map_err(external)?.map_err(external)?;
     let (columns, rows) = cpu_part
         .merge(gpu_part, &plan.spec.key_types)

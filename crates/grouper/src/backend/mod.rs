@@ -9,6 +9,7 @@
 //! where `auto` allows ([`Attempt::FallBack`]), so a GPU failure never fails an `auto` query.
 
 pub mod cpu;
+mod fusion;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 #[cfg(feature = "gpu")]
@@ -209,8 +210,9 @@ pub(crate) const NO_GPU_FEATURE: &str = "grouper was built without its `gpu` fea
 /// What ran, for `--explain`.
 #[derive(Debug, Clone)]
 pub(crate) enum Ran {
-    /// The CPU: its planner's decision, and why not a GPU where one was in question.
-    Cpu(Option<Decision>, Option<String>),
+    /// The CPU: its planner's decision, why not a GPU where one was in question, and what its
+    /// workers fused.
+    Cpu(Option<Decision>, Option<String>, Option<String>),
     /// The GPU: its report, and whether the query had a fused form.
     #[cfg(feature = "gpu")]
     Gpu(GpuReport, bool),
@@ -239,10 +241,13 @@ impl fmt::Display for Ran {
                     None => Ok(()),
                 }
             }
-            Ran::Cpu(d, why) => {
+            Ran::Cpu(d, why, fused) => {
                 write!(f, "backend=cpu")?;
                 if let Some(w) = why {
                     write!(f, " ({w})")?;
+                }
+                if let Some(fu) = fused {
+                    write!(f, ", {fu}")?;
                 }
                 match d {
                     Some(d) => write!(f, ", {d}"),
@@ -301,8 +306,12 @@ pub(crate) async fn run(
         true => reset_plan_states(input)?,
         false => input,
     };
-    let out = cpu::run_cpu(input, plan, engine, context, baseline).await?;
-    Ok((out.columns, out.num_rows, Ran::Cpu(out.decision, reason)))
+    let (out, fused) = cpu::run_cpu(input, plan, engine, context, baseline).await?;
+    Ok((
+        out.columns,
+        out.num_rows,
+        Ran::Cpu(out.decision, reason, fused),
+    ))
 }
 
 pub(crate) fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
