@@ -8,7 +8,7 @@ use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 
 use super::words::{overflow, FieldWords, Input, Op};
-use super::{downcast_input, for_each_valid, Aggregate};
+use super::{downcast_input, fold_valid, for_each_valid, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
@@ -97,15 +97,14 @@ impl AvgDecimal {
         }
     }
 
-    /// Scalar update.
+    /// Scalar update; false when the sum overflowed (the batch then fails: no early exit in
+    /// the loop).
     #[inline(always)]
-    pub fn update(&self, state: &mut AvgState<i128>, value: i128) -> Result<()> {
-        state.sum = state
-            .sum
-            .checked_add(value)
-            .ok_or_else(|| self.overflow())?;
+    pub fn update(&self, state: &mut AvgState<i128>, value: i128) -> bool {
+        let (sum, overflow) = state.sum.overflowing_add(value);
+        state.sum = sum;
         state.count += 1;
-        Ok(())
+        !overflow
     }
 
     /// Scalar finalize of one state.
@@ -137,10 +136,14 @@ impl Aggregate for AvgDecimal {
         input: Option<&ArrayRef>,
     ) -> Result<()> {
         let array = downcast_input::<Decimal128Array>(input, "avg")?;
-        let values = array.values();
-        for_each_valid(array.nulls(), gids, |g, row| {
-            self.update(&mut states[g], values[row])
-        })
+        let ok = fold_valid(states, gids, array.values(), array.nulls(), |s, v| {
+            self.update(s, v)
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(self.overflow())
+        }
     }
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
         state.sum = state
@@ -212,7 +215,7 @@ mod tests {
         let avg = AvgDecimal::new(2, &DataType::Decimal128(19, 6)).unwrap();
         let mut s = avg.init();
         for v in [100, 200, 200] {
-            avg.update(&mut s, v).unwrap();
+            assert!(avg.update(&mut s, v));
         }
         assert_eq!(avg.finalize_one(&s).unwrap(), Some(1_666_666));
         assert_eq!(avg.finalize_one(&avg.init()).unwrap(), None);

@@ -184,6 +184,35 @@ pub(crate) fn downcast_input<'a, T: 'static>(
     })
 }
 
+/// Folds `values` into the states `gids` name, skipping NULLs, with `f` returning false on
+/// overflow: the flags are and-ed and reported once after the loop (the caller then fails the
+/// batch), so the loop has no early exit and no branch per row besides validity.
+#[inline]
+pub(crate) fn fold_valid<S, V: Copy>(
+    states: &mut [S],
+    gids: &[u32],
+    values: &[V],
+    nulls: Option<&arrow::buffer::NullBuffer>,
+    f: impl Fn(&mut S, V) -> bool,
+) -> bool {
+    let mut ok = true;
+    match nulls.filter(|n| n.null_count() > 0) {
+        None => {
+            for (&g, &v) in gids.iter().zip(values) {
+                ok &= f(&mut states[g as usize], v);
+            }
+        }
+        Some(n) => {
+            for (row, (&g, &v)) in gids.iter().zip(values).enumerate() {
+                if n.is_valid(row) {
+                    ok &= f(&mut states[g as usize], v);
+                }
+            }
+        }
+    }
+    ok
+}
+
 /// Calls `f(gid, row)` for every row of `gids` whose input value is valid.
 #[inline]
 pub(crate) fn for_each_valid(

@@ -12,7 +12,7 @@ use arrow::datatypes::{
 };
 
 use super::words::{overflow, FieldWords, Input, Op};
-use super::{downcast_input, for_each_valid, Aggregate};
+use super::{downcast_input, fold_valid, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
@@ -27,6 +27,9 @@ pub trait SumNative: Copy + Default + Send + Sync + 'static {
     fn widen(self) -> Self::Acc;
     /// `a + b`, or `None` on overflow.
     fn add_checked(a: Self::Acc, b: Self::Acc) -> Option<Self::Acc>;
+    /// `a + b` (wrapped) and whether it overflowed: the branch-free form of
+    /// [`SumNative::add_checked`] for batch loops.
+    fn add_overflowing(a: Self::Acc, b: Self::Acc) -> (Self::Acc, bool);
     /// The total in the native type, or `None` when it does not fit.
     fn narrow(acc: Self::Acc) -> Option<Self>;
 }
@@ -42,6 +45,10 @@ macro_rules! exact_sum_native {
             #[inline(always)]
             fn add_checked(a: i128, b: i128) -> Option<i128> {
                 a.checked_add(b)
+            }
+            #[inline(always)]
+            fn add_overflowing(a: i128, b: i128) -> (i128, bool) {
+                a.overflowing_add(b)
             }
             #[inline(always)]
             fn narrow(acc: i128) -> Option<Self> {
@@ -61,6 +68,10 @@ impl SumNative for f64 {
     #[inline(always)]
     fn add_checked(a: f64, b: f64) -> Option<f64> {
         Some(a + b)
+    }
+    #[inline(always)]
+    fn add_overflowing(a: f64, b: f64) -> (f64, bool) {
+        (a + b, false)
     }
     #[inline(always)]
     fn narrow(acc: f64) -> Option<f64> {
@@ -107,14 +118,18 @@ impl<T: ArrowPrimitiveType> Sum<T>
 where
     T::Native: SumNative,
 {
-    /// Scalar update: adds one value, failing on overflow of the accumulator.
+    /// Scalar update: adds one value; false when the accumulator overflowed (the batch then
+    /// fails: no early exit in the loop).
     #[inline(always)]
     pub fn update(
         &self,
         state: &mut SumState<<T::Native as SumNative>::Acc>,
         value: T::Native,
-    ) -> Result<()> {
-        self.add(state, value.widen())
+    ) -> bool {
+        let (sum, overflow) = T::Native::add_overflowing(state.sum, value.widen());
+        state.sum = sum;
+        state.seen = true;
+        !overflow
     }
 
     #[inline(always)]
@@ -153,10 +168,14 @@ where
         input: Option<&ArrayRef>,
     ) -> Result<()> {
         let array = downcast_input::<PrimitiveArray<T>>(input, "sum")?;
-        let values = array.values();
-        for_each_valid(array.nulls(), gids, |g, row| {
-            self.update(&mut states[g], values[row])
-        })
+        let ok = fold_valid(states, gids, array.values(), array.nulls(), |s, v| {
+            self.update(s, v)
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(self.overflow())
+        }
     }
 
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
