@@ -12,16 +12,55 @@ use crate::input::{InputBatch, QuerySpec};
 pub struct Partial {
     /// Key word → group id.
     index: Box<dyn GroupIndex>,
-    /// One accumulator per aggregate, `index.len()` groups each.
+    /// One accumulator per aggregate, `index.len() * lanes` groups each.
     accs: Accumulators,
+    /// Copies of each group's states ([`LANES`] over a small direct index, else 1).
+    lanes: u32,
 }
+
+/// Copies of each group's states over a direct index of at most [`LANES_MAX_DOMAIN`] ids: row
+/// `i` of a morsel folds into copy `i % LANES` of its group. With few groups, consecutive rows
+/// mostly update the same state, and each update waits for the previous one's store (a chain
+/// through memory of ~5 cycles a row and aggregate); four copies make four independent
+/// chains. The copies are folded into one before the merge ([`Partial::folded`]).
+pub const LANES: u32 = 4;
+
+/// The largest direct-index domain whose states are kept in [`LANES`] copies: beyond a few
+/// hundred groups consecutive rows rarely share one, and the copies would only cost cache.
+pub const LANES_MAX_DOMAIN: usize = 256;
 
 impl Partial {
     /// Empty groups over `index`.
     pub fn new(spec: &QuerySpec, index: Box<dyn GroupIndex>) -> Result<Self> {
+        let lanes = if index.is_direct() && index.len() <= LANES_MAX_DOMAIN {
+            LANES
+        } else {
+            1
+        };
         let mut accs = new_accumulators(spec)?;
-        accs.iter_mut().for_each(|a| a.resize(index.len()));
-        Ok(Self { index, accs })
+        accs.iter_mut()
+            .for_each(|a| a.resize(index.len() * lanes as usize));
+        Ok(Self { index, accs, lanes })
+    }
+
+    /// The same groups with each group's copies folded into one state.
+    fn folded(mut self, spec: &QuerySpec) -> Result<Self> {
+        if self.lanes == 1 {
+            return Ok(self);
+        }
+        let (n, lanes) = (self.index.len(), self.lanes);
+        let dst: Vec<u32> = (0..n as u32)
+            .flat_map(|g| std::iter::repeat_n(g, lanes as usize))
+            .collect();
+        let src: Vec<u32> = (0..(n as u32) * lanes).collect();
+        let mut out = new_accumulators(spec)?;
+        for (o, a) in out.iter_mut().zip(&self.accs) {
+            o.resize(n);
+            o.merge(a.as_ref(), &src, &dst)?;
+        }
+        self.accs = out;
+        self.lanes = 1;
+        Ok(self)
     }
 
     /// Folds a morsel whose key words are `words` into the groups.
@@ -32,18 +71,30 @@ impl Partial {
         gids: &mut Vec<u32>,
     ) -> Result<()> {
         self.index.intern(words, gids);
-        update_all(&mut self.accs, gids, morsel, self.index.len())
+        if self.lanes > 1 {
+            let mask = self.lanes - 1;
+            for (i, g) in gids.iter_mut().enumerate() {
+                *g = *g * self.lanes + (i as u32 & mask);
+            }
+        }
+        update_all(
+            &mut self.accs,
+            gids,
+            morsel,
+            self.index.len() * self.lanes as usize,
+        )
     }
 
     /// The key words of the groups with rows and their accumulators, compacted to those groups.
     pub fn into_words(self, spec: &QuerySpec) -> Result<(Vec<u64>, Accumulators)> {
-        let groups = self.index.into_groups();
+        let this = self.folded(spec)?;
+        let groups = this.index.into_groups();
         let Some(ids) = groups.ids else {
-            return Ok((groups.words, self.accs));
+            return Ok((groups.words, this.accs));
         };
         let dst: Vec<u32> = (0..ids.len() as u32).collect();
         let mut out = new_accumulators(spec)?;
-        for (o, a) in out.iter_mut().zip(&self.accs) {
+        for (o, a) in out.iter_mut().zip(&this.accs) {
             o.resize(ids.len());
             o.merge(a.as_ref(), &ids, &dst)?;
         }
@@ -53,7 +104,7 @@ impl Partial {
     /// Bytes held by the groups: the index and each group's aggregate states (`state_bytes`
     /// per group), for memory accounting.
     pub fn memory_bytes(&self, state_bytes: usize) -> usize {
-        self.index.memory_bytes() + self.index.len() * state_bytes
+        self.index.memory_bytes() + self.index.len() * self.lanes as usize * state_bytes
     }
 
     /// The key word of each group with rows, in the order [`Partial::rekeyed`] expects.
@@ -91,8 +142,11 @@ pub fn merge(spec: &QuerySpec, parts: Vec<Partial>, params: &Params) -> Result<V
     if parts.iter().all(Partial::is_direct) {
         let locals = parts
             .into_iter()
-            .map(|p| (p.accs, p.index.into_presence().unwrap_or_default()))
-            .collect();
+            .map(|p| {
+                let p = p.folded(spec)?;
+                Ok((p.accs, p.index.into_presence().unwrap_or_default()))
+            })
+            .collect::<Result<_>>()?;
         return Ok(dense::merge(locals)?
             .into_iter()
             .map(Chunk::with_words_from_ids)
