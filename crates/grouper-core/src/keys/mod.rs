@@ -33,11 +33,11 @@ use std::sync::Arc;
 use arrow::array::{
     new_empty_array, Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, StringViewArray,
 };
-use arrow::datatypes::{ArrowPrimitiveType, DataType};
+use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
 
 pub use dictionary::Dictionary;
-use ordinal::Ordinal;
+use ordinal::{encode_ordinal, Ordinal};
 
 use crate::error::{GrouperError, Result};
 use crate::strings::{string_array, ByteColumn};
@@ -620,99 +620,6 @@ fn encode_views(dict: &Dictionary, a: &StringViewArray, capacity: u64) -> Option
     )
 }
 
-/// The hot loop of the common case (integer keys): one tight pass per column.
-#[inline]
-fn encode_ordinal<T: ArrowPrimitiveType>(
-    words: &mut [u64],
-    array: &ArrayRef,
-    min: i128,
-    span: u128,
-    off: u64,
-    mult: u64,
-    nulls: Option<&arrow::buffer::NullBuffer>,
-) -> bool
-where
-    T::Native: Ordinal,
-{
-    let values = array.as_primitive::<T>().values();
-    let narrow = T::Native::min_ordinal() >= i128::from(i64::MIN)
-        && T::Native::max_ordinal() <= i128::from(i64::MAX);
-    let bounds = (
-        i64::try_from(min),
-        i64::try_from(min.saturating_add(i128::try_from(span).unwrap_or(i128::MAX))),
-    );
-    if let (true, (Ok(lo), Ok(hi))) = (narrow, bounds) {
-        return encode_ordinal64(words, values, (lo, hi), off, mult, nulls);
-    }
-    let mut outside = false;
-    match nulls {
-        Some(n) if n.null_count() > 0 => {
-            for (r, (w, v)) in words.iter_mut().zip(values.iter()).enumerate() {
-                if n.is_valid(r) {
-                    let c = (v.to_ord() - min) as u128;
-                    outside |= c > span;
-                    *w = w.wrapping_add((c as u64).wrapping_add(off).wrapping_mul(mult));
-                }
-            }
-        }
-        _ => {
-            for (w, v) in words.iter_mut().zip(values.iter()) {
-                let c = (v.to_ord() - min) as u128;
-                outside |= c > span;
-                *w = w.wrapping_add((c as u64).wrapping_add(off).wrapping_mul(mult));
-            }
-        }
-    }
-    !outside
-}
-
-/// [`encode_ordinal`] in 64-bit arithmetic, for types whose ordinals fit an `i64` (all but
-/// `u64`) and codes within `lo..=hi`: the general path's 128-bit subtraction and compare do
-/// not vectorise, and a single key (`mult` 1) needs no multiply.
-fn encode_ordinal64<N: Ordinal>(
-    words: &mut [u64],
-    values: &[N],
-    (lo, hi): (i64, i64),
-    off: u64,
-    mult: u64,
-    nulls: Option<&arrow::buffer::NullBuffer>,
-) -> bool {
-    let code = |v: N| {
-        let o = v.to_ord() as i64;
-        (
-            (o.wrapping_sub(lo) as u64).wrapping_add(off),
-            (o < lo) | (o > hi),
-        )
-    };
-    let mut outside = false;
-    match nulls {
-        Some(n) if n.null_count() > 0 => {
-            for (r, (w, &v)) in words.iter_mut().zip(values).enumerate() {
-                if n.is_valid(r) {
-                    let (c, out) = code(v);
-                    outside |= out;
-                    *w = w.wrapping_add(c.wrapping_mul(mult));
-                }
-            }
-        }
-        _ if mult == 1 => {
-            for (w, &v) in words.iter_mut().zip(values) {
-                let (c, out) = code(v);
-                outside |= out;
-                *w = w.wrapping_add(c);
-            }
-        }
-        _ => {
-            for (w, &v) in words.iter_mut().zip(values) {
-                let (c, out) = code(v);
-                outside |= out;
-                *w = w.wrapping_add(c.wrapping_mul(mult));
-            }
-        }
-    }
-    !outside
-}
-
 fn decode_column(col: &ColumnPlan, words: &[u64]) -> Result<ArrayRef> {
     let range = col.range as u64;
     let off = col.nulls as u64;
@@ -785,46 +692,5 @@ mod tests {
         assert!(codec.dictionary_codes(1, &ninth).unwrap().is_none());
         // An ordinal key without bounds cannot be planned ahead.
         assert!(KeyCodec::plan_bounded(&types, &[None, None], &[true, true], &[]).is_err());
-    }
-
-    proptest::proptest! {
-        /// The 64-bit ordinal path codes and bounds-checks exactly as the 128-bit one, at the
-        /// edges of `i64` too.
-        #[test]
-        fn narrow_ordinal_codes_equal_the_general_ones(
-            values in proptest::collection::vec(
-                proptest::prop_oneof![-50i64..50, proptest::prelude::Just(i64::MIN), proptest::prelude::Just(i64::MAX)],
-                0..64,
-            ),
-            lo in -60i64..40,
-            span in 0u64..80,
-            mult in 1u64..5,
-            nulls in proptest::collection::vec(proptest::prelude::any::<bool>(), 64),
-        ) {
-            use arrow::array::Int64Array;
-            let n = values.len();
-            let array: ArrayRef = Arc::new(Int64Array::from(values.clone()));
-            let nb = arrow::buffer::NullBuffer::from(nulls[..n].to_vec());
-            for nb in [None, Some(&nb)] {
-                let mut general = vec![7u64; n];
-                let mut narrow = vec![7u64; n];
-                // The general path, forced by calling it on the 128-bit route's inputs.
-                let mut outside = false;
-                for (r, (w, &v)) in general.iter_mut().zip(&values).enumerate() {
-                    if nb.is_none_or(|b| b.is_valid(r)) {
-                        let c = (v as i128 - lo as i128) as u128;
-                        outside |= c > span as u128;
-                        *w = w.wrapping_add((c as u64).wrapping_add(1).wrapping_mul(mult));
-                    }
-                }
-                let inside = encode_ordinal64(&mut narrow, array.as_primitive::<arrow::datatypes::Int64Type>().values(), (lo, lo + span as i64), 1, mult, nb);
-                proptest::prop_assert_eq!(inside, !outside);
-                if inside {
-                    proptest::prop_assert_eq!(&narrow, &general);
-                }
-                let via_codec = encode_ordinal::<arrow::datatypes::Int64Type>(&mut vec![7u64; n], &array, lo as i128, span as u128, 1, mult, nb);
-                proptest::prop_assert_eq!(via_codec, !outside);
-            }
-        }
     }
 }
