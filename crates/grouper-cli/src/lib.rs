@@ -21,5 +21,6 @@ pub mod calibrate;
 #[cfg_attr(not(test), deny(clippy::indexing_slicing))]
 pub mod cli;
 pub mod difftest;
+pub mod groupby_data;
 pub mod synthetic;
 pub mod tpch;

@@ -21,6 +21,7 @@ pub mod common;
 pub mod cpu_sweep;
 pub mod files;
 pub mod gpu_sweep;
+pub mod groupby;
 pub mod harm;
 pub mod plots;
 pub mod q1;
@@ -58,6 +59,9 @@ pub enum BenchCommand {
     /// `--backend datafusion` in fresh processes; cases where auto is slower are confirmed,
     /// shrunk and saved as benchmark points; JSON with the distribution of the ratios.
     Harm(harm::HarmArgs),
+    /// The db-benchmark group-by questions (q1-q10) on its G1 data in memory: auto, cpu and
+    /// DataFusion alone against DuckDB, in-process timings, answers checked against DuckDB's.
+    Groupby(groupby::GroupbyArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> Result<()> {
@@ -70,5 +74,6 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Check(a) => check::check(a).await,
         BenchCommand::Files(a) => files::files(a).await,
         BenchCommand::Harm(a) => harm::harm(a).await,
+        BenchCommand::Groupby(a) => groupby::groupby(a).await,
     }
 }

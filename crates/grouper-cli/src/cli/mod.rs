@@ -299,6 +299,25 @@ enum GenCommand {
         #[arg(short = 'o', long)]
         output: PathBuf,
     },
+    /// The db-benchmark group-by table (G1: id1-id6, v1-v3, by the suite's rules) as Parquet,
+    /// CSV or Arrow IPC (by extension).
+    Groupby {
+        /// Rows (the suite's N: 1e7, 1e8, 1e9).
+        #[arg(long)]
+        rows: f64,
+        /// Groups of the large-group keys (the suite's K).
+        #[arg(long, default_value_t = 100)]
+        k: u32,
+        /// Percent of NULLs in each column (the suite's nas).
+        #[arg(long, default_value_t = 0)]
+        nas: u32,
+        /// Random seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Output file.
+        #[arg(short = 'o', long)]
+        output: PathBuf,
+    },
     /// A synthetic table (k, v) as Parquet, CSV or Arrow IPC (by extension).
     Synthetic {
         /// Rows.
@@ -376,6 +395,24 @@ pub fn run() -> Result<()> {
                 seed,
             };
             query::gen_synthetic(&spec, &output)
+        }
+        Command::Gen(GenCommand::Groupby {
+            rows,
+            k,
+            nas,
+            seed,
+            output,
+        }) => {
+            if !(rows >= 1.0 && rows <= usize::MAX as f64) {
+                anyhow::bail!("--rows must be a positive number of rows, not {rows}");
+            }
+            let spec = crate::groupby_data::Spec {
+                rows: rows as usize,
+                k,
+                nas,
+                seed,
+            };
+            query::gen_groupby(&spec, &output)
         }
         Command::Bench(b) => rt.block_on(crate::bench::run(b)),
         Command::Calibrate(c) => rt.block_on(crate::calibrate::calibrate(c)),

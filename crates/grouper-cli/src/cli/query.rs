@@ -243,29 +243,46 @@ pub async fn gen_tpch(sf: f64, dir: &Path) -> Result<()> {
 
 pub fn gen_synthetic(spec: &crate::synthetic::Spec, path: &Path) -> Result<()> {
     let batches = crate::synthetic::generate(spec)?;
+    write_table(&batches, crate::synthetic::schema(spec.key_type), path)?;
+    eprintln!("wrote {} rows to {}", spec.rows, path.display());
+    Ok(())
+}
+
+/// `grouper gen groupby`: the db-benchmark G1 table.
+pub fn gen_groupby(spec: &crate::groupby_data::Spec, path: &Path) -> Result<()> {
+    let batches = crate::groupby_data::generate(spec)?;
+    write_table(&batches, crate::groupby_data::schema(), path)?;
+    eprintln!("wrote {} rows to {}", spec.rows, path.display());
+    Ok(())
+}
+
+/// Writes `batches` to `path` as CSV, Arrow IPC or (any other extension) Parquet.
+fn write_table(
+    batches: &[arrow::array::RecordBatch],
+    schema: arrow::datatypes::SchemaRef,
+    path: &Path,
+) -> Result<()> {
     let lower = path.to_string_lossy().to_ascii_lowercase();
     let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let schema = crate::synthetic::schema(spec.key_type);
     if lower.ends_with(".csv") {
         let mut w = arrow::csv::WriterBuilder::new()
             .with_header(true)
             .build(file);
-        for b in &batches {
+        for b in batches {
             w.write(b)?;
         }
     } else if lower.ends_with(".arrow") || lower.ends_with(".ipc") {
         let mut w = arrow::ipc::writer::FileWriter::try_new(file, &schema)?;
-        for b in &batches {
+        for b in batches {
             w.write(b)?;
         }
         w.finish()?;
     } else {
         let mut w = ArrowWriter::try_new(file, schema, None)?;
-        for b in &batches {
+        for b in batches {
             w.write(b)?;
         }
         w.close()?;
     }
-    eprintln!("wrote {} rows to {}", spec.rows, path.display());
     Ok(())
 }

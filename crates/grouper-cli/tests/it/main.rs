@@ -3,8 +3,10 @@
 //! - `difftest`: against DuckDB, with the saved regression cases in `regressions/`;
 //! - `faults`: every failure a user can cause, through the `grouper` binary;
 //! - `harm`: what `auto` leaves to DataFusion's own aggregation.
+//! - `groupby_questions`: the db-benchmark questions through grouper against DataFusion.
 
 mod differential;
 mod difftest;
 mod faults;
+mod groupby_questions;
 mod harm;
