@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile|files|harm ...]
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile|files|groupby|harm ...]
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
 #   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
@@ -22,6 +22,7 @@
 # compare: the same `grouper bench gpu-sweep` (COMPARE_ARGS) with .device/bin/grouper-before.xz
 # (an earlier build, e.g. before a restructuring) and the current grouper, taking turns point
 # set by point set, JSON at $OUT/compare-{before,after}-N.json.
+# groupby: `grouper bench groupby` (GROUPBY_ARGS), JSON at $OUT/groupby.json.
 # check: `grouper bench check` (CHECK_ARGS; e.g. --record to write the baseline) against
 # bench/results/baseline-<machine>.json, JSON at $OUT/check.json (and the baseline when recorded).
 # BENCH_ARGS adds arguments to `grouper bench gpu-sweep`; TEST_FILTER selects GPU tests.
@@ -251,6 +252,15 @@ if wants files; then
   limited /tmp/grouper bench files --data /tmp/tpch --sf "${FILES_SF:-10}" \
     --q1-sf "${FILES_Q1_SF:-30}" --runs "${FILES_RUNS:-3}" --tpchgen /tmp/tpchgen-cli \
     --python python3 --out "$OUT/files.json" ${FILES_ARGS:-} 2>&1 | tee "$OUT/files.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if wants groupby; then
+  # `grouper bench groupby`: the db-benchmark group-by questions on its G1 data in memory,
+  # auto, cpu and DataFusion alone against DuckDB (in-process timings). GROUPBY_ARGS, e.g.
+  # "--rows 1e7,1e8 --runs 3"; the JSON is rewritten after each data set.
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  # shellcheck disable=SC2086
+  limited /tmp/grouper bench groupby --python python3 --out "$OUT/groupby.json" ${GROUPBY_ARGS:-} 2>&1 | tee "$OUT/groupby.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 fi
 if wants harm; then
