@@ -257,7 +257,7 @@ fi
 if wants groupby; then
   # `grouper bench groupby`: the db-benchmark group-by questions on its G1 data in memory,
   # auto, cpu and DataFusion alone against DuckDB (in-process timings). GROUPBY_ARGS, e.g.
-  # "--rows 1e7,1e8 --runs 3"; the JSON is rewritten after each data set.
+  # "--rows 1e7,1e8 --runs 3"; the JSON is rewritten after each question.
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   # shellcheck disable=SC2086
   limited /tmp/grouper bench groupby --python python3 --out "$OUT/groupby.json" ${GROUPBY_ARGS:-} 2>&1 | tee "$OUT/groupby.log"
