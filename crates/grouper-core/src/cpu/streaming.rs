@@ -125,6 +125,8 @@ impl Partial {
         index.intern(words, &mut dst);
         let src: Vec<u32> = (0..words.len() as u32).collect();
         let mut out = Partial::new(spec, index)?;
+        // Into lane 0 of each group's copies.
+        dst.iter_mut().for_each(|g| *g *= out.lanes);
         for (o, a) in out.accs.iter_mut().zip(&accs) {
             o.merge(a.as_ref(), &src, &dst)?;
         }

@@ -397,6 +397,23 @@ fn a_million_groups() {
 }
 
 #[test]
+fn lane_copies_survive_a_codec_widening() {
+    // Interned keys whose dictionary outgrows its first capacity between batches: a worker's
+    // groups move to a new direct index that keeps copies of each group's states (found by
+    // the proptest above: the moved states landed on another group's copy).
+    let (spec, input) = build(
+        112,
+        1445,
+        &[KeyKind::U64Wide, KeyKind::Bool],
+        Dist::Sorted,
+        12,
+        2050482764511631929,
+        3,
+    );
+    check_all(&spec, &input, HashFn::Murmur3, None);
+}
+
+#[test]
 fn wide_composite_keys_take_the_interned_path() {
     // Three u64 keys spread over the full range: the domain exceeds 2^64.
     let (spec, input) = build(
