@@ -11,45 +11,10 @@ use std::sync::{PoisonError, RwLock};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-/// The values in one arena (no allocation per value), and an index of (hash, code): growing
-/// the index rehashes from the stored hashes, never from the bytes. Everything done under the
-/// write lock is an append: the hashes of a batch's new values are computed before taking it
-/// (with 16 workers and a new key on nearly every row, the lock is the whole cost).
 #[derive(Debug, Default)]
 struct Inner {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-    index: HashTable<(u64, u32)>,
-}
-
-impl Inner {
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    fn value(&self, code: u32) -> &[u8] {
-        let c = code as usize;
-        let start = match c {
-            0 => 0,
-            _ => self.ends.get(c - 1).copied().unwrap_or(0),
-        };
-        let end = self.ends.get(c).copied().unwrap_or(start);
-        self.bytes.get(start..end).unwrap_or_default()
-    }
-
-    fn find(&self, h: u64, v: &[u8]) -> Option<u32> {
-        self.index
-            .find(h, |&(hc, c)| hc == h && self.value(c) == v)
-            .map(|&(_, c)| c)
-    }
-
-    fn append(&mut self, h: u64, v: &[u8]) -> u32 {
-        let code = self.ends.len() as u32;
-        self.bytes.extend_from_slice(v);
-        self.ends.push(self.bytes.len());
-        self.index.insert_unique(h, (h, code), |&(hc, _)| hc);
-        code
-    }
+    values: Vec<Box<[u8]>>,
+    index: HashTable<u32>,
 }
 
 /// A concurrent, append-only dictionary from byte strings to dense `u32` codes.
@@ -67,7 +32,7 @@ impl Dictionary {
 
     /// Number of values.
     pub fn len(&self) -> usize {
-        self.read(Inner::len)
+        self.read(|i| i.values.len())
     }
 
     /// Whether the dictionary is empty.
@@ -89,24 +54,20 @@ impl Dictionary {
         values: impl Iterator<Item = Option<&'a [u8]>> + Clone,
         capacity: u64,
     ) -> Option<Vec<Option<u32>>> {
-        let mut missing = Vec::new();
+        let mut missing = false;
         let mut past = false;
         let codes: Vec<Option<u32>> = self.read(|inner| {
             values
                 .clone()
-                .enumerate()
-                .map(|(row, v)| {
-                    v.map(|v| {
-                        let h = self.hasher.hash_one(v);
-                        match inner.find(h, v) {
-                            Some(c) => {
-                                past |= u64::from(c) >= capacity;
-                                c
-                            }
-                            None => {
-                                missing.push((row, h));
-                                u32::MAX
-                            }
+                .map(|v| {
+                    v.map(|v| match self.find(inner, v) {
+                        Some(c) => {
+                            past |= u64::from(c) >= capacity;
+                            c
+                        }
+                        None => {
+                            missing = true;
+                            u32::MAX
                         }
                     })
                 })
@@ -115,29 +76,26 @@ impl Dictionary {
         if past {
             return None;
         }
-        if missing.is_empty() {
+        if !missing {
             return Some(codes);
         }
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         let mut out = codes;
-        let mut rows = missing.iter().peekable();
-        for (row, v) in values.enumerate() {
-            let Some(&(_, h)) = rows.next_if(|(r, _)| *r == row) else {
-                continue;
-            };
-            let (Some(code), Some(v)) = (out.get_mut(row), v) else {
-                continue;
-            };
-            *code = Some(match inner.find(h, v) {
-                Some(found) if u64::from(found) >= capacity => return None,
-                Some(found) => found,
-                None => {
-                    if inner.len() as u64 >= capacity {
-                        return None;
-                    }
-                    inner.append(h, v)
+        for (code, v) in out.iter_mut().zip(values) {
+            if let (Some(c), Some(v)) = (code.as_mut(), v) {
+                if *c == u32::MAX {
+                    *c = match self.find(&inner, v) {
+                        Some(found) if u64::from(found) >= capacity => return None,
+                        Some(found) => found,
+                        None => {
+                            if inner.values.len() as u64 >= capacity {
+                                return None;
+                            }
+                            self.append(&mut inner, v)
+                        }
+                    };
                 }
-            });
+            }
         }
         Some(out)
     }
@@ -146,16 +104,34 @@ impl Dictionary {
     pub fn extend<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> usize {
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         for v in values {
-            let h = self.hasher.hash_one(v);
-            if inner.find(h, v).is_none() {
-                inner.append(h, v);
+            if self.find(&inner, v).is_none() {
+                self.append(&mut inner, v);
             }
         }
-        inner.len()
+        inner.values.len()
     }
 
+    fn find(&self, inner: &Inner, v: &[u8]) -> Option<u32> {
+        let h = self.hasher.hash_one(v);
+        inner
+            .index
+            .find(h, |&c| &*inner.values[c as usize] == v)
+            .copied()
+    }
+
+    fn append(&self, inner: &mut Inner, v: &[u8]) -> u32 {
+        let code = inner.values.len() as u32;
+        inner.values.push(v.into());
+        let Inner { values, index } = inner;
+        index.insert_unique(self.hasher.hash_one(v), code, |&c| {
+            self.hasher.hash_one(&values[c as usize])
+        });
+        code
+    }
+
+    /// Calls `f` with the value of each code.
     pub fn with_values<R>(&self, codes: &[u32], f: impl FnOnce(Vec<&[u8]>) -> R) -> R {
-        self.read(|inner| f(codes.iter().map(|&c| inner.value(c)).collect()))
+        self.read(|inner| f(codes.iter().map(|&c| &*inner.values[c as usize]).collect()))
     }
 }
 
