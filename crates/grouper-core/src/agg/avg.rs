@@ -136,14 +136,14 @@ impl Aggregate for AvgDecimal {
         input: Option<&ArrayRef>,
     ) -> Result<()> {
         let array = downcast_input::<Decimal128Array>(input, "avg")?;
-        let ok = fold_valid(states, gids, array.values(), array.nulls(), |s, v| {
-            self.update(s, v)
-        });
-        if ok {
-            Ok(())
-        } else {
-            Err(self.overflow())
-        }
+        fold_valid(
+            states,
+            gids,
+            array.values(),
+            array.nulls(),
+            |s, v| self.update(s, v),
+            || self.overflow(),
+        )
     }
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
         state.sum = state

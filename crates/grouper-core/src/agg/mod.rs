@@ -185,8 +185,8 @@ pub(crate) fn downcast_input<'a, T: 'static>(
 }
 
 /// Folds `values` into the states `gids` name, skipping NULLs, with `f` returning false on
-/// overflow: the flags are and-ed and reported once after the loop (the caller then fails the
-/// batch), so the loop has no early exit and no branch per row besides validity.
+/// overflow: the flags are and-ed and reported once after the loop as `overflow()`, so the loop
+/// has no early exit and no branch per row besides validity.
 #[inline]
 pub(crate) fn fold_valid<S, V: Copy>(
     states: &mut [S],
@@ -194,7 +194,8 @@ pub(crate) fn fold_valid<S, V: Copy>(
     values: &[V],
     nulls: Option<&arrow::buffer::NullBuffer>,
     f: impl Fn(&mut S, V) -> bool,
-) -> bool {
+    overflow: impl FnOnce() -> GrouperError,
+) -> Result<()> {
     let mut ok = true;
     match nulls.filter(|n| n.null_count() > 0) {
         None => {
@@ -210,7 +211,11 @@ pub(crate) fn fold_valid<S, V: Copy>(
             }
         }
     }
-    ok
+    if ok {
+        Ok(())
+    } else {
+        Err(overflow())
+    }
 }
 
 /// Calls `f(gid, row)` for every row of `gids` whose input value is valid.

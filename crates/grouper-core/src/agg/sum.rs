@@ -168,14 +168,14 @@ where
         input: Option<&ArrayRef>,
     ) -> Result<()> {
         let array = downcast_input::<PrimitiveArray<T>>(input, "sum")?;
-        let ok = fold_valid(states, gids, array.values(), array.nulls(), |s, v| {
-            self.update(s, v)
-        });
-        if ok {
-            Ok(())
-        } else {
-            Err(self.overflow())
-        }
+        fold_valid(
+            states,
+            gids,
+            array.values(),
+            array.nulls(),
+            |s, v| self.update(s, v),
+            || self.overflow(),
+        )
     }
 
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {

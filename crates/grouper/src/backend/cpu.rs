@@ -24,15 +24,17 @@ use crate::group_by::GroupByPlan;
 use crate::stats::input_stats;
 
 /// Streams every partition of `input` through CPU workers and merges them; with what the
-/// workers fused (`--explain`), where they read below DataFusion's filter and projections.
+/// workers fused (`--explain`), where they read below DataFusion's filter and projections
+/// (only when `may_fuse`: the fused source must belong to `input`'s plan).
 pub(crate) async fn run_cpu(
     input: Arc<dyn ExecutionPlan>,
     plan: &Arc<GroupByPlan>,
+    may_fuse: bool,
     engine: &Arc<Engine>,
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
 ) -> Result<(grouper_core::AggregateOutput, Option<String>)> {
-    let fusion = CpuFusion::new(plan, &input);
+    let fusion = may_fuse.then(|| CpuFusion::new(plan, &input)).flatten();
     let fused = fusion.as_ref().map(CpuFusion::describe);
     let out = run_cpu_with(
         input,

@@ -302,11 +302,13 @@ pub(crate) async fn run(
             }
         }
     };
+    // After a GPU attempt the CPU reads a fresh copy of the input, and not the fused source:
+    // that node belongs to the consumed plan.
     let input = match attempted {
         true => reset_plan_states(input)?,
         false => input,
     };
-    let (out, fused) = cpu::run_cpu(input, plan, engine, context, baseline).await?;
+    let (out, fused) = cpu::run_cpu(input, plan, !attempted, engine, context, baseline).await?;
     Ok((
         out.columns,
         out.num_rows,
