@@ -132,11 +132,8 @@ impl Program {
     ) -> Result<Vec<Option<ArrayRef>>> {
         let n = selection.map_or(rows, |s| s.indices.len());
         scratch.slots.resize_with(self.nodes.len(), Slot::default);
-        let needed = self.needed();
+        // Every node is some computed output's or an operand of one (compile adds no other).
         for (i, node) in self.nodes.iter().enumerate() {
-            if !needed.get(i).copied().unwrap_or(false) {
-                continue;
-            }
             // Operands come before the node (they were added first).
             let (done, rest) = scratch.slots.split_at_mut(i);
             let Some(out) = rest.first_mut() else {
@@ -173,34 +170,6 @@ impl Program {
                 }
             })
             .collect()
-    }
-
-    /// Which nodes some output reads (all of them but those only a pass-through shadows).
-    fn needed(&self) -> Vec<bool> {
-        let mut need = vec![false; self.nodes.len()];
-        let mut stack: Vec<usize> = self
-            .outputs
-            .iter()
-            .filter_map(|o| match o {
-                Some(Output::Node(i)) => Some(*i),
-                _ => None,
-            })
-            .collect();
-        while let Some(i) = stack.pop() {
-            let Some(slot) = need.get_mut(i) else {
-                continue;
-            };
-            if *slot {
-                continue;
-            }
-            *slot = true;
-            match self.nodes.get(i) {
-                Some(Node::Binary(_, l, r, _)) => stack.extend([*l, *r]),
-                Some(Node::Negative(x, _) | Node::Cast(x, _)) => stack.push(*x),
-                _ => {}
-            }
-        }
-        need
     }
 
     fn type_of(&self, i: usize) -> DataType {
