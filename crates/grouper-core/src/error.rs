@@ -42,6 +42,9 @@ pub enum GrouperError {
     /// query on the collected input.
     #[error("input outside its streaming plan: {0}")]
     OutsidePlan(String),
+    /// Reading or writing a spill file.
+    #[error("spill file: {0}")]
+    Io(#[from] std::io::Error),
     /// An error from an Arrow kernel.
     #[error("arrow: {0}")]
     Arrow(#[from] ArrowError),

@@ -87,6 +87,22 @@ pub fn murmur3(mut k: u64) -> u64 {
     k ^ (k >> 33)
 }
 
+/// A byte string's hash (a key's `arrow-row` bytes, when spilled groups are partitioned): eight
+/// bytes at a time folded through [`murmur3`], the length mixed in. Fixed, so every spilled run
+/// puts a key in the same partition.
+pub fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = murmur3(h ^ u64::from_le_bytes(w)).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    }
+    let mut w = [0u8; 8];
+    w[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    murmur3(h ^ u64::from_le_bytes(w))
+}
+
 /// Dietzfelbinger multiply-shift with a fixed odd multiplier (the golden ratio).
 #[inline(always)]
 pub fn multiply_shift(k: u64) -> u64 {

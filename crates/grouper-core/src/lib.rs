@@ -39,6 +39,7 @@ pub mod partial;
 pub mod planner;
 pub mod profile;
 pub mod reference;
+pub mod spill;
 mod strings;
 pub mod table;
 pub mod trace;

@@ -57,69 +57,89 @@ impl PartialGroups {
     }
 
     /// Merges `other` (the same query over other rows) into these groups.
-    pub fn merge(mut self, other: Self, key_types: &[DataType]) -> Result<Self> {
+    pub fn merge(self, other: Self, key_types: &[DataType]) -> Result<Self> {
+        Self::merge_all(vec![self, other], key_types)
+    }
+
+    /// Merges groups of the same query over disjoint rows (co-processing's two sides, or the
+    /// spilled runs of one partition) in one pass: the first part's groups keep their places,
+    /// the others' fold into them or append.
+    pub fn merge_all(parts: Vec<Self>, key_types: &[DataType]) -> Result<Self> {
+        let mut parts = parts.into_iter();
+        let Some(mut first) = parts.next() else {
+            return Err(GrouperError::InvalidInput("no groups to merge".into()));
+        };
         if key_types.is_empty() {
             // A global aggregate: one group on each side (the identity where no row came).
-            for a in self.accs.iter_mut() {
+            for a in first.accs.iter_mut() {
                 a.resize(1);
             }
-            for (a, b) in self.accs.iter_mut().zip(&other.accs) {
-                if !b.is_empty() {
-                    a.merge(b.as_ref(), &[0], &[0])?;
+            for other in parts {
+                for (a, b) in first.accs.iter_mut().zip(&other.accs) {
+                    if !b.is_empty() {
+                        a.merge(b.as_ref(), &[0], &[0])?;
+                    }
                 }
             }
-            self.len = 1;
-            return Ok(self);
+            first.len = 1;
+            return Ok(first);
         }
-        if other.len == 0 {
-            return Ok(self);
+        let rest: Vec<Self> = parts.filter(|p| p.len > 0).collect();
+        if rest.is_empty() {
+            return Ok(first);
         }
-        if self.len == 0 {
-            return Ok(other);
+        if first.len == 0 {
+            return Self::merge_all(rest, key_types);
         }
-        // One codec over both sides' keys (interned when they span more than 64 bits).
-        let codec = KeyCodec::plan(key_types, &[&self.keys, &other.keys])?;
-        let missing = || GrouperError::InvalidInput("a merged key is outside its codec".into());
-        let ours = codec.encode(&self.keys, self.len)?.ok_or_else(missing)?;
-        let theirs = codec.encode(&other.keys, other.len)?.ok_or_else(missing)?;
-        let mut index: HashMap<u64, u32> = ours
-            .iter()
-            .enumerate()
-            .map(|(g, w)| (*w, g as u32))
+        // One codec over every part's keys (interned when they span more than 64 bits).
+        let keys: Vec<&[ArrayRef]> = std::iter::once(&first)
+            .chain(&rest)
+            .map(|p| p.keys.as_slice())
             .collect();
-        let mut groups = self.len as u32;
-        let mut fresh: Vec<u32> = Vec::new();
-        let mut dst = Vec::with_capacity(other.len);
-        for (row, w) in theirs.iter().enumerate() {
-            let g = *index.entry(*w).or_insert_with(|| {
-                fresh.push(row as u32);
-                groups += 1;
-                groups - 1
-            });
-            dst.push(g);
+        let codec = KeyCodec::plan(key_types, &keys)?;
+        let missing = || GrouperError::InvalidInput("a merged key is outside its codec".into());
+        let ours = codec.encode(&first.keys, first.len)?.ok_or_else(missing)?;
+        let capacity = first.len + rest.iter().map(|p| p.len).sum::<usize>();
+        let mut index: HashMap<u64, u32> = HashMap::with_capacity(capacity);
+        index.extend(ours.iter().enumerate().map(|(g, w)| (*w, g as u32)));
+        let mut groups = first.len as u32;
+        let mut new_keys: Vec<Vec<ArrayRef>> = vec![Vec::new(); key_types.len()];
+        for other in &rest {
+            let theirs = codec.encode(&other.keys, other.len)?.ok_or_else(missing)?;
+            let mut fresh: Vec<u32> = Vec::new();
+            let mut dst = Vec::with_capacity(other.len);
+            for (row, w) in theirs.iter().enumerate() {
+                let g = *index.entry(*w).or_insert_with(|| {
+                    fresh.push(row as u32);
+                    groups += 1;
+                    groups - 1
+                });
+                dst.push(g);
+            }
+            let src: Vec<u32> = (0..other.len as u32).collect();
+            for (a, b) in first.accs.iter_mut().zip(&other.accs) {
+                a.resize(groups as usize);
+                a.merge(b.as_ref(), &src, &dst)?;
+            }
+            let picks = UInt32Array::from(fresh);
+            for (c, k) in other.keys.iter().enumerate() {
+                new_keys[c].push(take(k.as_ref(), &picks, None)?);
+            }
         }
-        let src: Vec<u32> = (0..other.len as u32).collect();
-        for a in self.accs.iter_mut() {
-            a.resize(groups as usize);
-        }
-        for (a, b) in self.accs.iter_mut().zip(&other.accs) {
-            a.merge(b.as_ref(), &src, &dst)?;
-        }
-        let picks = UInt32Array::from(fresh);
-        let keys = self
+        let keys = first
             .keys
             .iter()
-            .zip(&other.keys)
-            .map(|(a, b)| {
-                Ok(concat(&[
-                    a.as_ref(),
-                    take(b.as_ref(), &picks, None)?.as_ref(),
-                ])?)
+            .zip(new_keys)
+            .map(|(a, more)| {
+                let arrays: Vec<&dyn arrow::array::Array> = std::iter::once(a.as_ref())
+                    .chain(more.iter().map(|m| m.as_ref()))
+                    .collect();
+                Ok(concat(&arrays)?)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             keys,
-            accs: self.accs,
+            accs: first.accs,
             len: groups as usize,
         })
     }

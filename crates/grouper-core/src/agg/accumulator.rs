@@ -40,6 +40,10 @@ pub trait GroupAccumulator: Send + Sync {
     fn merge(&mut self, other: &dyn GroupAccumulator, src: &[u32], dst: &[u32]) -> Result<()>;
     /// The SQL results for all groups, or for the groups in `select` in that order.
     fn finalize(self: Box<Self>, select: Option<&[u32]>) -> Result<ArrayRef>;
+    /// The states of groups `rows` as Arrow columns (spilling; [`super::columns`]).
+    fn save(&self, rows: &[u32]) -> Vec<ArrayRef>;
+    /// Appends the groups whose states [`GroupAccumulator::save`] wrote.
+    fn load(&mut self, columns: &[ArrayRef]) -> Result<()>;
     /// For `merge`'s downcast.
     fn as_any(&self) -> &dyn Any;
 }
@@ -106,6 +110,16 @@ impl<A: Aggregate> GroupAccumulator for Groups<A> {
                 .collect(),
         };
         self.agg.finalize(states)
+    }
+
+    fn save(&self, rows: &[u32]) -> Vec<ArrayRef> {
+        self.agg.save(&self.states, rows)
+    }
+
+    fn load(&mut self, columns: &[ArrayRef]) -> Result<()> {
+        let states = self.agg.load(columns)?;
+        self.states.extend(states);
+        Ok(())
     }
 
     fn as_any(&self) -> &dyn Any {

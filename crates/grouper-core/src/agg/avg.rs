@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 
+use super::columns::{load_pairs, save_pairs};
 use super::words::{overflow, FieldWords, Input, Op};
 use super::{downcast_input, fold_valid, for_each_valid, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
@@ -63,6 +64,12 @@ impl Aggregate for Avg {
             .map(|s| (s.count > 0).then(|| s.sum / s.count as f64))
             .collect();
         Ok(Arc::new(out))
+    }
+    fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef> {
+        save_pairs(states, rows, |s| (s.sum, s.count))
+    }
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>> {
+        load_pairs(columns, |sum, count| AvgState { sum, count })
     }
 }
 
@@ -160,6 +167,12 @@ impl Aggregate for AvgDecimal {
             .collect::<Result<Decimal128Array>>()?
             .with_precision_and_scale(self.output_precision, self.output_scale)?;
         Ok(Arc::new(out))
+    }
+    fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef> {
+        save_pairs(states, rows, |s| (s.sum, s.count))
+    }
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>> {
+        load_pairs(columns, |sum, count| AvgState { sum, count })
     }
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array};
 
+use super::columns::{nth, StateValue};
 use super::words::{FieldWords, Input, Op};
 use super::Aggregate;
 use super::{GroupAccumulator, Groups};
@@ -27,6 +28,12 @@ fn finalize_counts(states: Vec<i64>) -> Result<ArrayRef> {
     Ok(Arc::new(Int64Array::from(states)))
 }
 
+fn save_counts(states: &[i64], rows: &[u32]) -> Vec<ArrayRef> {
+    vec![i64::column(
+        rows.iter().map(|&r| states[r as usize]).collect(),
+    )]
+}
+
 impl Aggregate for CountStar {
     type State = i64;
     fn init(&self) -> i64 {
@@ -44,6 +51,12 @@ impl Aggregate for CountStar {
     }
     fn finalize(&self, states: Vec<i64>) -> Result<ArrayRef> {
         finalize_counts(states)
+    }
+    fn save(&self, states: &[i64], rows: &[u32]) -> Vec<ArrayRef> {
+        save_counts(states, rows)
+    }
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<i64>> {
+        i64::read(nth(columns, 0)?)
     }
 }
 
@@ -71,6 +84,12 @@ impl Aggregate for Count {
     }
     fn finalize(&self, states: Vec<i64>) -> Result<ArrayRef> {
         finalize_counts(states)
+    }
+    fn save(&self, states: &[i64], rows: &[u32]) -> Vec<ArrayRef> {
+        save_counts(states, rows)
+    }
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<i64>> {
+        i64::read(nth(columns, 0)?)
     }
 }
 

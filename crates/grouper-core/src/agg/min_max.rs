@@ -7,9 +7,10 @@ use std::cmp::Ordering;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, PrimitiveArray};
+use arrow::array::{Array, ArrayRef, BinaryArray, BooleanArray, PrimitiveArray};
 use arrow::datatypes::{ArrowNativeTypeOp, ArrowPrimitiveType, DataType};
 
+use super::columns::nth;
 use super::words::{FieldWords, Input, Op};
 use super::{downcast_input, for_each_valid, Aggregate};
 use super::{AggKind, AggregateSpec, GroupAccumulator, Groups};
@@ -141,6 +142,14 @@ impl<T: ArrowPrimitiveType> Aggregate for MinMaxPrimitive<T> {
         let array: PrimitiveArray<T> = states.into_iter().collect();
         Ok(Arc::new(array.with_data_type(self.data_type.clone())))
     }
+    fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef> {
+        let array: PrimitiveArray<T> = rows.iter().map(|&r| states[r as usize]).collect();
+        vec![Arc::new(array)]
+    }
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>> {
+        let array = downcast_input::<PrimitiveArray<T>>(Some(nth(columns, 0)?), "min/max")?;
+        Ok(array.iter().collect())
+    }
 }
 
 /// MIN or MAX over booleans (false < true).
@@ -183,6 +192,14 @@ impl Aggregate for MinMaxBool {
     }
     fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
         Ok(Arc::new(states.into_iter().collect::<BooleanArray>()))
+    }
+    fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef> {
+        let array: BooleanArray = rows.iter().map(|&r| states[r as usize]).collect();
+        vec![Arc::new(array)]
+    }
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>> {
+        let array = downcast_input::<BooleanArray>(Some(nth(columns, 0)?), "min/max")?;
+        Ok(array.iter().collect())
     }
 }
 
@@ -229,6 +246,18 @@ impl Aggregate for MinMaxBytes {
     }
     fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef> {
         string_array(&self.data_type, states.iter().map(|s| s.as_deref()))
+    }
+    /// As binary: the saved bytes are the state's own, whatever the string type.
+    fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef> {
+        let array: BinaryArray = rows
+            .iter()
+            .map(|&r| states[r as usize].as_deref())
+            .collect();
+        vec![Arc::new(array)]
+    }
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>> {
+        let array = downcast_input::<BinaryArray>(Some(nth(columns, 0)?), "min/max")?;
+        Ok(array.iter().map(|v| v.map(Box::from)).collect())
     }
 }
 

@@ -26,6 +26,7 @@
 
 mod accumulator;
 pub mod avg;
+pub mod columns;
 mod count;
 pub mod layout;
 mod min_max;
@@ -171,6 +172,11 @@ pub trait Aggregate: Send + Sync + 'static {
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()>;
     /// The SQL results of a list of states, in order.
     fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef>;
+    /// The states `states[i]` for each `i` of `rows`, as Arrow columns ([`columns`]): how
+    /// partial groups are spilled. Always the same number of columns for one aggregate.
+    fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef>;
+    /// The states [`Aggregate::save`] wrote, in order.
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>>;
 }
 
 /// Downcasts `input` to the concrete array type an aggregate reads, or explains the mismatch.

@@ -11,6 +11,7 @@ use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int64Type, UInt64Type,
 };
 
+use super::columns::{load_pairs, save_pairs, StateValue};
 use super::words::{overflow, FieldWords, Input, Op};
 use super::{downcast_input, fold_valid, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
@@ -22,7 +23,7 @@ use crate::error::{GrouperError, Result};
 /// IEEE adds.
 pub trait SumNative: Copy + Default + Send + Sync + 'static {
     /// The running sum's type.
-    type Acc: Copy + Default + Send + Sync + std::fmt::Debug + PartialEq + 'static;
+    type Acc: Copy + Default + Send + Sync + std::fmt::Debug + PartialEq + StateValue + 'static;
     /// A value as an accumulator.
     fn widen(self) -> Self::Acc;
     /// `a + b`, or `None` on overflow.
@@ -197,6 +198,13 @@ where
             .collect::<Result<Vec<_>>>()?;
         let array: PrimitiveArray<T> = values.into_iter().collect();
         Ok(Arc::new(array.with_data_type(self.output_type.clone())))
+    }
+    fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef> {
+        save_pairs(states, rows, |s| (s.sum, s.seen))
+    }
+
+    fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>> {
+        load_pairs(columns, |sum, seen| SumState { sum, seen })
     }
 }
 

@@ -15,6 +15,8 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 struct Inner {
     values: Vec<Box<[u8]>>,
     index: HashTable<u32>,
+    /// Bytes of the values.
+    bytes: usize,
 }
 
 /// A concurrent, append-only dictionary from byte strings to dense `u32` codes.
@@ -33,6 +35,16 @@ impl Dictionary {
     /// Number of values.
     pub fn len(&self) -> usize {
         self.read(|i| i.values.len())
+    }
+
+    /// Bytes held (values, their boxes and the index), for memory accounting: a dictionary is
+    /// shared by a query's workers, so no worker's groups count it.
+    pub fn memory_bytes(&self) -> usize {
+        self.read(|i| {
+            i.bytes
+                + i.values.capacity() * std::mem::size_of::<Box<[u8]>>()
+                + i.index.capacity() * (std::mem::size_of::<u32>() + 1)
+        })
     }
 
     /// Whether the dictionary is empty.
@@ -122,7 +134,8 @@ impl Dictionary {
     fn append(&self, inner: &mut Inner, v: &[u8]) -> u32 {
         let code = inner.values.len() as u32;
         inner.values.push(v.into());
-        let Inner { values, index } = inner;
+        inner.bytes += v.len();
+        let Inner { values, index, .. } = inner;
         index.insert_unique(self.hasher.hash_one(v), code, |&c| {
             self.hasher.hash_one(&values[c as usize])
         });

@@ -321,6 +321,55 @@ impl KeyCodec {
         }
     }
 
+    /// Bytes held by the codec's dictionaries (string columns, interned composite keys).
+    pub fn dictionary_bytes(&self) -> usize {
+        match &self.layout {
+            Layout::Interned { rows, .. } => rows.memory_bytes(),
+            Layout::Packed(cols) => cols
+                .iter()
+                .map(|c| match &c.codec {
+                    Codec::Bytes { dict, .. } => dict.memory_bytes(),
+                    _ => 0,
+                })
+                .sum(),
+        }
+    }
+
+    /// The same layout over empty dictionaries (their capacities kept): after a spill, the
+    /// keys seen so far left memory with their groups, and so do their codes.
+    pub fn emptied(&self) -> Self {
+        let layout = match &self.layout {
+            Layout::Interned {
+                converter,
+                capacity,
+                ..
+            } => Layout::Interned {
+                converter: Arc::clone(converter),
+                rows: Arc::new(Dictionary::new()),
+                capacity: *capacity,
+            },
+            Layout::Packed(cols) => Layout::Packed(
+                cols.iter()
+                    .map(|c| match &c.codec {
+                        Codec::Bytes { capacity, .. } => ColumnPlan {
+                            codec: Codec::Bytes {
+                                dict: Arc::new(Dictionary::new()),
+                                capacity: *capacity,
+                            },
+                            ..c.clone()
+                        },
+                        _ => c.clone(),
+                    })
+                    .collect(),
+            ),
+        };
+        Self {
+            key_types: self.key_types.clone(),
+            layout,
+            domain: self.domain,
+        }
+    }
+
     /// The words of a batch's keys, or `None` when a key falls outside this codec (then
     /// [`KeyCodec::widen`] makes one that covers it).
     pub fn encode(&self, keys: &[ArrayRef], rows: usize) -> Result<Option<Vec<u64>>> {

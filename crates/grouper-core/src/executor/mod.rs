@@ -12,6 +12,11 @@
 //!            shared / sort:          keep the batch (they need all input)
 //!  finish      ─▶ rekey stragglers, merge partials (or run shared/sort), decode, finalize
 //! ```
+//!
+//! Over a memory budget the caller evicts workers' groups and spills them ([`evict`],
+//! [`crate::spill`]); a new generation of the codec then starts over empty dictionaries.
+
+mod evict;
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -48,6 +53,8 @@ pub struct AggregateOutput {
 struct Plan {
     codec: Arc<KeyCodec>,
     version: u64,
+    /// Spills so far: a worker whose groups are of an older generation evicts them.
+    generation: u64,
     decision: Decision,
 }
 
@@ -77,7 +84,12 @@ pub struct Aggregation {
 pub struct Worker {
     agg: Arc<Aggregation>,
     seen: Option<(Arc<KeyCodec>, u64)>,
+    /// The plan's generation when the groups were created.
+    generation: u64,
     partial: Option<Partial>,
+    /// Groups of an older generation with the codec they are keyed by, until
+    /// [`Worker::evict`] takes them.
+    evicted: Vec<(Partial, Arc<KeyCodec>)>,
     kept: Vec<InputBatch>,
     /// Bytes of the kept batches' slices.
     kept_bytes: usize,
@@ -145,7 +157,9 @@ impl Aggregation {
         Worker {
             agg: Arc::clone(self),
             seen: None,
+            generation: 0,
             partial: None,
+            evicted: Vec::new(),
             kept: Vec::new(),
             kept_bytes: 0,
             gids: Vec::new(),
@@ -203,6 +217,7 @@ impl Aggregation {
         let plan = Plan {
             codec: Arc::new(codec),
             version: 0,
+            generation: 0,
             decision,
         };
         *guard = Some(plan.clone());
@@ -292,6 +307,11 @@ impl Aggregation {
         let Some(plan) = self.current() else {
             return Ok(None);
         };
+        if workers.iter().any(Worker::has_evicted) {
+            return Err(GrouperError::InvalidInput(
+                "a worker's evicted groups were not spilled".into(),
+            ));
+        }
         let rows: u64 = workers.iter().map(|w| w.rows).sum();
         let mut decision = plan.decision.clone();
         decision.estimate.rows = rows as usize;
@@ -322,24 +342,37 @@ impl Aggregation {
             (streaming::merge(&self.spec, parts, &params)?, plan.codec)
         } else {
             let kept: Vec<InputBatch> = workers.into_iter().flat_map(|w| w.kept).collect();
-            let morsels = morsels(&kept);
-            let keys: Vec<&[ArrayRef]> = morsels.iter().map(|m| m.keys.as_slice()).collect();
-            let codec = KeyCodec::plan(&self.spec.key_types, &keys)?;
-            let words = morsels
-                .iter()
-                .map(|m| {
-                    codec.encode(&m.keys, m.num_rows())?.ok_or_else(|| {
-                        GrouperError::InvalidInput(
-                            "a codec planned over all input misses a key".into(),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let chunks =
-                cpu::run_buffered(decision.strategy, &self.spec, &morsels, &words, &params)?;
-            (chunks, Arc::new(codec))
+            self.run_kept(&kept, &decision)?
         };
         Ok(Some((chunks, codec, decision)))
+    }
+
+    /// Runs the buffered strategy of `decision` over kept batches: result chunks and the codec
+    /// planned over all their keys.
+    fn run_kept(
+        &self,
+        kept: &[InputBatch],
+        decision: &Decision,
+    ) -> Result<(Vec<Chunk>, Arc<KeyCodec>)> {
+        let morsels = morsels(kept);
+        let keys: Vec<&[ArrayRef]> = morsels.iter().map(|m| m.keys.as_slice()).collect();
+        let codec = KeyCodec::plan(&self.spec.key_types, &keys)?;
+        let words = morsels
+            .iter()
+            .map(|m| {
+                codec.encode(&m.keys, m.num_rows())?.ok_or_else(|| {
+                    GrouperError::InvalidInput("a codec planned over all input misses a key".into())
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let chunks = cpu::run_buffered(
+            decision.strategy,
+            &self.spec,
+            &morsels,
+            &words,
+            &decision.params,
+        )?;
+        Ok((chunks, Arc::new(codec)))
     }
 
     /// Decodes and finalizes chunks into the result columns.
@@ -401,10 +434,12 @@ impl Worker {
     /// Bytes this worker holds: its groups, or the batches it keeps for `shared` and `sort`.
     /// The DataFusion glue reserves this much from the session's memory pool.
     pub fn memory_bytes(&self) -> usize {
-        let groups = self
+        let groups: usize = self
             .partial
-            .as_ref()
-            .map_or(0, |p| p.memory_bytes(self.agg.state_bytes));
+            .iter()
+            .chain(self.evicted.iter().map(|(p, _)| p))
+            .map(|p| p.memory_bytes(self.agg.state_bytes))
+            .sum();
         self.kept_bytes + groups + self.gids.capacity() * 4
     }
 
@@ -472,6 +507,10 @@ impl Worker {
                 )
             };
             match (self.partial.take(), self.seen.take()) {
+                (Some(p), Some((old, _))) if self.generation != plan.generation => {
+                    self.evicted.push((p, old));
+                    self.partial = Some(Partial::new(&agg.spec, index()?)?);
+                }
                 (Some(p), Some((old, v))) => {
                     let old_words = p.words();
                     let keys = old.decode(&old_words)?;
@@ -490,6 +529,7 @@ impl Worker {
                 _ => self.partial = Some(Partial::new(&agg.spec, index()?)?),
             }
             self.seen = Some((Arc::clone(&plan.codec), plan.version));
+            self.generation = plan.generation;
             return Ok(plan);
         }
     }
