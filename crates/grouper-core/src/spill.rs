@@ -14,7 +14,7 @@
 //! handles up to a few hundred times the budget in groups.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -48,13 +48,15 @@ pub struct Run {
 }
 
 impl Run {
-    /// Writes `groups` to a new file at `path`, partitioned; `None` when there are no groups.
-    pub fn write(groups: &PartialGroups, path: &Path) -> Result<Option<Self>> {
+    /// Writes `groups` into `out`, a new file that reads back from `path` once written;
+    /// `None` when there are no groups (nothing is written).
+    pub fn write<W: Write>(groups: &PartialGroups, out: W, path: &Path) -> Result<Option<Self>> {
         if groups.len == 0 {
             return Ok(None);
         }
         let parts = partition_rows(groups)?;
         let mut writer = None;
+        let mut out = Some(out);
         let mut batches = vec![None; PARTITIONS];
         let mut counts = vec![0u64; PARTITIONS];
         let mut written = 0;
@@ -63,12 +65,16 @@ impl Run {
                 continue;
             }
             let batch = to_batch(groups, rows)?;
-            let w = match &mut writer {
-                Some(w) => w,
-                None => writer.insert(FileWriter::try_new(
-                    BufWriter::new(File::create(path)?),
-                    batch.schema_ref(),
-                )?),
+            let w = match (&mut writer, out.take()) {
+                (Some(w), _) => w,
+                (None, Some(o)) => {
+                    writer.insert(FileWriter::try_new(BufWriter::new(o), batch.schema_ref())?)
+                }
+                (None, None) => {
+                    return Err(GrouperError::InvalidInput(
+                        "a spill writer went missing".into(),
+                    ))
+                }
             };
             w.write(&batch)?;
             batches[p] = Some(written);
@@ -77,6 +83,7 @@ impl Run {
         }
         if let Some(mut w) = writer {
             w.finish()?;
+            w.into_inner()?.flush()?;
         }
         Ok(Some(Self {
             path: path.to_path_buf(),
@@ -285,7 +292,8 @@ mod tests {
                 let input = batch(&spec, &rows[w[0]..w[1]]);
                 if input.num_rows() > 0 {
                     let path = dir.join(format!("run{i}.arrow"));
-                    if let Some(run) = Run::write(&partial(&spec, &input), &path).unwrap() {
+                    let file = File::create(&path).unwrap();
+                    if let Some(run) = Run::write(&partial(&spec, &input), file, &path).unwrap() {
                         runs.push(run);
                     }
                 }

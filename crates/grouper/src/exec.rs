@@ -6,6 +6,7 @@
 //!               keys and arguments are evaluated and folded in as batches arrive (streaming:
 //!               nothing is materialised for `perfect` and `thread_local`)
 //!   then: Aggregation::finish (merge) on the rayon pool, result sliced to batch_size
+//!         (spilled: merged and emitted partition by partition)
 //! ```
 //!
 //! The node replaces DataFusion's Partial + Final pair (or Single) whole: grouper does its own
@@ -17,7 +18,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
@@ -30,12 +31,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use grouper_core::planner::Decision;
 #[cfg(feature = "gpu")]
 use grouper_gpu::GpuReport;
 
-use crate::backend::{self, Ran, Route};
+use crate::backend::{self, Output, Ran, Route};
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
 
@@ -125,6 +126,37 @@ impl GroupByExec {
     }
 }
 
+/// Result columns as batches of at most `batch_size` rows (counted as output). No rows, no
+/// batch: DataFusion's own aggregation emits none, and operators above may not expect an empty
+/// one (a HAVING after DataFusion's DISTINCT rewrite compares mismatched decimal types on any
+/// batch, found by difftest).
+fn slices(
+    schema: &SchemaRef,
+    columns: Vec<ArrayRef>,
+    rows: usize,
+    batch_size: usize,
+    baseline: &BaselineMetrics,
+) -> Vec<Result<RecordBatch>> {
+    let batch = if columns.is_empty() {
+        RecordBatch::try_new_with_options(
+            Arc::clone(schema),
+            vec![],
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+    } else {
+        RecordBatch::try_new(Arc::clone(schema), columns)
+    };
+    let batch = match batch {
+        Ok(b) => b,
+        Err(e) => return vec![Err(e.into())],
+    };
+    baseline.record_output(batch.num_rows());
+    (0..batch.num_rows())
+        .step_by(batch_size.max(1))
+        .map(|off| Ok(batch.slice(off, batch_size.min(batch.num_rows() - off))))
+        .collect()
+}
+
 impl DisplayAs for GroupByExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let keys: Vec<&str> = self.plan.keys.iter().map(|(_, n)| n.as_str()).collect();
@@ -211,30 +243,38 @@ impl ExecutionPlan for GroupByExec {
         let ran = Arc::clone(&self.ran);
         let input = Arc::clone(&self.input);
         let result = async move {
-            let (columns, rows, what) =
+            let (out, what) =
                 backend::run(route, input, &plan, &engine, &context, &baseline).await?;
             if let Ok(mut r) = ran.lock() {
                 *r = Some(what);
             }
-            let out = (columns, rows);
-            let batch = if out.0.is_empty() {
-                RecordBatch::try_new_with_options(
-                    Arc::clone(&schema),
-                    vec![],
-                    &arrow::array::RecordBatchOptions::new().with_row_count(Some(out.1)),
-                )?
-            } else {
-                RecordBatch::try_new(Arc::clone(&schema), out.0)?
-            };
-            baseline.record_output(batch.num_rows());
-            // No rows, no batch: DataFusion's own aggregation emits none, and operators above
-            // may not expect an empty one (a HAVING after DataFusion's DISTINCT rewrite
-            // compares mismatched decimal types on any batch, found by difftest).
-            let slices: Vec<Result<RecordBatch>> = (0..batch.num_rows())
-                .step_by(batch_size.max(1))
-                .map(|off| Ok(batch.slice(off, batch_size.min(batch.num_rows() - off))))
-                .collect();
-            Ok::<_, DataFusionError>(futures::stream::iter(slices))
+            Ok::<_, DataFusionError>(match out {
+                Output::Columns(columns, rows) => {
+                    let slices = slices(&schema, columns, rows, batch_size, &baseline);
+                    futures::stream::iter(slices).boxed()
+                }
+                Output::Spilled(spilled) => {
+                    // One partition merged per step, on a blocking thread.
+                    futures::stream::try_unfold(Some(spilled), move |state| {
+                        let (schema, baseline) = (Arc::clone(&schema), baseline.clone());
+                        async move {
+                            let Some(mut s) = state else {
+                                return Ok::<_, DataFusionError>(None);
+                            };
+                            let (next, s) =
+                                tokio::task::spawn_blocking(move || (s.next_partition(), s))
+                                    .await
+                                    .map_err(backend::external)?;
+                            Ok(next?.map(|(columns, rows)| {
+                                let out = slices(&schema, columns, rows, batch_size, &baseline);
+                                (futures::stream::iter(out), Some(s))
+                            }))
+                        }
+                    })
+                    .try_flatten()
+                    .boxed()
+                }
+            })
         };
         let stream = futures::stream::once(result).try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(

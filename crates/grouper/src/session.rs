@@ -106,7 +106,10 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
         builder =
             builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(Arc::new(Engine {
                 backend: config.backend,
-                overrides: config.overrides,
+                overrides: Overrides {
+                    bounded_memory: config.memory_limit.is_some(),
+                    ..config.overrides
+                },
                 cpu_profile,
                 #[cfg(feature = "gpu")]
                 gpu: config.gpu.clone(),

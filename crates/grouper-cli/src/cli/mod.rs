@@ -219,7 +219,7 @@ impl EngineArgs {
                 strategy: cpu,
                 hash: self.hash,
                 fill_factor: self.fill_factor,
-                initial_groups: None,
+                ..Overrides::default()
             },
             gpu: GpuOptions {
                 strategy: gpu,

@@ -96,7 +96,14 @@ pub struct Overrides {
     pub fill_factor: Option<f64>,
     /// Force the initial table size in groups (tests use tiny values to exercise growth).
     pub initial_groups: Option<usize>,
+    /// The query runs under a memory budget (its groups spill past it): the planner then picks
+    /// no buffered strategy (`sort`, `shared`), which would hold the whole input, and whose
+    /// eviction sorts or hashes all of it at once.
+    pub bounded_memory: bool,
 }
+
+/// Largest initial table (groups) under a memory budget; tables grow from it.
+pub const BOUNDED_INITIAL_GROUPS: usize = 1 << 14;
 
 /// Default load of hash tables: linear probing stays short below one half.
 pub const DEFAULT_FILL: f64 = 0.5;
@@ -180,8 +187,21 @@ pub fn choose(
             ),
         ),
     };
-    // Size tables for the estimate with headroom; growth handles underestimates.
-    let headroom = |groups: u64| (groups as usize).saturating_mul(5) / 4 + 16;
+    let (strategy, reason) = match strategy.is_streaming() || !overrides.bounded_memory {
+        true => (strategy, reason),
+        false if overrides.strategy.is_some() => (strategy, reason),
+        false => (
+            Strategy::ThreadLocal,
+            format!("{reason}; but under a memory budget, per-thread tables that spill instead of {strategy}, which keeps all input"),
+        ),
+    };
+    // Size tables for the estimate with headroom; growth handles underestimates. Under a
+    // memory budget they start small: a table sized for all groups may alone pass it.
+    let cap = match overrides.bounded_memory {
+        true => BOUNDED_INITIAL_GROUPS,
+        false => usize::MAX,
+    };
+    let headroom = |groups: u64| ((groups as usize).saturating_mul(5) / 4 + 16).min(cap);
     let initial_groups = overrides
         .initial_groups
         .unwrap_or(headroom(estimate.table_groups()));

@@ -2,7 +2,7 @@
 //! [`grouper_core::Worker`]; keys and arguments are evaluated and folded in as batches arrive
 //! (nothing is materialised for `perfect` and `thread_local`), each worker's memory reserved
 //! from the session's pool; then `Aggregation::finish` (or, co-processing, `finish_partial`)
-//! merges them on grouper's pool.
+//! merges them on grouper's pool. Past the pool's limit the groups spill ([`super::spill`]).
 
 use std::sync::Arc;
 
@@ -17,15 +17,24 @@ use grouper_core::expr::vector::Scratch;
 use grouper_core::planner::{Hints, KeyBounds};
 use grouper_core::InputBatch;
 
+use super::external;
 use super::fusion::CpuFusion;
-use super::{external, over_budget};
+use super::spill::{Budget, Spill, SpilledGroups};
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
 use crate::stats::input_stats;
 
-/// Streams every partition of `input` through CPU workers and merges them; with what the
-/// workers fused (`--explain`), where they read below DataFusion's filter and projections
-/// (only when `may_fuse`: the fused source must belong to `input`'s plan).
+/// How the CPU workers' groups ended: merged in memory by `finish`, or spilled.
+pub(crate) enum Finished<T> {
+    /// What `finish` made of the workers.
+    Merged(T),
+    /// The groups are in spill files, to be merged partition by partition.
+    Spilled(Box<SpilledGroups>),
+}
+
+/// Streams every partition of `input` through CPU workers and merges them (or spills them);
+/// with what the workers fused (`--explain`), where they read below DataFusion's filter and
+/// projections (only when `may_fuse`: the fused source must belong to `input`'s plan).
 pub(crate) async fn run_cpu(
     input: Arc<dyn ExecutionPlan>,
     plan: &Arc<GroupByPlan>,
@@ -33,7 +42,7 @@ pub(crate) async fn run_cpu(
     engine: &Arc<Engine>,
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
-) -> Result<(grouper_core::AggregateOutput, Option<String>)> {
+) -> Result<(Finished<grouper_core::AggregateOutput>, Option<String>)> {
     let fusion = may_fuse.then(|| CpuFusion::new(plan, &input)).flatten();
     let fused = fusion.as_ref().map(CpuFusion::describe);
     let out = run_cpu_with(
@@ -73,7 +82,9 @@ fn statistics_hints(
 }
 
 /// Streams every partition of `input` (of `fusion`'s source, where there is one) through CPU
-/// workers; `finish` merges them.
+/// workers; `finish` merges them, unless their groups outgrew the memory pool and spilled.
+/// A worker over its reservation (or the shared dictionaries over theirs) starts a new
+/// generation, evicts and spills; the others evict at their next batch.
 pub(crate) async fn run_cpu_with<T: Send + 'static>(
     input: Arc<dyn ExecutionPlan>,
     fusion: Option<CpuFusion>,
@@ -84,7 +95,7 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     finish: impl FnOnce(&grouper_core::Aggregation, Vec<grouper_core::Worker>) -> grouper_core::Result<T>
         + Send
         + 'static,
-) -> Result<T> {
+) -> Result<Finished<T>> {
     let (hints, bounds) = statistics_hints(&input, plan);
     let agg = grouper_core::Aggregation::bounded(
         plan.spec.clone(),
@@ -99,16 +110,30 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         .as_ref()
         .map_or_else(|| Arc::clone(&input), |f| Arc::clone(&f.source));
     let parts = source.output_partitioning().partition_count();
+    let spill = Spill::new(context);
+    let dictionaries = Arc::new(
+        MemoryConsumer::new("GroupByExec (key dictionaries)").register(context.memory_pool()),
+    );
+    let pool = engine.pool.get().map_err(external)?;
     let mut tasks = Vec::with_capacity(parts);
     for p in 0..parts {
         let mut stream = source.execute(p, Arc::clone(context))?;
         let fusion = fusion.clone();
         let mut scratch = Scratch::default();
         let plan = Arc::clone(plan);
+        let agg = Arc::clone(&agg);
         let mut worker = agg.worker();
         let compute = baseline.elapsed_compute().clone();
-        let reservation =
-            MemoryConsumer::new(format!("GroupByExec[{p}]")).register(context.memory_pool());
+        let mut budget = Budget::new(
+            context.memory_pool().memory_limit(),
+            MemoryConsumer::new(format!("GroupByExec[{p}]"))
+                .with_can_spill(spill.is_some())
+                .register(context.memory_pool()),
+            Arc::clone(&dictionaries),
+            spill.clone(),
+            Arc::clone(&pool),
+            parts,
+        );
         tasks.push(tokio::spawn(async move {
             while let Some(batch) = stream.next().await {
                 let batch = match &fusion {
@@ -123,11 +148,9 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
                 };
                 let _timer = compute.timer();
                 worker.push(&batch).map_err(external)?;
-                reservation
-                    .try_resize(worker.memory_bytes())
-                    .map_err(over_budget)?;
+                budget.after_batch(&agg, &mut worker)?;
             }
-            Ok::<_, DataFusionError>((worker, reservation))
+            Ok::<_, DataFusionError>((worker, budget))
         }));
     }
     let mut workers = Vec::with_capacity(parts);
@@ -138,13 +161,35 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         reservations.push(r);
     }
     let timer = baseline.elapsed_compute().timer();
-    let pool = engine.pool.get().map_err(external)?;
-    let out = tokio::task::spawn_blocking(move || pool.install(|| finish(&agg, workers)))
-        .await
-        .map_err(external)?
-        .map_err(external)?;
+    let out = match spill.filter(|s| s.spilled()) {
+        Some(spill) => {
+            let (agg, spec) = (Arc::clone(&agg), plan.spec.clone());
+            let spilled = tokio::task::spawn_blocking(move || {
+                for mut w in workers {
+                    let groups = pool.install(|| w.evict()).map_err(external)?;
+                    drop(w);
+                    spill.write(groups)?;
+                }
+                Ok::<_, DataFusionError>(spill)
+            })
+            .await
+            .map_err(external)??;
+            drop(reservations);
+            Finished::Spilled(Box::new(SpilledGroups::new(
+                spilled,
+                spec,
+                agg.planned(),
+                context,
+            )))
+        }
+        None => Finished::Merged(
+            tokio::task::spawn_blocking(move || pool.install(|| finish(&agg, workers)))
+                .await
+                .map_err(external)?
+                .map_err(external)?,
+        ),
+    };
     timer.done();
-    drop(reservations);
     Ok(out)
 }
 

@@ -42,9 +42,9 @@ use datafusion::physical_plan::{
 use grouper_gpu::pipeline as gpu;
 use grouper_gpu::{GpuOptions, GpuQuery, Piece, Prepared};
 
-use super::cpu::run_cpu_with;
+use super::cpu::{run_cpu_with, Finished};
 use super::gpu::collect;
-use super::{external, Ran};
+use super::{external, over_budget, Ran};
 use crate::config::{Engine, Split};
 use crate::group_by::GroupByPlan;
 
@@ -406,11 +406,16 @@ pub(crate) async fn run(
         gpu_queue.gpu_finished();
         out
     });
-    let (cpu_part, decision) =
-        run_cpu_with(cpu_input, None, plan, engine, context, baseline, |a, w| {
-            a.finish_partial(w)
-        })
-        .await?;
+    let finished = run_cpu_with(cpu_input, None, plan, engine, context, baseline, |a, w| {
+        a.finish_partial(w)
+    })
+    .await?;
+    // The GPU's groups do not join a spill: `auto` reruns the query on the CPU, which spills.
+    let Finished::Merged((cpu_part, decision)) = finished else {
+        return Err(over_budget(DataFusionError::ResourcesExhausted(
+            "co-processing's CPU side spilled".into(),
+        )));
+    };
     let (gpu_part, report) = gpu.await.map_err(external)?.map_err(external)?;
     let (columns, rows) = cpu_part
         .merge(gpu_part, &plan.spec.key_types)

@@ -16,6 +16,7 @@ pub mod gpu;
 pub mod hybrid;
 #[cfg(feature = "gpu")]
 pub mod pages;
+pub mod spill;
 
 use std::fmt;
 use std::sync::Arc;
@@ -210,9 +211,14 @@ pub(crate) const NO_GPU_FEATURE: &str = "grouper was built without its `gpu` fea
 /// What ran, for `--explain`.
 #[derive(Debug, Clone)]
 pub(crate) enum Ran {
-    /// The CPU: its planner's decision, why not a GPU where one was in question, and what its
-    /// workers fused.
-    Cpu(Option<Decision>, Option<String>, Option<String>),
+    /// The CPU: its planner's decision, why not a GPU where one was in question, what its
+    /// workers fused, and what they spilled.
+    Cpu(
+        Option<Decision>,
+        Option<String>,
+        Option<String>,
+        Option<spill::SpillReport>,
+    ),
     /// The GPU: its report, and whether the query had a fused form.
     #[cfg(feature = "gpu")]
     Gpu(GpuReport, bool),
@@ -241,13 +247,16 @@ impl fmt::Display for Ran {
                     None => Ok(()),
                 }
             }
-            Ran::Cpu(d, why, fused) => {
+            Ran::Cpu(d, why, fused, spilled) => {
                 write!(f, "backend=cpu")?;
                 if let Some(w) = why {
                     write!(f, " ({w})")?;
                 }
                 if let Some(fu) = fused {
                     write!(f, ", {fu}")?;
+                }
+                if let Some(s) = spilled {
+                    write!(f, ", {s}")?;
                 }
                 match d {
                     Some(d) => write!(f, ", {d}"),
@@ -268,7 +277,16 @@ pub(crate) enum Attempt {
     FallBack(String),
 }
 
-/// Runs `route` over `input`: result columns, result rows, and what ran. A GPU attempt that
+/// A result: in memory (keys then aggregates, and the rows), or spilled and produced partition
+/// by partition.
+pub(crate) enum Output {
+    /// Result columns and rows.
+    Columns(Vec<ArrayRef>, usize),
+    /// Spilled groups.
+    Spilled(Box<spill::SpilledGroups>),
+}
+
+/// Runs `route` over `input`: the result and what ran. A GPU attempt that
 /// falls back consumed the input once (a repartition's channels do not replay), so the CPU
 /// then runs on a fresh copy of the input plan.
 pub(crate) async fn run(
@@ -278,7 +296,7 @@ pub(crate) async fn run(
     engine: &Arc<Engine>,
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
-) -> Result<(Vec<ArrayRef>, usize, Ran)> {
+) -> Result<(Output, Ran)> {
     #[cfg(feature = "gpu")]
     let fallback = engine.backend == Backend::Auto;
     let (reason, attempted) = match route {
@@ -286,14 +304,16 @@ pub(crate) async fn run(
         #[cfg(feature = "gpu")]
         Route::Gpu { query, fused } => {
             match gpu::run(query, fused, &input, plan, engine, context, baseline).await? {
-                Attempt::Ran(columns, rows, ran) => return Ok((columns, rows, *ran)),
+                Attempt::Ran(columns, rows, ran) => {
+                    return Ok((Output::Columns(columns, rows), *ran))
+                }
                 Attempt::FallBack(why) => (Some(why), true),
             }
         }
         #[cfg(feature = "gpu")]
         Route::Hybrid { query } => {
             match hybrid::run(query, &input, plan, engine, context, baseline).await {
-                Ok(out) => return Ok(out),
+                Ok((columns, rows, ran)) => return Ok((Output::Columns(columns, rows), ran)),
                 Err(e) if fallback => (
                     Some(format!("co-processing failed ({e}); ran on the CPU")),
                     true,
@@ -309,11 +329,16 @@ pub(crate) async fn run(
         false => input,
     };
     let (out, fused) = cpu::run_cpu(input, plan, !attempted, engine, context, baseline).await?;
-    Ok((
-        out.columns,
-        out.num_rows,
-        Ran::Cpu(out.decision, reason, fused),
-    ))
+    Ok(match out {
+        cpu::Finished::Merged(out) => (
+            Output::Columns(out.columns, out.num_rows),
+            Ran::Cpu(out.decision, reason, fused, None),
+        ),
+        cpu::Finished::Spilled(s) => {
+            let ran = Ran::Cpu(s.decision.clone(), reason, fused, Some(s.report));
+            (Output::Spilled(s), ran)
+        }
+    })
 }
 
 pub(crate) fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
