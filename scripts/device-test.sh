@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, with .device/ carried
 # (scripts/device-prepare.sh builds it). GPU tests must fail, not skip, when no GPU is found.
 # Writes logs and results under $OUT (or ./device-out).
-#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile|files|groupby|harm ...]
+#   scripts/device-test.sh [tests|bench|all|profile|difftest|faults|q1|tuner|regret|compare|check|startup|compile|files|groupby|spill|harm ...]
 #   (default: all = tests and bench; profile, difftest, faults, q1 and tuner run when named;
 #   several names run in one call, in this script's order)
 # tuner: `grouper bench tuner` (the runtime tuner against the exhaustive search over launch
@@ -262,6 +262,20 @@ if wants groupby; then
   # shellcheck disable=SC2086
   limited /tmp/grouper bench groupby --python python3 --out "$OUT/groupby.json" ${GROUPBY_ARGS:-} 2>&1 | tee "$OUT/groupby.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
+if wants spill; then
+  # scripts/spill-bench.py: aggregations larger than their memory budget, grouper --backend cpu,
+  # DataFusion alone and DuckDB in fresh processes under one limit (wall time, peak RSS, answers
+  # against DuckDB's). SPILL_RUNS="shape:rows:limit ..." (default "u:2e7:128M q10:1e8:2G"),
+  # SPILL_TIMEOUT seconds per run (default 200); JSON per point at $OUT/spill-*.json.
+  xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
+  for point in ${SPILL_RUNS:-u:2e7:128M q10:1e8:2G}; do
+    IFS=: read -r shape rows limit <<< "$point"
+    limited python3 scripts/spill-bench.py --grouper /tmp/grouper --shape "$shape" --rows "$rows" \
+      --limit "$limit" --data /tmp/spill-data --timeout "${SPILL_TIMEOUT:-200}" \
+      --out "$OUT/spill-$shape-$rows-$limit.json" 2>&1 | tee -a "$OUT/spill.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  done
 fi
 if wants harm; then
   # `grouper bench harm`: random GROUP BY cases, auto against --backend datafusion in fresh
