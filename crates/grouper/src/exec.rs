@@ -254,19 +254,23 @@ impl ExecutionPlan for GroupByExec {
                     futures::stream::iter(slices).boxed()
                 }
                 Output::Spilled(spilled) => {
-                    // One partition merged per step, on a blocking thread.
+                    // One wave of partitions merged per step, on a blocking thread.
                     futures::stream::try_unfold(Some(spilled), move |state| {
                         let (schema, baseline) = (Arc::clone(&schema), baseline.clone());
                         async move {
                             let Some(mut s) = state else {
                                 return Ok::<_, DataFusionError>(None);
                             };
-                            let (next, s) =
-                                tokio::task::spawn_blocking(move || (s.next_partition(), s))
-                                    .await
-                                    .map_err(backend::external)?;
-                            Ok(next?.map(|(columns, rows)| {
-                                let out = slices(&schema, columns, rows, batch_size, &baseline);
+                            let (next, s) = tokio::task::spawn_blocking(move || (s.next_wave(), s))
+                                .await
+                                .map_err(backend::external)?;
+                            Ok(next?.map(|wave| {
+                                let out: Vec<Result<RecordBatch>> = wave
+                                    .into_iter()
+                                    .flat_map(|(columns, rows)| {
+                                        slices(&schema, columns, rows, batch_size, &baseline)
+                                    })
+                                    .collect();
                                 (futures::stream::iter(out), Some(s))
                             }))
                         }

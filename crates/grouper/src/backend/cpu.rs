@@ -16,6 +16,7 @@ use futures::StreamExt;
 use grouper_core::expr::vector::Scratch;
 use grouper_core::planner::{Hints, KeyBounds};
 use grouper_core::InputBatch;
+use rayon::prelude::*;
 
 use super::external;
 use super::fusion::CpuFusion;
@@ -163,13 +164,16 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     let timer = baseline.elapsed_compute().timer();
     let out = match spill.filter(|s| s.spilled()) {
         Some(spill) => {
-            let (agg, spec) = (Arc::clone(&agg), plan.spec.clone());
+            let (agg, spec, merge_pool) = (Arc::clone(&agg), plan.spec.clone(), Arc::clone(&pool));
+            // The workers' last groups follow the spilled ones, each worker on a thread.
             let spilled = tokio::task::spawn_blocking(move || {
-                for mut w in workers {
-                    let groups = pool.install(|| w.evict()).map_err(external)?;
-                    drop(w);
-                    spill.write(groups)?;
-                }
+                pool.install(|| {
+                    workers.into_par_iter().try_for_each(|mut w| {
+                        let groups = w.evict().map_err(external)?;
+                        drop(w);
+                        spill.write(groups)
+                    })
+                })?;
                 Ok::<_, DataFusionError>(spill)
             })
             .await
@@ -179,6 +183,7 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
                 spilled,
                 spec,
                 agg.planned(),
+                merge_pool,
                 context,
             )))
         }

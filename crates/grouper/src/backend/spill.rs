@@ -3,8 +3,8 @@
 //! ([`grouper_core::Aggregation::start_generation`]), every worker evicts its groups at its
 //! next batch, and they go to DataFusion's temporary files as radix-partitioned Arrow IPC runs
 //! ([`grouper_core::spill`]). At the end the workers' last groups follow, and the result is
-//! produced partition by partition ([`SpilledGroups`]): each partition's batch of every run
-//! merged and finalized, so memory holds one partition's groups at a time.
+//! produced in waves of partitions ([`SpilledGroups`]): each partition's batch of every run
+//! merged and finalized, one partition per thread, so memory holds a wave's groups at a time.
 //!
 //! Every CPU strategy spills this way (`shared` and `sort` aggregate their kept batches when
 //! evicted). The GPU's routes do not spill on the device: a GPU plan that fails for memory
@@ -23,6 +23,7 @@ use grouper_core::partial::PartialGroups;
 use grouper_core::planner::Decision;
 use grouper_core::spill::{Run, PARTITIONS};
 use grouper_core::{Aggregation, QuerySpec, Worker};
+use rayon::prelude::*;
 use rayon::ThreadPool;
 
 use super::{external, over_budget};
@@ -179,7 +180,7 @@ impl fmt::Display for SpillReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "spilled {:.1} MiB ({} partial groups) in {} runs of {} partitions, merged partition by partition",
+            "spilled {:.1} MiB ({} partial groups) in {} runs of {} partitions, merged partition by partition in parallel",
             self.bytes as f64 / (1u64 << 20) as f64,
             self.groups,
             self.runs,
@@ -193,8 +194,10 @@ pub(crate) struct SpilledGroups {
     spill: Arc<Spill>,
     spec: QuerySpec,
     next: usize,
-    /// The memory of the partition being merged.
+    /// The memory of the partitions being merged.
     reservation: MemoryReservation,
+    /// grouper's pool, which merges a wave of partitions at once.
+    pool: Arc<ThreadPool>,
     /// The planner's decision.
     pub(crate) decision: Option<Decision>,
     pub(crate) report: SpillReport,
@@ -206,6 +209,7 @@ impl SpilledGroups {
         spill: Arc<Spill>,
         spec: QuerySpec,
         decision: Option<Decision>,
+        pool: Arc<ThreadPool>,
         context: &TaskContext,
     ) -> Self {
         let report = spill.report();
@@ -216,44 +220,54 @@ impl SpilledGroups {
             spec,
             next: 0,
             reservation,
+            pool,
             decision,
             report,
         }
     }
 
-    /// Keys then finalized aggregates of the next partition that has groups, and their number;
-    /// `None` after the last. Each partition's spilled bytes are reserved while it merges.
-    pub(crate) fn next_partition(&mut self) -> Result<Option<(Vec<ArrayRef>, usize)>> {
+    /// Keys then finalized aggregates (and their number) of each partition with groups in
+    /// the next wave of partitions, merged in parallel on grouper's pool, one partition per
+    /// thread; `None` after the last wave. A wave's spilled bytes are reserved while it merges.
+    pub(crate) fn next_wave(&mut self) -> Result<Option<Vec<(Vec<ArrayRef>, usize)>>> {
+        if self.next >= PARTITIONS {
+            return Ok(None);
+        }
+        let wave = self.next..(self.next + self.pool.current_num_threads().max(1)).min(PARTITIONS);
+        self.next = wave.end;
         let runs = self
             .spill
             .runs
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        while self.next < PARTITIONS {
-            let p = self.next;
-            self.next += 1;
+        let read = |p: usize| -> Result<Vec<PartialGroups>> {
             let mut parts = Vec::new();
             for (_, run) in runs.iter() {
-                if let Some(g) = run.read(&self.spec, p).map_err(external)? {
-                    parts.push(g);
-                }
+                parts.extend(run.read(&self.spec, p).map_err(external)?);
             }
-            if parts.is_empty() {
-                continue;
-            }
-            let bytes: usize = parts.iter().map(partial_bytes).sum();
-            // The parts, and the merged groups growing beside them: reserved where the pool
-            // has room. Where other operators hold it (an aggregate above this one buffering
-            // its input), the merge goes on regardless: one partition is about 1/256 of what
-            // spilled, the margin docs/ARCHITECTURE.md measures.
-            let _ = self.reservation.try_resize(2 * bytes);
-            let out = PartialGroups::merge_all(parts, &self.spec.key_types)
-                .and_then(PartialGroups::finalize)
-                .map_err(external)?;
-            self.reservation.free();
-            return Ok(Some(out));
-        }
-        Ok(None)
+            Ok(parts)
+        };
+        let waves: Vec<Vec<PartialGroups>> = self
+            .pool
+            .install(|| wave.into_par_iter().map(read).collect::<Result<_>>())?;
+        let bytes: usize = waves.iter().flatten().map(partial_bytes).sum();
+        // The parts, and the merged groups growing beside them: reserved where the pool has
+        // room. Where other operators hold it (an aggregate above this one buffering its
+        // input), the merge goes on regardless: a wave is a few 256ths of what spilled, the
+        // margin docs/ARCHITECTURE.md measures.
+        let _ = self.reservation.try_resize(2 * bytes);
+        let key_types = &self.spec.key_types;
+        let out = self.pool.install(|| {
+            waves
+                .into_par_iter()
+                .filter(|parts| !parts.is_empty())
+                .map(|parts| {
+                    PartialGroups::merge_all(parts, key_types).and_then(PartialGroups::finalize)
+                })
+                .collect::<grouper_core::Result<Vec<_>>>()
+        });
+        self.reservation.free();
+        out.map(Some).map_err(external)
     }
 }
 
