@@ -189,7 +189,10 @@ impl fmt::Display for SpillReport {
     }
 }
 
-/// The result of a spilled aggregation, produced one partition at a time.
+/// One merged partition: keys then finalized aggregates, and its groups.
+pub(crate) type Merged = (Vec<ArrayRef>, usize);
+
+/// The result of a spilled aggregation, produced a wave of partitions at a time.
 pub(crate) struct SpilledGroups {
     spill: Arc<Spill>,
     spec: QuerySpec,
@@ -229,7 +232,7 @@ impl SpilledGroups {
     /// Keys then finalized aggregates (and their number) of each partition with groups in
     /// the next wave of partitions, merged in parallel on grouper's pool, one partition per
     /// thread; `None` after the last wave. A wave's spilled bytes are reserved while it merges.
-    pub(crate) fn next_wave(&mut self) -> Result<Option<Vec<(Vec<ArrayRef>, usize)>>> {
+    pub(crate) fn next_wave(&mut self) -> Result<Option<Vec<Merged>>> {
         if self.next >= PARTITIONS {
             return Ok(None);
         }
