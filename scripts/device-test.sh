@@ -267,12 +267,14 @@ if wants spill; then
   # scripts/spill-bench.py: aggregations larger than their memory budget, grouper --backend cpu,
   # DataFusion alone and DuckDB in fresh processes under one limit (wall time, peak RSS, answers
   # against DuckDB's). SPILL_RUNS="shape:rows:limit ..." (default "u:2e7:128M q10:1e8:2G"),
-  # SPILL_TIMEOUT seconds per run (default 200); JSON per point at $OUT/spill-*.json.
+  # SPILL_TIMEOUT seconds per run (default 200), SPILL_ENGINES (default grouper,duckdb,datafusion);
+  # JSON per point at $OUT/spill-*.json.
   xz -dc .device/bin/grouper.xz > /tmp/grouper && chmod +x /tmp/grouper
   for point in ${SPILL_RUNS:-u:2e7:128M q10:1e8:2G}; do
     IFS=: read -r shape rows limit <<< "$point"
     limited python3 scripts/spill-bench.py --grouper /tmp/grouper --shape "$shape" --rows "$rows" \
       --limit "$limit" --data /tmp/spill-data --timeout "${SPILL_TIMEOUT:-200}" \
+      --engines "${SPILL_ENGINES:-grouper,duckdb,datafusion}" \
       --out "$OUT/spill-$shape-$rows-$limit.json" 2>&1 | tee -a "$OUT/spill.log"
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
   done
