@@ -20,6 +20,8 @@ mod evict;
 
 use std::sync::{Arc, PoisonError, RwLock};
 
+use rayon::prelude::*;
+
 use arrow::array::{new_empty_array, ArrayRef};
 use arrow::compute::concat;
 
@@ -358,7 +360,7 @@ impl Aggregation {
         let keys: Vec<&[ArrayRef]> = morsels.iter().map(|m| m.keys.as_slice()).collect();
         let codec = KeyCodec::plan(&self.spec.key_types, &keys)?;
         let words = morsels
-            .iter()
+            .par_iter()
             .map(|m| {
                 codec.encode(&m.keys, m.num_rows())?.ok_or_else(|| {
                     GrouperError::InvalidInput("a codec planned over all input misses a key".into())

@@ -7,44 +7,98 @@
 //! lookups and the write lock only if it brings values not seen before.
 
 use std::hash::BuildHasher;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 #[derive(Debug, Default)]
 struct Inner {
     values: Vec<Box<[u8]>>,
+    /// Local index (position in `values`) by hash.
     index: HashTable<u32>,
     /// Bytes of the values.
     bytes: usize,
 }
 
-/// A concurrent, append-only dictionary from byte strings to dense `u32` codes.
-#[derive(Debug, Default)]
+/// Shards of a dictionary of interned composite keys ([`Dictionary::sharded`]).
+pub const ROW_SHARDS: usize = 64;
+
+/// A concurrent, append-only dictionary from byte strings to `u32` codes.
+///
+/// One shard (strings of a key column) hands out dense codes in order of first appearance.
+/// Several (interned composite keys, nearly all distinct: every batch appends) keep each value
+/// in the shard its hash picks, under that shard's lock, so workers appending at once rarely
+/// wait for each other; a code is `local index × shards + shard`, nearly dense when the hash
+/// spreads values evenly.
+#[derive(Debug)]
 pub struct Dictionary {
-    inner: RwLock<Inner>,
+    shards: Vec<RwLock<Inner>>,
     hasher: DefaultHashBuilder,
 }
 
+impl Default for Dictionary {
+    fn default() -> Self {
+        Self::with_shards(1)
+    }
+}
+
 impl Dictionary {
-    /// An empty dictionary.
+    /// An empty dictionary with dense codes.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// An empty dictionary of [`ROW_SHARDS`] shards, for values most batches bring anew.
+    pub fn sharded() -> Self {
+        Self::with_shards(ROW_SHARDS)
+    }
+
+    fn with_shards(n: usize) -> Self {
+        Self {
+            shards: (0..n.max(1)).map(|_| RwLock::default()).collect(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    fn shard(&self, i: usize) -> RwLockReadGuard<'_, Inner> {
+        self.shards[i]
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Number of values.
     pub fn len(&self) -> usize {
-        self.read(|i| i.values.len())
+        (0..self.shards.len())
+            .map(|i| self.shard(i).values.len())
+            .sum()
+    }
+
+    /// One past the largest code handed out: the length for one shard; for several, the
+    /// fullest shard's length times the shards.
+    pub fn code_bound(&self) -> usize {
+        let n = self.shards.len();
+        match n {
+            1 => self.len(),
+            _ => {
+                n * (0..n)
+                    .map(|i| self.shard(i).values.len())
+                    .max()
+                    .unwrap_or(0)
+            }
+        }
     }
 
     /// Bytes held (values, their boxes and the index), for memory accounting: a dictionary is
     /// shared by a query's workers, so no worker's groups count it.
     pub fn memory_bytes(&self) -> usize {
-        self.read(|i| {
-            i.bytes
-                + i.values.capacity() * std::mem::size_of::<Box<[u8]>>()
-                + i.index.capacity() * (std::mem::size_of::<u32>() + 1)
-        })
+        (0..self.shards.len())
+            .map(|i| {
+                let s = self.shard(i);
+                s.bytes
+                    + s.values.capacity() * std::mem::size_of::<Box<[u8]>>()
+                    + s.index.capacity() * (std::mem::size_of::<u32>() + 1)
+            })
+            .sum()
     }
 
     /// Whether the dictionary is empty.
@@ -52,61 +106,94 @@ impl Dictionary {
         self.len() == 0
     }
 
-    fn read<R>(&self, f: impl FnOnce(&Inner) -> R) -> R {
-        f(&self.inner.read().unwrap_or_else(PoisonError::into_inner))
+    /// The shard of a hash: bits the tables' probing (low bits) and tags (top bits) leave.
+    fn shard_of(&self, h: u64) -> usize {
+        ((h >> 32) as usize) % self.shards.len()
     }
 
-    /// Codes of `values` (`None` rows stay `None`), appending unseen values while the
-    /// dictionary stays within `capacity` codes. Returns `None` when a code would be at or past
-    /// `capacity`: a value it would append, or one another worker already appended under a
-    /// wider codec (the dictionary is shared by every version of a query's codec, so a worker
-    /// still on an older, narrower one must widen or catch up, never use such a code).
+    fn code(&self, shard: usize, local: u32) -> u64 {
+        u64::from(local) * self.shards.len() as u64 + shard as u64
+    }
+
+    /// Codes of `values` (`None` rows stay `None`), appending unseen values while their codes
+    /// stay below `capacity`. Returns `None` when a code would be at or past `capacity`: a
+    /// value it would append, or one another worker already appended under a wider codec (the
+    /// dictionary is shared by every version of a query's codec, so a worker still on an
+    /// older, narrower one must widen or catch up, never use such a code). Each shard's lock
+    /// is taken once for reading, and once for writing if its rows bring new values.
     pub fn encode<'a>(
         &self,
         values: impl Iterator<Item = Option<&'a [u8]>> + Clone,
         capacity: u64,
     ) -> Option<Vec<Option<u32>>> {
-        let mut missing = false;
-        let mut past = false;
-        let codes: Vec<Option<u32>> = self.read(|inner| {
-            values
-                .clone()
-                .map(|v| {
-                    v.map(|v| match self.find(inner, v) {
-                        Some(c) => {
-                            past |= u64::from(c) >= capacity;
-                            c
-                        }
-                        None => {
-                            missing = true;
-                            u32::MAX
-                        }
-                    })
-                })
-                .collect()
-        });
-        if past {
-            return None;
-        }
-        if !missing {
-            return Some(codes);
-        }
-        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
-        let mut out = codes;
-        for (code, v) in out.iter_mut().zip(values) {
-            if let (Some(c), Some(v)) = (code.as_mut(), v) {
-                if *c == u32::MAX {
-                    *c = match self.find(&inner, v) {
-                        Some(found) if u64::from(found) >= capacity => return None,
-                        Some(found) => found,
-                        None => {
-                            if inner.values.len() as u64 >= capacity {
+        let values: Vec<Option<&[u8]>> = values.collect();
+        let hashes: Vec<u64> = values
+            .iter()
+            .map(|v| v.map_or(0, |v| self.hasher.hash_one(v)))
+            .collect();
+        // Rows by shard (counting sort), so each shard is locked once per batch.
+        let n = self.shards.len();
+        let by_shard: Vec<Vec<u32>> = match n {
+            1 => vec![(0..values.len() as u32).collect()],
+            _ => {
+                let mut b = vec![Vec::new(); n];
+                for (r, h) in hashes.iter().enumerate() {
+                    if values[r].is_some() {
+                        b[self.shard_of(*h)].push(r as u32);
+                    }
+                }
+                b
+            }
+        };
+        let mut out: Vec<Option<u32>> = vec![None; values.len()];
+        for (shard, rows) in by_shard.iter().enumerate() {
+            if rows.is_empty() {
+                continue;
+            }
+            let mut missing = false;
+            {
+                let inner = self.shard(shard);
+                for &r in rows {
+                    let (r, h) = (r as usize, hashes[r as usize]);
+                    let Some(v) = values[r] else { continue };
+                    match find(&inner, h, v) {
+                        Some(local) => {
+                            let code = self.code(shard, local);
+                            if code >= capacity {
                                 return None;
                             }
-                            self.append(&mut inner, v)
+                            out[r] = Some(code as u32);
                         }
-                    };
+                        None => missing = true,
+                    }
                 }
+            }
+            if !missing {
+                continue;
+            }
+            let mut inner = self.shards[shard]
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            for &r in rows {
+                let (r, h) = (r as usize, hashes[r as usize]);
+                let Some(v) = values[r] else { continue };
+                if out[r].is_some() {
+                    continue;
+                }
+                let local = match find(&inner, h, v) {
+                    Some(local) => local,
+                    None => {
+                        if self.code(shard, inner.values.len() as u32) >= capacity {
+                            return None;
+                        }
+                        self.append(&mut inner, h, v)
+                    }
+                };
+                let code = self.code(shard, local);
+                if code >= capacity {
+                    return None;
+                }
+                out[r] = Some(code as u32);
             }
         }
         Some(out)
@@ -114,38 +201,47 @@ impl Dictionary {
 
     /// Appends `values` that are absent (used to seed a dictionary); returns the new length.
     pub fn extend<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> usize {
-        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         for v in values {
-            if self.find(&inner, v).is_none() {
-                self.append(&mut inner, v);
+            let h = self.hasher.hash_one(v);
+            let mut inner = self.shards[self.shard_of(h)]
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            if find(&inner, h, v).is_none() {
+                self.append(&mut inner, h, v);
             }
         }
-        inner.values.len()
+        self.len()
     }
 
-    fn find(&self, inner: &Inner, v: &[u8]) -> Option<u32> {
-        let h = self.hasher.hash_one(v);
-        inner
-            .index
-            .find(h, |&c| &*inner.values[c as usize] == v)
-            .copied()
-    }
-
-    fn append(&self, inner: &mut Inner, v: &[u8]) -> u32 {
-        let code = inner.values.len() as u32;
+    fn append(&self, inner: &mut Inner, h: u64, v: &[u8]) -> u32 {
+        let local = inner.values.len() as u32;
         inner.values.push(v.into());
         inner.bytes += v.len();
         let Inner { values, index, .. } = inner;
-        index.insert_unique(self.hasher.hash_one(v), code, |&c| {
-            self.hasher.hash_one(&values[c as usize])
-        });
-        code
+        index.insert_unique(h, local, |&c| self.hasher.hash_one(&values[c as usize]));
+        local
     }
 
     /// Calls `f` with the value of each code.
     pub fn with_values<R>(&self, codes: &[u32], f: impl FnOnce(Vec<&[u8]>) -> R) -> R {
-        self.read(|inner| f(codes.iter().map(|&c| &*inner.values[c as usize]).collect()))
+        let n = self.shards.len();
+        let guards: Vec<RwLockReadGuard<'_, Inner>> = (0..n).map(|i| self.shard(i)).collect();
+        f(codes
+            .iter()
+            .map(|&c| {
+                let (local, shard) = (c as usize / n, c as usize % n);
+                &*guards[shard].values[local]
+            })
+            .collect())
     }
+}
+
+/// The local index of `v` (hash `h`) in a shard.
+fn find(inner: &Inner, h: u64, v: &[u8]) -> Option<u32> {
+    inner
+        .index
+        .find(h, |&c| &*inner.values[c as usize] == v)
+        .copied()
 }
 
 #[cfg(test)]
@@ -187,5 +283,33 @@ mod tests {
             "nothing appended when a code is past the capacity"
         );
         d.with_values(&[2, 0], |v| assert_eq!(v, vec![&b"fig"[..], &b"pear"[..]]));
+    }
+
+    #[test]
+    fn a_sharded_dictionary_codes_every_value_once_and_decodes_it() {
+        let d = Dictionary::sharded();
+        let values: Vec<String> = (0..5000).map(|i| format!("row{}", i % 3000)).collect();
+        let codes = d
+            .encode(values.iter().map(|v| Some(v.as_bytes())), 1 << 20)
+            .unwrap();
+        assert_eq!(d.len(), 3000);
+        assert!(d.code_bound() >= 3000 && d.code_bound() < 2 * 3000);
+        let codes: Vec<u32> = codes.into_iter().map(Option::unwrap).collect();
+        for (i, c) in codes.iter().enumerate() {
+            assert_eq!(*c, codes[i % 3000], "row {i}");
+            assert!((*c as usize) < d.code_bound());
+        }
+        d.with_values(&codes[..10], |v| {
+            for (i, v) in v.iter().enumerate() {
+                assert_eq!(*v, values[i].as_bytes());
+            }
+        });
+        // Codes at or past the capacity are refused, whichever shard they are in.
+        assert!(d
+            .encode(
+                std::iter::once(Some(&b"new"[..])),
+                d.code_bound() as u64 / 4
+            )
+            .is_none());
     }
 }

@@ -30,6 +30,8 @@ pub mod ordinal;
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use arrow::array::{
     new_empty_array, Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, StringViewArray,
 };
@@ -254,10 +256,13 @@ impl KeyCodec {
         }
         let codec = Self::pack(key_types, cols)?;
         if let Layout::Interned { rows, .. } = &codec.layout {
-            for b in batches {
-                let r = codec.row_converter()?.convert_columns(b)?;
-                rows.extend(r.iter().map(|row| row.data()));
-            }
+            // In parallel over the batches: the dictionary's shards take the appends.
+            let converter = codec.row_converter()?;
+            batches.par_iter().try_for_each(|b| -> Result<()> {
+                let r = converter.convert_columns(b)?;
+                rows.encode((0..r.num_rows()).map(|i| Some(r.row(i).data())), u64::MAX);
+                Ok(())
+            })?;
         }
         Ok(codec.with_interned_capacity())
     }
@@ -284,7 +289,7 @@ impl KeyCodec {
             key_types: key_types.to_vec(),
             layout: Layout::Interned {
                 converter: Arc::new(RowConverter::new(fields)?),
-                rows: Arc::new(Dictionary::new()),
+                rows: Arc::new(Dictionary::sharded()),
                 capacity: MIN_CAPACITY,
             },
             domain: MIN_CAPACITY,
@@ -293,7 +298,7 @@ impl KeyCodec {
 
     fn with_interned_capacity(mut self) -> Self {
         if let Layout::Interned { rows, capacity, .. } = &mut self.layout {
-            *capacity = (*capacity).max(2 * rows.len() as u64);
+            *capacity = (*capacity).max(2 * rows.code_bound() as u64);
             self.domain = *capacity;
         }
         self
@@ -345,7 +350,7 @@ impl KeyCodec {
                 ..
             } => Layout::Interned {
                 converter: Arc::clone(converter),
-                rows: Arc::new(Dictionary::new()),
+                rows: Arc::new(Dictionary::sharded()),
                 capacity: *capacity,
             },
             Layout::Packed(cols) => Layout::Packed(
@@ -409,7 +414,7 @@ impl KeyCodec {
                 layout: Layout::Interned {
                     converter: Arc::clone(converter),
                     rows: Arc::clone(rows),
-                    capacity: (2 * capacity).max(rows.len() as u64 + batch_rows),
+                    capacity: (2 * capacity).max(rows.code_bound() as u64 + batch_rows),
                 },
                 domain: 0,
             }
