@@ -107,7 +107,7 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
             builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(Arc::new(Engine {
                 backend: config.backend,
                 overrides: Overrides {
-                    bounded_memory: config.memory_limit.is_some(),
+                    memory_budget: config.memory_limit.map(|l| l as u64),
                     ..config.overrides
                 },
                 cpu_profile,

@@ -135,7 +135,13 @@ impl Aggregation {
             .map(|a| a.state_bytes())
             .sum();
         let threads = rayon::current_num_threads();
-        let perfect_limit = planner::perfect_limit(state_bytes, threads);
+        // Under a memory budget, direct-index arrays stay within a quarter of it: reservations
+        // count twice the groups, and the rest of the query shares the budget.
+        let perfect_limit = planner::perfect_limit(state_bytes, threads).min(
+            overrides.memory_budget.map_or(u64::MAX, |b| {
+                planner::direct_index_limit(state_bytes, threads, b / 4)
+            }),
+        );
         let forced_perfect_limit = dense::MAX_DOMAIN.min(planner::direct_index_limit(
             state_bytes,
             threads,

@@ -96,10 +96,11 @@ pub struct Overrides {
     pub fill_factor: Option<f64>,
     /// Force the initial table size in groups (tests use tiny values to exercise growth).
     pub initial_groups: Option<usize>,
-    /// The query runs under a memory budget (its groups spill past it): the planner then picks
-    /// no buffered strategy (`sort`, `shared`), which would hold the whole input, and whose
-    /// eviction sorts or hashes all of it at once.
-    pub bounded_memory: bool,
+    /// The query's memory budget in bytes, when it has one (its groups spill past it): the
+    /// planner then picks no buffered strategy (`sort`, `shared`), which would hold the whole
+    /// input and whose eviction sorts or hashes all of it at once, starts tables small, and
+    /// keeps direct-index arrays within a quarter of it.
+    pub memory_budget: Option<u64>,
 }
 
 /// Largest initial table (groups) under a memory budget; tables grow from it.
@@ -187,7 +188,7 @@ pub fn choose(
             ),
         ),
     };
-    let (strategy, reason) = match strategy.is_streaming() || !overrides.bounded_memory {
+    let (strategy, reason) = match strategy.is_streaming() || overrides.memory_budget.is_none() {
         true => (strategy, reason),
         false if overrides.strategy.is_some() => (strategy, reason),
         false => (
@@ -197,9 +198,9 @@ pub fn choose(
     };
     // Size tables for the estimate with headroom; growth handles underestimates. Under a
     // memory budget they start small: a table sized for all groups may alone pass it.
-    let cap = match overrides.bounded_memory {
-        true => BOUNDED_INITIAL_GROUPS,
-        false => usize::MAX,
+    let cap = match overrides.memory_budget {
+        Some(_) => BOUNDED_INITIAL_GROUPS,
+        None => usize::MAX,
     };
     let headroom = |groups: u64| ((groups as usize).saturating_mul(5) / 4 + 16).min(cap);
     let initial_groups = overrides
