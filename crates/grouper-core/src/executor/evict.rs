@@ -34,7 +34,12 @@ impl Aggregation {
     /// Bytes of the current codec's dictionaries, which no worker's
     /// [`Worker::memory_bytes`] counts.
     pub fn dictionary_bytes(&self) -> usize {
-        self.current().map_or(0, |p| p.codec.dictionary_bytes())
+        // Under the read lock, without cloning the plan: the glue asks after every batch.
+        self.plan
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or(0, |p| p.codec.dictionary_bytes())
     }
 
     /// The planner's decision, once the first batch made one.

@@ -20,10 +20,9 @@ mod evict;
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use rayon::prelude::*;
-
 use arrow::array::{new_empty_array, ArrayRef};
 use arrow::compute::concat;
+use rayon::prelude::*;
 
 use crate::cpu::morsel::run_workers;
 use crate::cpu::streaming::{self, Partial};
