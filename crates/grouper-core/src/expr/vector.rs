@@ -154,16 +154,24 @@ impl Program {
                 Node::Cast(x, to) => cast(read(done, *x)?, *x, &self.type_of(*x), to, out),
             }
         }
+        // A column passed through to several aggregates (Q1's SUM and AVG of one column) is
+        // filtered once and shared.
+        let mut passed: Vec<(usize, ArrayRef)> = Vec::new();
         self.outputs
             .iter()
             .map(|o| match o {
                 None => Ok(None),
                 Some(Output::Column(c)) => {
+                    if let Some((_, a)) = passed.iter().find(|(p, _)| p == c) {
+                        return Ok(Some(Arc::clone(a)));
+                    }
                     let a = column(columns, *c)?;
-                    Ok(Some(match selection {
+                    let a = match selection {
                         None => Arc::clone(a),
                         Some(s) => s.predicate.filter(a)?,
-                    }))
+                    };
+                    passed.push((*c, Arc::clone(&a)));
+                    Ok(Some(a))
                 }
                 Some(Output::Node(i)) => {
                     to_arrow(read(&scratch.slots, *i)?, &self.type_of(*i)).map(Some)

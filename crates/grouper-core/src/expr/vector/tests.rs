@@ -207,7 +207,8 @@ proptest! {
         wide in any::<bool>(),
     ) {
         let mut r = Rng(seed);
-        let exprs: Vec<Expr> = (0..4)
+        // The last two pass one column through twice (as Q1's SUM and AVG of a column).
+        let exprs: Vec<Expr> = (0..5)
             .map(|i| match i {
                 0 => decimal(&mut r, 3),
                 1 => integer(&mut r, 3),
