@@ -8,7 +8,8 @@
 //! Where grouper keeps an aggregation under `auto`:
 //! - the GPU would run it (pages of a large Parquet scan, co-processing of a large table);
 //! - every key a plain column of an ordinal type (integers, dates, decimals, booleans) whose
-//!   domain, bounded by the statistics before any row is read, fits a direct-index table
+//!   domain, bounded by the statistics before any row is read (for an in-memory table, which
+//!   has none, by a sample of its rows: [`crate::stats::sampled_range`]), fits a direct-index table
 //!   ([`ALWAYS_PERFECT_DOMAIN`]), over at least [`MIN_ROWS`] rows, [`MIN_ROWS_PER_WORKER`] rows
 //!   a worker and [`ROWS_PER_SLOT`] rows for each slot of the workers' tables: grouper's
 //!   perfect strategy, 1.4–6.4× DataFusion in memory.
@@ -94,6 +95,7 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
     }
     let stats = input_stats(input, plan).unwrap_or_default();
     let mut domain: u128 = 1;
+    let mut source = "statistics";
     for (i, ((_, name), t)) in plan.keys.iter().zip(&plan.spec.key_types).enumerate() {
         let key = stats.keys.get(i).cloned().unwrap_or_default();
         if !key.column {
@@ -111,11 +113,14 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
                 "no statistics bound key `{name}` (a first batch's range says little of the rest)"
             ));
         };
+        if key.sampled {
+            source = "a sample of the in-memory rows";
+        }
         let width = (hi - lo) as u128 + 1 + u128::from(key.may_null);
         domain = domain.saturating_mul(width);
         if domain > u128::from(ALWAYS_PERFECT_DOMAIN) {
             return Some(format!(
-                "the keys' domain from statistics ({domain}{}) is wider than a direct-index table ({ALWAYS_PERFECT_DOMAIN}): DataFusion's hash table is as fast as grouper's CPU there",
+                "the keys' domain from {source} ({domain}{}) is wider than a direct-index table ({ALWAYS_PERFECT_DOMAIN}): DataFusion's hash table is as fast as grouper's CPU there",
                 if i + 1 < plan.keys.len() { " and more" } else { "" }
             ));
         }

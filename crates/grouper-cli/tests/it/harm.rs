@@ -200,3 +200,108 @@ fn more_workers_need_more_rows_each() {
         assert!(plan.contains("GroupByExec") && why.is_empty(), "{plan}");
     });
 }
+
+/// `rows` rows in `parts` in-memory partitions of 8192-row batches: `small` sorted over
+/// 0..100 but for one row of value 7,000 that no sampled window reads (row 1,500), `wide`
+/// (ids spread over 2^40), `v`.
+fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("small", DataType::Int32, false),
+        Field::new("wide", DataType::Int64, false),
+        Field::new("v", DataType::Int64, true),
+    ]));
+    let per = rows.div_ceil(parts);
+    let partitions = (0..parts)
+        .map(|p| {
+            (p * per..rows.min((p + 1) * per))
+                .step_by(8192)
+                .map(|start| {
+                    let end = rows.min((p + 1) * per).min(start + 8192);
+                    let i = || (start..end).map(|r| r as i64);
+                    RecordBatch::try_new(
+                        Arc::clone(&schema),
+                        vec![
+                            Arc::new(Int32Array::from_iter_values(i().map(|r| {
+                                if r == 1500 {
+                                    7000
+                                } else {
+                                    (r * 100 / rows as i64) as i32
+                                }
+                            }))),
+                            Arc::new(Int64Array::from_iter_values(i().map(|r| {
+                                r.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as i64) & ((1 << 40) - 1)
+                            }))),
+                            Arc::new(Int64Array::from_iter(
+                                i().map(|r| (r % 11 != 0).then_some(r % 1000)),
+                            )),
+                        ],
+                    )
+                    .unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    datafusion::catalog::MemTable::try_new(schema, partitions).unwrap()
+}
+
+#[test]
+fn in_memory_tables_are_planned_from_a_sample_of_their_rows() {
+    // DataFusion keeps no minimum or maximum for in-memory tables; a sample of the rows
+    // (first and last rows of each partition among them) stands in for them. A value outside
+    // the sample (7,000 at row 1,500) widens the key codec and the answer stays DataFusion's.
+    let rows = (1 << 20) + 4096;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let cases = [
+            ("SELECT small, sum(v), count(*) FROM t GROUP BY small", None),
+            (
+                "SELECT wide, count(v) FROM t GROUP BY wide",
+                Some("domain from a sample of the in-memory rows"),
+            ),
+        ];
+        for (sql, kept) in cases {
+            let mut answers = Vec::new();
+            for backend in [Backend::DataFusion, Backend::Auto] {
+                let ctx = grouper::session_context(&config(backend, false)).unwrap();
+                ctx.register_table("t", Arc::new(in_memory(rows, 2)))
+                    .unwrap();
+                let plan = ctx
+                    .sql(sql)
+                    .await
+                    .unwrap()
+                    .create_physical_plan()
+                    .await
+                    .unwrap();
+                let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+                let mut lines: Vec<String> = arrow::util::pretty::pretty_format_batches(&batches)
+                    .unwrap()
+                    .to_string()
+                    .lines()
+                    .map(str::to_string)
+                    .collect();
+                lines.sort();
+                answers.push(lines);
+                if backend == Backend::Auto {
+                    let text = displayable(plan.as_ref()).indent(true).to_string();
+                    let why = grouper::harm::take_kept(&ctx);
+                    match kept {
+                        None => assert!(
+                            text.contains("GroupByExec") && why.is_empty(),
+                            "{sql}: grouper must take it ({why:?})\n{text}"
+                        ),
+                        Some(reason) => assert!(
+                            !text.contains("GroupByExec")
+                                && why.len() == 1
+                                && why[0].contains(reason),
+                            "{sql}: DataFusion must keep it saying '{reason}', got {why:?}\n{text}"
+                        ),
+                    }
+                }
+            }
+            assert_eq!(answers[0], answers[1], "{sql}");
+            if kept.is_none() {
+                assert!(answers[0].iter().any(|l| l.contains("| 7000 ")), "{sql}");
+            }
+        }
+    });
+}
