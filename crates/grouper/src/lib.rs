@@ -32,6 +32,7 @@ pub mod profile_store;
 pub mod rule;
 pub mod session;
 mod stats;
+pub mod top_n;
 
 pub use config::{Backend, Split};
 pub use session::{grouper_context, session_context, worker_pool, GrouperConfig};

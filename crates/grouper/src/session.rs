@@ -15,6 +15,7 @@ pub use crate::config::worker_pool;
 use crate::config::{Backend, Engine, KeptLog, LazyPool, Split};
 use crate::profile_store;
 use crate::rule::GrouperRule;
+use crate::top_n::TopPerGroupRule;
 
 /// Everything that shapes a grouper session.
 #[derive(Debug, Clone, Default)]
@@ -103,8 +104,8 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
         let cpu_profile = (!config.no_profile)
             .then(|| profile_store::load(&profile_store::cpu_key(threads)))
             .flatten();
-        builder =
-            builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(Arc::new(Engine {
+        builder = builder
+            .with_physical_optimizer_rule(Arc::new(GrouperRule::new(Arc::new(Engine {
                 backend: config.backend,
                 overrides: Overrides {
                     memory_budget: config.memory_limit.map(|l| l as u64),
@@ -121,7 +122,8 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
                 pool,
                 grouper_only: config.grouper_only,
                 kept,
-            }))));
+            }))))
+            .with_physical_optimizer_rule(Arc::new(TopPerGroupRule));
     }
     Ok(SessionContext::new_with_state(builder.build()).enable_url_table())
 }

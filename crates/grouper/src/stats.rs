@@ -14,6 +14,10 @@ use arrow::datatypes::DataType;
 use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
 use datafusion::common::ScalarValue;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, StatisticsArgs, StatisticsContext};
 
 use crate::group_by::GroupByPlan;
@@ -27,6 +31,18 @@ pub(crate) struct InputStats {
     pub distinct: Option<u64>,
     /// One per key, in key order.
     pub keys: Vec<KeyStats>,
+}
+
+impl InputStats {
+    /// Values the keys can take together (the product of their ranges' widths, NULL counted
+    /// where a key may be NULL); `None` when a key has no range.
+    pub(crate) fn domain(&self) -> Option<u128> {
+        self.keys.iter().try_fold(1u128, |acc, k| {
+            let (lo, hi) = k.range?;
+            let width = u128::try_from(hi - lo).ok()? + 1 + u128::from(k.may_null);
+            Some(acc.saturating_mul(width))
+        })
+    }
 }
 
 /// What the statistics say of one key.
@@ -49,15 +65,27 @@ pub(crate) fn input_stats(
     input: &Arc<dyn ExecutionPlan>,
     plan: &GroupByPlan,
 ) -> Option<InputStats> {
+    let keys: Vec<_> = plan
+        .keys
+        .iter()
+        .map(|(e, _)| e)
+        .zip(&plan.spec.key_types)
+        .collect();
+    keys_stats(input, &keys)
+}
+
+/// The statistics of `input` for `keys` (each an expression over `input` and its type).
+pub(crate) fn keys_stats(
+    input: &Arc<dyn ExecutionPlan>,
+    keys: &[(&Arc<dyn PhysicalExpr>, &DataType)],
+) -> Option<InputStats> {
     let stats = StatisticsContext::new()
         .compute(input.as_ref(), &StatisticsArgs::new())
         .ok()?;
     let schema = input.schema();
-    let keys: Vec<KeyStats> = plan
-        .keys
+    let key_stats: Vec<KeyStats> = keys
         .iter()
-        .zip(&plan.spec.key_types)
-        .map(|((e, _), t)| {
+        .map(|&(e, t)| {
             let Some(col) = e.downcast_ref::<Column>() else {
                 return KeyStats {
                     may_null: true,
@@ -92,7 +120,7 @@ pub(crate) fn input_stats(
             }
         })
         .collect();
-    let distinct = plan.keys.iter().try_fold(1u64, |acc, (e, _)| {
+    let distinct = keys.iter().try_fold(1u64, |acc, (e, _)| {
         let col = e.downcast_ref::<Column>()?;
         let d = *stats
             .column_statistics
@@ -103,8 +131,8 @@ pub(crate) fn input_stats(
     });
     Some(InputStats {
         rows: stats.num_rows.get_value().map(|&r| r as u64),
-        distinct: distinct.filter(|_| !plan.keys.is_empty()),
-        keys,
+        distinct: distinct.filter(|_| !keys.is_empty()),
+        keys: key_stats,
     })
 }
 
@@ -123,7 +151,25 @@ pub(crate) const SAMPLE_WINDOWS: usize = 32;
 /// groups of 2^24 rows (`bench cpu-sweep`, 2 threads). It reads at most 32k rows a partition:
 /// microseconds, where an exact minimum and maximum (a pass over the whole column) would cost a
 /// third of such a query. A sample is not a bound: a batch outside it widens the key codec.
+///
+/// Filters and repartitions above the table are looked through: they drop or move rows, so
+/// the table's range still bounds theirs.
 pub(crate) fn sampled_range(input: &Arc<dyn ExecutionPlan>, index: usize) -> Option<(i128, i128)> {
+    let mut input = input;
+    loop {
+        if let Some(f) = input.downcast_ref::<FilterExec>() {
+            if f.projection().is_some() {
+                return None;
+            }
+            input = f.input();
+        } else if let Some(r) = input.downcast_ref::<RepartitionExec>() {
+            input = r.input();
+        } else if let Some(c) = input.downcast_ref::<CoalescePartitionsExec>() {
+            input = c.input();
+        } else {
+            break;
+        }
+    }
     let ds = input.downcast_ref::<DataSourceExec>()?;
     let mem =
         (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<MemorySourceConfig>()?;

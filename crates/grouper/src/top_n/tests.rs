@@ -1,0 +1,183 @@
+//! Every replaced plan answers as DataFusion's sort plan does; plans it must not touch keep
+//! their sort.
+
+use std::sync::Arc;
+
+use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::MemTable;
+use datafusion::physical_plan::collect;
+use datafusion::prelude::SessionContext;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::contains_top_per_group;
+use crate::{Backend, GrouperConfig};
+
+/// `rows` random rows in `parts` partitions: `k` (0..groups, 3% NULL), `s` (a few strings),
+/// `v` (doubles with repeats, NULLs and NaNs), `w` (integers), `id` (unique).
+fn table(rows: usize, groups: i64, parts: usize, seed: u64) -> MemTable {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, false),
+        Field::new("v", DataType::Float64, true),
+        Field::new("w", DataType::Int32, false),
+        Field::new("id", DataType::Int64, false),
+    ]));
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let per = rows.div_ceil(parts);
+    let partitions = (0..parts)
+        .map(|p| {
+            let lo = p * per;
+            let hi = rows.min(lo + per);
+            (lo..hi)
+                .step_by(4096)
+                .map(|start| {
+                    let end = hi.min(start + 4096);
+                    let n = end - start;
+                    let k: Int64Array = (0..n)
+                        .map(|_| (rng.random::<f64>() > 0.03).then(|| rng.random_range(0..groups)))
+                        .collect();
+                    let s = StringArray::from_iter_values(
+                        (0..n).map(|_| ["a", "bb", "ccc"][rng.random_range(0..3)]),
+                    );
+                    let v: Float64Array = (0..n)
+                        .map(|_| match rng.random_range(0..100) {
+                            0..=2 => None,
+                            3 => Some(f64::NAN),
+                            _ => Some(f64::from(rng.random_range(-50..50)) / 4.0),
+                        })
+                        .collect();
+                    let w = Int32Array::from_iter_values((0..n).map(|_| rng.random_range(0..1000)));
+                    let id = Int64Array::from_iter_values((start..end).map(|i| i as i64));
+                    RecordBatch::try_new(
+                        Arc::clone(&schema),
+                        vec![
+                            Arc::new(k),
+                            Arc::new(s),
+                            Arc::new(v),
+                            Arc::new(w),
+                            Arc::new(id),
+                        ],
+                    )
+                    .unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    MemTable::try_new(schema, partitions).unwrap()
+}
+
+/// The answer's rows as text (sorted unless `ordered`) and whether the plan selected per group.
+async fn run(
+    backend: Backend,
+    t: &Arc<MemTable>,
+    sql: &str,
+    ordered: bool,
+    threads: usize,
+) -> (Vec<String>, bool) {
+    let config = GrouperConfig {
+        backend,
+        threads: Some(threads),
+        ..Default::default()
+    };
+    let ctx: SessionContext = crate::session_context(&config).unwrap();
+    ctx.register_table("t", Arc::clone(t) as _).unwrap();
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+    let mut rows: Vec<String> = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    if !ordered {
+        rows.sort();
+    }
+    (rows, contains_top_per_group(&plan))
+}
+
+#[tokio::test]
+async fn top_rows_per_group_equal_the_sort_plans() {
+    let window =
+        |k: &str, o: &str| format!("row_number() OVER (PARTITION BY {k} ORDER BY {o}) AS rn");
+    // (query, ordered output compared as is, replaced)
+    let cases: Vec<(String, bool, bool)> = vec![
+        // db-benchmark q8 (the selected v, not which of tied rows)
+        (
+            format!("SELECT k, v FROM (SELECT k, v, {} FROM t WHERE v IS NOT NULL) q WHERE rn <= 2", window("k", "v DESC")),
+            false,
+            true,
+        ),
+        (
+            format!("SELECT k, v, rn FROM (SELECT k, s, v, {} FROM t) q WHERE rn < 4", window("k", "v ASC NULLS FIRST")),
+            false,
+            true,
+        ),
+        (
+            format!("SELECT k, w, rn FROM (SELECT k, w, {} FROM t) q WHERE 1 >= rn", window("k", "w DESC, v")),
+            false,
+            true,
+        ),
+        (
+            format!("SELECT k, w, rn FROM (SELECT k, w, {} FROM t) q WHERE rn <= 5 ORDER BY k, rn", window("k", "w")),
+            true,
+            true,
+        ),
+        // an ordering the window's sort gives and a parent relies on
+        (
+            format!("SELECT k, rn, w FROM (SELECT k, w, {} FROM t) q WHERE rn <= 3 ORDER BY k NULLS FIRST, rn", window("k", "w DESC")),
+            true,
+            true,
+        ),
+        // not replaced: rank, a second window function, a string order, n < 1, a string key
+        // (no range bounds its groups), a key of few rows a group
+        (
+            format!("SELECT s, w FROM (SELECT s, w, {} FROM t) q WHERE rn <= 2", window("s", "w")),
+            false,
+            false,
+        ),
+        (
+            format!("SELECT id, w FROM (SELECT id, w, {} FROM t) q WHERE rn <= 2", window("id", "w")),
+            false,
+            false,
+        ),
+        (
+            "SELECT k, v FROM (SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v) AS rn FROM t) q WHERE rn <= 2".into(),
+            false,
+            false,
+        ),
+        (
+            "SELECT k, w, c FROM (SELECT k, w, row_number() OVER (PARTITION BY k ORDER BY w) AS rn, count(*) OVER (PARTITION BY k ORDER BY w) AS c FROM t) q WHERE rn <= 2".into(),
+            false,
+            false,
+        ),
+        (
+            format!("SELECT k, s FROM (SELECT k, s, {} FROM t) q WHERE rn <= 2", window("k", "s")),
+            false,
+            false,
+        ),
+        (
+            format!("SELECT k, w FROM (SELECT k, w, {} FROM t) q WHERE rn < 1", window("k", "w")),
+            false,
+            false,
+        ),
+    ];
+    // Tests compact the candidates every 4096 retained rows: the larger tables pass through
+    // several compactions. One row is too few for any group to pay back.
+    for (rows, groups, parts, seed) in [(1, 1, 1, 1), (5000, 7, 2, 2), (60_000, 300, 3, 3)] {
+        let t = Arc::new(table(rows, groups, parts, seed));
+        for (sql, ordered, replaced) in &cases {
+            let (want, _) = run(Backend::DataFusion, &t, sql, *ordered, 3).await;
+            let (got, top) = run(Backend::Cpu, &t, sql, *ordered, 3).await;
+            assert_eq!(top, *replaced && rows > 1, "{sql}");
+            assert_eq!(got, want, "{rows} rows, {groups} groups: {sql}");
+        }
+    }
+}
