@@ -84,6 +84,16 @@ pub const MIN_ROWS_PER_WORKER: u64 = 1 << 19;
 /// on 2 cores (6M rows, 200k values: 15 rows a slot) 1.19×.
 pub const ROWS_PER_SLOT: u128 = 8;
 
+/// Bytes of one worker's direct table (domain × aggregate state) above which `auto` leaves an
+/// in-memory table's aggregation (its domain from a sample) to DataFusion. In memory there is
+/// no scan for grouper's fused pipeline to save, and DataFusion's hash table of native
+/// accumulators keeps up once grouper's wider states leave the cache. Measured on 2 threads
+/// (this 2-core AMD EPYC VM, `bench cpu-sweep` and `bench groupby`, 2^24 and 1e7 rows):
+/// SUM+COUNT over 1 to 65,536 groups (at most 2.6 MB a worker) ran 1.2-2.4x DataFusion alone
+/// under `perfect`; db-benchmark q5 (100k groups of 3 sums, 9.6 MB a worker) 0.6-0.65x.
+/// Between 2.6 and 9.6 MB nothing is measured yet.
+pub const SAMPLED_TABLE_BYTES: u128 = 4 << 20;
+
 /// Why grouper's CPU strategies would not beat DataFusion's hash aggregation over `input`, or
 /// `None` where a direct-index table provably fits the keys.
 fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize) -> Option<String> {
@@ -95,7 +105,7 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
     }
     let stats = input_stats(input, plan).unwrap_or_default();
     let mut domain: u128 = 1;
-    let mut source = "statistics";
+    let mut sampled = false;
     for (i, ((_, name), t)) in plan.keys.iter().zip(&plan.spec.key_types).enumerate() {
         let key = stats.keys.get(i).cloned().unwrap_or_default();
         if !key.column {
@@ -113,14 +123,13 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
                 "no statistics bound key `{name}` (a first batch's range says little of the rest)"
             ));
         };
-        if key.sampled {
-            source = "a sample of the in-memory rows";
-        }
+        sampled |= key.sampled;
         let width = (hi - lo) as u128 + 1 + u128::from(key.may_null);
         domain = domain.saturating_mul(width);
         if domain > u128::from(ALWAYS_PERFECT_DOMAIN) {
             return Some(format!(
-                "the keys' domain from {source} ({domain}{}) is wider than a direct-index table ({ALWAYS_PERFECT_DOMAIN}): DataFusion's hash table is as fast as grouper's CPU there",
+                "the keys' domain from {} ({domain}{}) is wider than a direct-index table ({ALWAYS_PERFECT_DOMAIN}): DataFusion's hash table is as fast as grouper's CPU there",
+                if sampled { "a sample of the in-memory rows" } else { "statistics" },
                 if i + 1 < plan.keys.len() { " and more" } else { "" }
             ));
         }
@@ -137,6 +146,17 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         return Some(format!(
             "about {rows} input rows for {threads} workers, under {MIN_ROWS_PER_WORKER} each: grouper's per-worker set-up and merge cost more than DataFusion's partial aggregates in its scan threads save"
         ));
+    }
+    if sampled {
+        let state_bytes: usize = grouper_core::cpu::new_accumulators(&plan.spec)
+            .map(|accs| accs.iter().map(|a| a.state_bytes()).sum())
+            .unwrap_or(usize::MAX);
+        let table = domain.saturating_mul(state_bytes as u128);
+        if table > SAMPLED_TABLE_BYTES {
+            return Some(format!(
+                "an in-memory table whose keys' domain ({domain}) makes each worker's direct table {table} bytes, over {SAMPLED_TABLE_BYTES}: DataFusion's aggregation of in-memory batches is as fast there"
+            ));
+        }
     }
     let slots = domain.saturating_mul(threads as u128);
     if u128::from(rows) < ROWS_PER_SLOT * slots {
