@@ -136,7 +136,12 @@ impl ExecutionPlan for TopPerGroupExec {
                 let batch = batch?;
                 let _timer = baseline.elapsed_compute().timer();
                 selection.push(batch)?;
-                reservation.try_resize(selection.memory_bytes())?;
+                if reservation.try_resize(selection.memory_bytes()).is_err() {
+                    // Retained batches count whole (an in-memory table's slices report their
+                    // table's buffers): keep only the candidates' rows and ask again.
+                    selection.compact()?;
+                    reservation.try_resize(selection.memory_bytes())?;
+                }
             }
             let timer = baseline.elapsed_compute().timer();
             let out = selection.finish(&out_schema)?;

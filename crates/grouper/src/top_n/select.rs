@@ -154,7 +154,7 @@ impl Selection {
     }
 
     /// Copies the live candidates into one batch and drops the batches they came from.
-    fn compact(&mut self) -> Result<()> {
+    pub(crate) fn compact(&mut self) -> Result<()> {
         let picks = self.live_refs();
         let batch = self.take(&picks)?;
         let mut i = 0;

@@ -181,3 +181,45 @@ async fn top_rows_per_group_equal_the_sort_plans() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_memory_limit_compacts_instead_of_failing() {
+    // Every batch a slice of one 200k-row table: each reports the whole table's buffers
+    // (~6 MB), over a 2 MB limit from the first batch on; keeping only the candidates' rows
+    // fits it.
+    let whole = table(200_000, 50, 1, 11);
+    let batches = whole.batches[0].read().await.clone();
+    let one = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    let slices: Vec<RecordBatch> = (0..one.num_rows())
+        .step_by(4096)
+        .map(|s| one.slice(s, 4096.min(one.num_rows() - s)))
+        .collect();
+    let t = Arc::new(MemTable::try_new(one.schema(), vec![slices]).unwrap());
+    let sql = "SELECT k, w, rn FROM (SELECT k, w, row_number() OVER (PARTITION BY k ORDER BY w DESC) AS rn FROM t) q WHERE rn <= 2";
+    let (want, _) = run(Backend::DataFusion, &t, sql, false, 1).await;
+    let config = GrouperConfig {
+        backend: Backend::Cpu,
+        threads: Some(1),
+        memory_limit: Some(2 << 20),
+        ..Default::default()
+    };
+    let ctx: SessionContext = crate::session_context(&config).unwrap();
+    ctx.register_table("t", Arc::clone(&t) as _).unwrap();
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    assert!(contains_top_per_group(&plan));
+    let batches = collect(plan, ctx.task_ctx()).await.unwrap();
+    let mut got: Vec<String> = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+}
