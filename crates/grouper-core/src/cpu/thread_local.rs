@@ -46,6 +46,9 @@ impl GroupIndex for LinearTable {
     }
 }
 
+/// One worker's group ids by merge partition, and its smallest and largest key word.
+type WorkerParts = (Vec<Vec<u32>>, (u64, u64));
+
 /// Merges per-worker groups (key words by group id, and their accumulators) by radix partition;
 /// returns one chunk per partition.
 pub fn merge(
@@ -74,7 +77,7 @@ pub fn merge(
     let parts = 1usize << bits;
     // For each worker: the group ids falling into each partition, and its smallest and largest
     // key word.
-    let by_part: Vec<(Vec<Vec<u32>>, (u64, u64))> = locals
+    let by_part: Vec<WorkerParts> = locals
         .par_iter()
         .map(|(words, _)| {
             let mut lists = vec![Vec::new(); parts];
