@@ -31,6 +31,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
+use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::{StreamExt, TryStreamExt};
 use grouper_core::planner::Decision;
 #[cfg(feature = "gpu")]
@@ -50,20 +51,42 @@ pub struct GroupByExec {
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
     ran: Arc<Mutex<Option<Ran>>>,
+    /// Output partitions: each takes a share of the one result's rows.
+    outputs: usize,
+    /// The aggregation run the output partitions share, and how many took it so far (the
+    /// last one clears it, so a later execution runs afresh).
+    run: Arc<Mutex<Option<(Run, usize)>>>,
+}
+
+/// The one aggregation run every output partition awaits.
+type Run = Shared<BoxFuture<'static, std::result::Result<Arc<Ready>, Arc<DataFusionError>>>>;
+
+/// A finished run: the result columns each partition slices its share from, or the spilled
+/// groups (streamed by partition 0 alone).
+enum Ready {
+    Columns(Vec<ArrayRef>, usize),
+    Spilled(Mutex<Option<Box<crate::backend::spill::SpilledGroups>>>),
 }
 
 impl GroupByExec {
     /// A node computing `plan` over `input`, producing `schema` (DataFusion's planned schema),
     /// run as `engine` says.
+    ///
+    /// The result leaves in `outputs` partitions, each a share of its rows, so the operators
+    /// above (a HAVING filter, the repartition a partitioned parent needs) run on as many
+    /// threads: with one partition, TPC-H Q18's 15M groups were hash-repartitioned and
+    /// filtered by one task (the subquery 0.55 s against DataFusion's 0.26 s on 16 threads).
     pub fn new(
         input: Arc<dyn ExecutionPlan>,
         plan: Arc<GroupByPlan>,
         schema: SchemaRef,
         engine: Arc<Engine>,
+        outputs: usize,
     ) -> Self {
+        let outputs = outputs.max(1);
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&schema)),
-            Partitioning::UnknownPartitioning(1),
+            Partitioning::UnknownPartitioning(outputs),
             EmissionType::Final,
             Boundedness::Bounded,
         ));
@@ -75,7 +98,33 @@ impl GroupByExec {
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
             ran: Arc::new(Mutex::new(None)),
+            outputs,
+            run: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Starts the aggregation all output partitions share: what `backend::run` makes of the
+    /// input (CPU, GPU or both), recorded in `ran` for `--explain`.
+    fn start(&self, context: Arc<TaskContext>) -> Result<Run> {
+        let route = Route::choose(&self.engine, &self.plan)?;
+        let baseline = BaselineMetrics::new(&self.metrics, 0);
+        let plan = Arc::clone(&self.plan);
+        let engine = Arc::clone(&self.engine);
+        let ran = Arc::clone(&self.ran);
+        let input = Arc::clone(&self.input);
+        let run = async move {
+            let (out, what) = backend::run(route, input, &plan, &engine, &context, &baseline)
+                .await
+                .map_err(Arc::new)?;
+            if let Ok(mut r) = ran.lock() {
+                *r = Some(what);
+            }
+            Ok(Arc::new(match out {
+                Output::Columns(columns, rows) => Ready::Columns(columns, rows),
+                Output::Spilled(s) => Ready::Spilled(Mutex::new(Some(s))),
+            }))
+        };
+        Ok(run.boxed().shared())
     }
 
     /// What the node computes (keys, arguments, the fused form when there is one).
@@ -122,6 +171,7 @@ impl GroupByExec {
             plan,
             Arc::clone(&self.schema),
             Arc::clone(&self.engine),
+            self.outputs,
         )
     }
 }
@@ -155,6 +205,37 @@ fn slices(
         .step_by(batch_size.max(1))
         .map(|off| Ok(batch.slice(off, batch_size.min(batch.num_rows() - off))))
         .collect()
+}
+
+/// Spilled groups merged partition by partition, one wave per step on a blocking thread.
+fn waves(
+    spilled: Box<crate::backend::spill::SpilledGroups>,
+    schema: SchemaRef,
+    batch_size: usize,
+    baseline: BaselineMetrics,
+) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
+    futures::stream::try_unfold(Some(spilled), move |state| {
+        let (schema, baseline) = (Arc::clone(&schema), baseline.clone());
+        async move {
+            let Some(mut s) = state else {
+                return Ok::<_, DataFusionError>(None);
+            };
+            let (next, s) = tokio::task::spawn_blocking(move || (s.next_wave(), s))
+                .await
+                .map_err(backend::external)?;
+            Ok(next?.map(|wave| {
+                let out: Vec<Result<RecordBatch>> = wave
+                    .into_iter()
+                    .flat_map(|(columns, rows)| {
+                        slices(&schema, columns, rows, batch_size, &baseline)
+                    })
+                    .collect();
+                (futures::stream::iter(out), Some(s))
+            }))
+        }
+    })
+    .try_flatten()
+    .boxed()
 }
 
 impl DisplayAs for GroupByExec {
@@ -229,54 +310,55 @@ impl ExecutionPlan for GroupByExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        if partition != 0 {
+        if partition >= self.outputs {
             return Err(DataFusionError::Internal(format!(
-                "GroupByExec has one partition, asked for {partition}"
+                "GroupByExec has {} partitions, asked for {partition}",
+                self.outputs
             )));
         }
-        let route = Route::choose(&self.engine, &self.plan)?;
+        let run = {
+            let mut slot = self.run.lock().map_err(|_| {
+                DataFusionError::Internal("GroupByExec's shared run was poisoned".into())
+            })?;
+            let run = match slot.as_mut() {
+                Some((run, taken)) => {
+                    *taken += 1;
+                    run.clone()
+                }
+                None => {
+                    let run = self.start(Arc::clone(&context))?;
+                    *slot = Some((run.clone(), 1));
+                    run
+                }
+            };
+            if slot
+                .as_ref()
+                .is_some_and(|(_, taken)| *taken >= self.outputs)
+            {
+                *slot = None;
+            }
+            run
+        };
         let batch_size = context.session_config().batch_size();
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let schema = Arc::clone(&self.schema);
-        let plan = Arc::clone(&self.plan);
-        let engine = Arc::clone(&self.engine);
-        let ran = Arc::clone(&self.ran);
-        let input = Arc::clone(&self.input);
+        let outputs = self.outputs;
         let result = async move {
-            let (out, what) =
-                backend::run(route, input, &plan, &engine, &context, &baseline).await?;
-            if let Ok(mut r) = ran.lock() {
-                *r = Some(what);
-            }
-            Ok::<_, DataFusionError>(match out {
-                Output::Columns(columns, rows) => {
-                    let slices = slices(&schema, columns, rows, batch_size, &baseline);
+            let ready = run.await.map_err(DataFusionError::Shared)?;
+            Ok::<_, DataFusionError>(match &*ready {
+                Ready::Columns(columns, rows) => {
+                    let lo = rows * partition / outputs;
+                    let hi = rows * (partition + 1) / outputs;
+                    let share = columns.iter().map(|c| c.slice(lo, hi - lo)).collect();
+                    let slices = slices(&schema, share, hi - lo, batch_size, &baseline);
                     futures::stream::iter(slices).boxed()
                 }
-                Output::Spilled(spilled) => {
-                    // One wave of partitions merged per step, on a blocking thread.
-                    futures::stream::try_unfold(Some(spilled), move |state| {
-                        let (schema, baseline) = (Arc::clone(&schema), baseline.clone());
-                        async move {
-                            let Some(mut s) = state else {
-                                return Ok::<_, DataFusionError>(None);
-                            };
-                            let (next, s) = tokio::task::spawn_blocking(move || (s.next_wave(), s))
-                                .await
-                                .map_err(backend::external)?;
-                            Ok(next?.map(|wave| {
-                                let out: Vec<Result<RecordBatch>> = wave
-                                    .into_iter()
-                                    .flat_map(|(columns, rows)| {
-                                        slices(&schema, columns, rows, batch_size, &baseline)
-                                    })
-                                    .collect();
-                                (futures::stream::iter(out), Some(s))
-                            }))
-                        }
-                    })
-                    .try_flatten()
-                    .boxed()
+                Ready::Spilled(spilled) => {
+                    let spilled = spilled.lock().ok().and_then(|mut s| s.take());
+                    match spilled {
+                        Some(spilled) => waves(spilled, schema, batch_size, baseline),
+                        None => futures::stream::empty().boxed(),
+                    }
                 }
             })
         };
@@ -289,5 +371,106 @@ impl ExecutionPlan for GroupByExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::catalog::MemTable;
+    use datafusion::physical_plan::{collect, ExecutionPlanProperties};
+
+    use super::*;
+    use crate::{Backend, GrouperConfig};
+
+    fn find(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+        if plan.downcast_ref::<GroupByExec>().is_some() {
+            return Some(Arc::clone(plan));
+        }
+        plan.children().into_iter().find_map(find)
+    }
+
+    #[tokio::test]
+    async fn every_output_partition_takes_a_share_of_one_run() {
+        // 50k rows into 10k groups over 4 partitions: DataFusion's final aggregation was
+        // hash-partitioned 4 ways, so grouper's result leaves in 4 shares of one run.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        let parts = (0..4i64)
+            .map(|p| {
+                let rows = (p * 12_500)..((p + 1) * 12_500);
+                vec![RecordBatch::try_new(
+                    Arc::clone(&schema),
+                    vec![
+                        Arc::new(Int64Array::from_iter_values(
+                            rows.clone().map(|r| r * 7 % 10_000),
+                        )),
+                        Arc::new(Int64Array::from_iter_values(rows)),
+                    ],
+                )
+                .unwrap()]
+            })
+            .collect();
+        let table = Arc::new(MemTable::try_new(schema, parts).unwrap());
+        let sql = "SELECT k, sum(v) AS s FROM t GROUP BY k";
+        let config = GrouperConfig {
+            backend: Backend::Cpu,
+            threads: Some(4),
+            ..Default::default()
+        };
+        let ctx = crate::session_context(&config).unwrap();
+        ctx.register_table("t", Arc::clone(&table) as _).unwrap();
+        let plan = ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let node = find(&plan).expect("a GroupByExec");
+        assert_eq!(node.output_partitioning().partition_count(), 4);
+        let mut shares = Vec::new();
+        for p in 0..4 {
+            let batches = datafusion::physical_plan::common::collect(
+                node.execute(p, ctx.task_ctx()).unwrap(),
+            )
+            .await
+            .unwrap();
+            shares.push(batches.iter().map(RecordBatch::num_rows).sum::<usize>());
+        }
+        assert_eq!(shares.iter().sum::<usize>(), 10_000, "{shares:?}");
+        assert!(shares.iter().all(|&n| n == 2_500), "{shares:?}");
+        assert!(node.execute(4, ctx.task_ctx()).is_err());
+        // The whole plan (made again: DataFusion's repartitions below run once a plan) answers
+        // as DataFusion does.
+        let df = crate::session_context(&GrouperConfig {
+            backend: Backend::DataFusion,
+            ..config.clone()
+        })
+        .unwrap();
+        df.register_table("t", table as _).unwrap();
+        let sorted = |b: &[RecordBatch]| {
+            let mut l: Vec<String> = arrow::util::pretty::pretty_format_batches(b)
+                .unwrap()
+                .to_string()
+                .lines()
+                .map(str::to_string)
+                .collect();
+            l.sort();
+            l
+        };
+        let want = sorted(&df.sql(sql).await.unwrap().collect().await.unwrap());
+        let plan = ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let got = collect(plan, ctx.task_ctx()).await.unwrap();
+        assert_eq!(sorted(&got), want);
     }
 }

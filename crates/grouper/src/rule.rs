@@ -107,11 +107,19 @@ impl GrouperRule {
                 .push(format!("gby=[{}]: {why}", keys.join(", ")));
             return Ok(None);
         }
+        // Where DataFusion's aggregation left several hash partitions, grouper's result leaves
+        // in as many shares (the operators above run on as many threads) and is repartitioned
+        // by the same hash for parents that rely on it; a single partition stays single.
+        let outputs = match plan.output_partitioning() {
+            Partitioning::Hash(_, n) if *n > 1 => *n,
+            _ => 1,
+        };
         let node: Arc<dyn ExecutionPlan> = Arc::new(GroupByExec::new(
             Arc::clone(lower.input()),
             Arc::new(group_by),
             schema,
             Arc::clone(&self.engine),
+            outputs,
         ));
         Ok(Some(match plan.output_partitioning() {
             p @ Partitioning::Hash(_, n) if *n > 1 => {
