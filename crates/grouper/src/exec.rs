@@ -382,6 +382,7 @@ mod tests {
     use datafusion::physical_plan::{collect, ExecutionPlanProperties};
 
     use super::*;
+    use crate::test_support::answer_lines;
     use crate::{Backend, GrouperConfig};
 
     fn find(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
@@ -452,17 +453,7 @@ mod tests {
         })
         .unwrap();
         df.register_table("t", table as _).unwrap();
-        let sorted = |b: &[RecordBatch]| {
-            let mut l: Vec<String> = arrow::util::pretty::pretty_format_batches(b)
-                .unwrap()
-                .to_string()
-                .lines()
-                .map(str::to_string)
-                .collect();
-            l.sort();
-            l
-        };
-        let want = sorted(&df.sql(sql).await.unwrap().collect().await.unwrap());
+        let want = answer_lines(&df.sql(sql).await.unwrap().collect().await.unwrap(), false);
         let plan = ctx
             .sql(sql)
             .await
@@ -471,6 +462,6 @@ mod tests {
             .await
             .unwrap();
         let got = collect(plan, ctx.task_ctx()).await.unwrap();
-        assert_eq!(sorted(&got), want);
+        assert_eq!(answer_lines(&got, false), want);
     }
 }

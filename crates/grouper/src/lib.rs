@@ -32,6 +32,8 @@ pub mod profile_store;
 pub mod rule;
 pub mod session;
 mod stats;
+#[cfg(test)]
+mod test_support;
 pub mod top_n;
 
 pub use config::{Backend, Split};

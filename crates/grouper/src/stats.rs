@@ -170,9 +170,7 @@ pub(crate) fn sampled_range(input: &Arc<dyn ExecutionPlan>, index: usize) -> Opt
             break;
         }
     }
-    let ds = input.downcast_ref::<DataSourceExec>()?;
-    let mem =
-        (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<MemorySourceConfig>()?;
+    let mem = memory_source(input)?;
     let column = match mem.projection() {
         Some(p) => *p.get(index)?,
         None => index,
@@ -210,6 +208,12 @@ pub(crate) fn sampled_range(input: &Arc<dyn ExecutionPlan>, index: usize) -> Opt
         }
     }
     range
+}
+
+/// The in-memory table `plan` scans, when it is one.
+pub(crate) fn memory_source(plan: &Arc<dyn ExecutionPlan>) -> Option<&MemorySourceConfig> {
+    let ds = plan.downcast_ref::<DataSourceExec>()?;
+    (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<MemorySourceConfig>()
 }
 
 /// `v` as an ordinal of type `t` (booleans as 0 and 1); `None` for strings, floats and values

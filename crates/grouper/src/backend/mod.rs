@@ -22,8 +22,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
-#[cfg(feature = "gpu")]
-use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
@@ -355,9 +353,7 @@ pub(crate) fn over_budget(e: DataFusionError) -> DataFusionError {
 /// Rows of `source` when it is an in-memory table.
 #[cfg(feature = "gpu")]
 pub(crate) fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
-    let ds = source.downcast_ref::<DataSourceExec>()?;
-    let mem =
-        (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<MemorySourceConfig>()?;
+    let mem = crate::stats::memory_source(source)?;
     Some(
         mem.partitions()
             .iter()

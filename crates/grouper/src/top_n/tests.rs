@@ -12,6 +12,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use super::contains_top_per_group;
+use crate::test_support::answer_lines;
 use crate::{Backend, GrouperConfig};
 
 /// `rows` random rows in `parts` partitions: `k` (0..groups, 3% NULL), `s` (a few strings),
@@ -70,17 +71,11 @@ fn table(rows: usize, groups: i64, parts: usize, seed: u64) -> MemTable {
 
 /// The answer's rows as text (sorted unless `ordered`) and whether the plan selected per group.
 async fn run(
-    backend: Backend,
+    config: GrouperConfig,
     t: &Arc<MemTable>,
     sql: &str,
     ordered: bool,
-    threads: usize,
 ) -> (Vec<String>, bool) {
-    let config = GrouperConfig {
-        backend,
-        threads: Some(threads),
-        ..Default::default()
-    };
     let ctx: SessionContext = crate::session_context(&config).unwrap();
     ctx.register_table("t", Arc::clone(t) as _).unwrap();
     let plan = ctx
@@ -91,16 +86,19 @@ async fn run(
         .await
         .unwrap();
     let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
-    let mut rows: Vec<String> = arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    if !ordered {
-        rows.sort();
+    (
+        answer_lines(&batches, ordered),
+        contains_top_per_group(&plan),
+    )
+}
+
+/// A session of `backend` on `threads` threads.
+fn on(backend: Backend, threads: usize) -> GrouperConfig {
+    GrouperConfig {
+        backend,
+        threads: Some(threads),
+        ..Default::default()
     }
-    (rows, contains_top_per_group(&plan))
 }
 
 #[tokio::test]
@@ -174,8 +172,8 @@ async fn top_rows_per_group_equal_the_sort_plans() {
     for (rows, groups, parts, seed) in [(1, 1, 1, 1), (5000, 7, 2, 2), (60_000, 300, 3, 3)] {
         let t = Arc::new(table(rows, groups, parts, seed));
         for (sql, ordered, replaced) in &cases {
-            let (want, _) = run(Backend::DataFusion, &t, sql, *ordered, 3).await;
-            let (got, top) = run(Backend::Cpu, &t, sql, *ordered, 3).await;
+            let (want, _) = run(on(Backend::DataFusion, 3), &t, sql, *ordered).await;
+            let (got, top) = run(on(Backend::Cpu, 3), &t, sql, *ordered).await;
             assert_eq!(top, *replaced && rows > 1, "{sql}");
             assert_eq!(got, want, "{rows} rows, {groups} groups: {sql}");
         }
@@ -196,30 +194,12 @@ async fn a_memory_limit_compacts_instead_of_failing() {
         .collect();
     let t = Arc::new(MemTable::try_new(one.schema(), vec![slices]).unwrap());
     let sql = "SELECT k, w, rn FROM (SELECT k, w, row_number() OVER (PARTITION BY k ORDER BY w DESC) AS rn FROM t) q WHERE rn <= 2";
-    let (want, _) = run(Backend::DataFusion, &t, sql, false, 1).await;
-    let config = GrouperConfig {
-        backend: Backend::Cpu,
-        threads: Some(1),
+    let (want, _) = run(on(Backend::DataFusion, 1), &t, sql, false).await;
+    let limited = GrouperConfig {
         memory_limit: Some(2 << 20),
-        ..Default::default()
+        ..on(Backend::Cpu, 1)
     };
-    let ctx: SessionContext = crate::session_context(&config).unwrap();
-    ctx.register_table("t", Arc::clone(&t) as _).unwrap();
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    assert!(contains_top_per_group(&plan));
-    let batches = collect(plan, ctx.task_ctx()).await.unwrap();
-    let mut got: Vec<String> = arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    got.sort();
+    let (got, top) = run(limited, &t, sql, false).await;
+    assert!(top);
     assert_eq!(got, want);
 }
