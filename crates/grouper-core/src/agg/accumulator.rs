@@ -36,6 +36,8 @@ pub trait GroupAccumulator: Send + Sync {
     fn resize(&mut self, n: usize);
     /// Folds row `i` of `input` into group `gids[i]`; every id must be below `len()`.
     fn update(&mut self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()>;
+    /// Folds every row of `input` (`rows` rows) into group `gid` ([`Aggregate::update_one`]).
+    fn update_one(&mut self, gid: u32, rows: usize, input: Option<&ArrayRef>) -> Result<()>;
     /// Merges group `src[i]` of `other` (the same aggregate) into group `dst[i]` of `self`.
     fn merge(&mut self, other: &dyn GroupAccumulator, src: &[u32], dst: &[u32]) -> Result<()>;
     /// The SQL results for all groups, or for the groups in `select` in that order.
@@ -87,6 +89,11 @@ impl<A: Aggregate> GroupAccumulator for Groups<A> {
 
     fn update(&mut self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()> {
         self.agg.update_batch(&mut self.states, gids, input)
+    }
+
+    fn update_one(&mut self, gid: u32, rows: usize, input: Option<&ArrayRef>) -> Result<()> {
+        self.agg
+            .update_one(&mut self.states[gid as usize], rows, input)
     }
 
     fn merge(&mut self, other: &dyn GroupAccumulator, src: &[u32], dst: &[u32]) -> Result<()> {

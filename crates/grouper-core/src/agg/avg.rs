@@ -8,8 +8,9 @@ use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 
 use super::columns::{load_pairs, save_pairs};
+use super::sum::SumNative;
 use super::words::{overflow, FieldWords, Input, Op};
-use super::{downcast_input, fold_valid, for_each_valid, Aggregate};
+use super::{downcast_input, fold_valid, update_one_by_ids, for_each_valid, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
@@ -52,6 +53,21 @@ impl Aggregate for Avg {
             Avg::update(&mut states[g], values[row]);
             Ok(())
         })
+    }
+    fn update_one(
+        &self,
+        state: &mut Self::State,
+        rows: usize,
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let array = downcast_input::<Float64Array>(input, "avg")?;
+        if array.null_count() > 0 {
+            return update_one_by_ids(self, state, rows, input);
+        }
+        // In row order, as the row loop adds.
+        state.sum = array.values().iter().fold(state.sum, |s, &v| s + v);
+        state.count += array.len() as i64;
+        Ok(())
     }
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
         state.sum += other.sum;
@@ -151,6 +167,24 @@ impl Aggregate for AvgDecimal {
             |s, v| self.update(s, v),
             || self.overflow(),
         )
+    }
+    fn update_one(
+        &self,
+        state: &mut Self::State,
+        rows: usize,
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        let array = downcast_input::<Decimal128Array>(input, "avg")?;
+        if array.null_count() > 0 {
+            return update_one_by_ids(self, state, rows, input);
+        }
+        let (sum, overflow) = i128::add_all(state.sum, array.values());
+        state.sum = sum;
+        state.count += array.len() as i64;
+        if overflow {
+            return Err(self.overflow());
+        }
+        Ok(())
     }
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
         state.sum = state

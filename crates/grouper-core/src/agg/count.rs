@@ -45,6 +45,10 @@ impl Aggregate for CountStar {
         }
         Ok(())
     }
+    fn update_one(&self, state: &mut i64, rows: usize, _: Option<&ArrayRef>) -> Result<()> {
+        *state += rows as i64;
+        Ok(())
+    }
     fn merge(&self, state: &mut i64, other: &i64) -> Result<()> {
         *state += *other;
         Ok(())
@@ -77,6 +81,12 @@ impl Aggregate for Count {
             count_update(&mut states[g]);
             Ok(())
         })
+    }
+    fn update_one(&self, state: &mut i64, _: usize, input: Option<&ArrayRef>) -> Result<()> {
+        let input =
+            input.ok_or_else(|| GrouperError::InvalidInput("count(x) needs input".into()))?;
+        *state += (input.len() - input.logical_null_count()) as i64;
+        Ok(())
     }
     fn merge(&self, state: &mut i64, other: &i64) -> Result<()> {
         *state += *other;

@@ -168,6 +168,19 @@ pub trait Aggregate: Send + Sync + 'static {
         gids: &[u32],
         input: Option<&ArrayRef>,
     ) -> Result<()>;
+    /// Folds every row of `input` (`rows` of them: `COUNT(*)` has no input) into one state:
+    /// `update_batch` for a batch whose rows all fall in one group (a constant key, a run of
+    /// sorted keys, no GROUP BY). Sums and counts override it with a reduction that reads no
+    /// group ids and keeps no state in memory between rows; the default is `update_batch`
+    /// with every id 0.
+    fn update_one(
+        &self,
+        state: &mut Self::State,
+        rows: usize,
+        input: Option<&ArrayRef>,
+    ) -> Result<()> {
+        update_one_by_ids(self, state, rows, input)
+    }
     /// Combines a partial state into another.
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()>;
     /// The SQL results of a list of states, in order.
@@ -177,6 +190,18 @@ pub trait Aggregate: Send + Sync + 'static {
     fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef>;
     /// The states [`Aggregate::save`] wrote, in order.
     fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>>;
+}
+
+/// [`Aggregate::update_one`] through `update_batch` with every group id 0 (the default, and
+/// the overrides' path for inputs with NULLs).
+pub(crate) fn update_one_by_ids<A: Aggregate + ?Sized>(
+    agg: &A,
+    state: &mut A::State,
+    rows: usize,
+    input: Option<&ArrayRef>,
+) -> Result<()> {
+    let gids = vec![0u32; rows];
+    agg.update_batch(std::slice::from_mut(state), &gids, input)
 }
 
 /// Downcasts `input` to the concrete array type an aggregate reads, or explains the mismatch.
@@ -251,6 +276,87 @@ pub(crate) fn for_each_valid(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    use arrow::array::{Array, Decimal128Array, Float64Array, Int64Array, UInt64Array};
+    use proptest::prelude::*;
+
+    /// `rows` values drawn from `v` (NULL where `null` is set) as a column of type `t`.
+    fn column(t: &DataType, v: &[(i64, bool)]) -> ArrayRef {
+        let opt = |&(x, null): &(i64, bool)| (!null).then_some(x);
+        match t {
+            DataType::Int64 => Arc::new(v.iter().map(opt).collect::<Int64Array>()),
+            DataType::UInt64 => Arc::new(
+                v.iter()
+                    .map(|p| opt(p).map(|x| x as u64))
+                    .collect::<UInt64Array>(),
+            ),
+            DataType::Float64 => Arc::new(
+                v.iter()
+                    .map(|p| opt(p).map(|x| x as f64 / 7.0))
+                    .collect::<Float64Array>(),
+            ),
+            _ => Arc::new(
+                v.iter()
+                    .map(|p| opt(p).map(|x| i128::from(x) * 1_000_000_007))
+                    .collect::<Decimal128Array>()
+                    .with_data_type(t.clone()),
+            ),
+        }
+    }
+
+    proptest! {
+        /// Every aggregate's `update_one` (one group's rows at once) leaves the state that
+        /// `update` with every group id 0 leaves, from an empty state and after a first batch:
+        /// the same sums (exact, 64-bit values at their limits), counts, NULLs skipped, and the
+        /// same overflow errors.
+        #[test]
+        fn one_group_updates_equal_the_row_loop(
+            first in prop::collection::vec((any::<i64>(), any::<bool>()), 0..50),
+            values in prop::collection::vec(
+                (prop_oneof![any::<i64>(), Just(i64::MAX), Just(i64::MIN), -1000i64..1000], prop::bool::weighted(0.2)),
+                0..300,
+            ),
+            nulls in any::<bool>(),
+        ) {
+            let values: Vec<(i64, bool)> = values.into_iter().map(|(x, n)| (x, n && nulls)).collect();
+            let types = [
+                DataType::Int64,
+                DataType::UInt64,
+                DataType::Float64,
+                DataType::Decimal128(38, 2),
+            ];
+            for t in &types {
+                for kind in [AggKind::CountStar, AggKind::Count, AggKind::Sum, AggKind::Avg] {
+                    let spec = if kind == AggKind::CountStar {
+                        AggregateSpec::count_star()
+                    } else {
+                        AggregateSpec::new(kind, t.clone())
+                    };
+                    if spec.output_type().is_err() {
+                        continue;
+                    }
+                    let input = (kind != AggKind::CountStar).then(|| column(t, &values));
+                    let start = (kind != AggKind::CountStar).then(|| column(t, &first));
+                    let run = |one: bool| -> Result<ArrayRef> {
+                        let mut acc = new_accumulator(&spec)?;
+                        acc.resize(1);
+                        acc.update(&vec![0; first.len()], start.as_ref())?;
+                        if one {
+                            acc.update_one(0, values.len(), input.as_ref())?;
+                        } else {
+                            acc.update(&vec![0; values.len()], input.as_ref())?;
+                        }
+                        acc.finalize(None)
+                    };
+                    match (run(true), run(false)) {
+                        (Ok(a), Ok(b)) => prop_assert_eq!(a.to_data(), b.to_data(), "{:?} {:?}", kind, t),
+                        (a, b) => prop_assert_eq!(a.is_err(), b.is_err(), "{:?} {:?}: {:?} / {:?}", kind, t, a.err(), b.err()),
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn output_types_follow_datafusion() {

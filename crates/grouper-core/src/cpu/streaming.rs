@@ -70,6 +70,9 @@ impl Partial {
         morsel: &InputBatch,
         gids: &mut Vec<u32>,
     ) -> Result<()> {
+        if let Some(&first) = words.first().filter(|&&w| words.iter().all(|&x| x == w)) {
+            return self.update_one(first, words.len(), morsel, gids);
+        }
         self.index.intern(words, gids);
         if self.lanes > 1 {
             let mask = self.lanes - 1;
@@ -83,6 +86,29 @@ impl Partial {
             morsel,
             self.index.len() * self.lanes as usize,
         )
+    }
+
+    /// Folds a morsel whose `rows` rows all have the key word `word` (one group: a constant
+    /// key, a run of sorted keys, no GROUP BY) with each aggregate's reduction over the whole
+    /// morsel ([`crate::agg::Aggregate::update_one`]): no group id per row, and sums that the
+    /// compiler vectorises. At one group the row loop was ~4 ns a row on 2 cores; DuckDB's
+    /// ~3.5 (`bench cpu-sweep`, 1 group).
+    fn update_one(
+        &mut self,
+        word: u64,
+        rows: usize,
+        morsel: &InputBatch,
+        gids: &mut Vec<u32>,
+    ) -> Result<()> {
+        self.index.intern(&[word], gids);
+        // Lane 0 of the group's copies.
+        let g = gids[0] * self.lanes;
+        let groups = self.index.len() * self.lanes as usize;
+        for (acc, arg) in self.accs.iter_mut().zip(&morsel.args) {
+            acc.resize(groups);
+            acc.update_one(g, rows, arg.as_ref())?;
+        }
+        Ok(())
     }
 
     /// The key words of the groups with rows and their accumulators, compacted to those groups.

@@ -414,6 +414,23 @@ fn lane_copies_survive_a_codec_widening() {
 }
 
 #[test]
+fn batches_of_one_group_fold_at_once() {
+    // Sorted keys over 1–3 groups: most morsels hold one key word, which a streaming worker
+    // folds with each aggregate's reduction (`update_one`) instead of the row loop; the morsels
+    // across a key change take the row loop. NULL values and keys, and no GROUP BY, too.
+    for (keys, groups, null_pct) in [
+        (vec![KeyKind::I64], 1, 0),
+        (vec![KeyKind::I64], 3, 20),
+        (vec![KeyKind::Str, KeyKind::Bool], 2, 0),
+        (vec![KeyKind::Dec], 3, 0),
+        (vec![], 1, 10),
+    ] {
+        let (spec, input) = build(50_000, groups, &keys, Dist::Sorted, null_pct, 7, 4);
+        check_all(&spec, &input, HashFn::Murmur3, None);
+    }
+}
+
+#[test]
 fn wide_composite_keys_take_the_interned_path() {
     // Three u64 keys spread over the full range: the domain exceeds 2^64.
     let (spec, input) = build(
