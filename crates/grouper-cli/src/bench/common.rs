@@ -51,6 +51,35 @@ pub(crate) async fn time_sql_runs(
     Ok(runs)
 }
 
+/// Median wall-clock milliseconds of `sql` on each of `ctxs`, which take turns run by run
+/// after a warm-up each (an engine's error is its entry). Timed one engine after another, the
+/// first, on freshly generated data, read up to 2x slower than the last on the same plan
+/// (`bench cpu-sweep` at 2^18 groups: `auto` on DataFusion's plan 492-815 ms against
+/// DataFusion's 318-390; level when interleaved).
+pub(crate) async fn time_interleaved(
+    ctxs: &[&SessionContext],
+    sql: &str,
+    reps: usize,
+) -> Vec<Result<f64>> {
+    let mut runs = Vec::with_capacity(ctxs.len());
+    for ctx in ctxs {
+        runs.push(time_sql_once(ctx, sql).await.map(|_| Vec::new()));
+    }
+    for _ in 0..reps.max(1) {
+        for (ctx, r) in ctxs.iter().zip(&mut runs) {
+            if let Ok(times) = r {
+                match time_sql_once(ctx, sql).await {
+                    Ok(t) => times.push(t),
+                    Err(e) => *r = Err(e),
+                }
+            }
+        }
+    }
+    runs.into_iter()
+        .map(|r| r.map(|times| median(&times)))
+        .collect()
+}
+
 /// Wall-clock milliseconds of one run of `sql` on `ctx` (planning excluded).
 pub(crate) async fn time_sql_once(ctx: &SessionContext, sql: &str) -> Result<f64> {
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;

@@ -12,7 +12,7 @@ use datafusion::catalog::MemTable;
 use serde_json::{json, Value};
 
 use crate::bench::common::{
-    duckdb, engines, git_commit, q1_lineitem, time_sql, time_sql_once, write_json, SWEEP_SQL,
+    duckdb, engines, git_commit, q1_lineitem, time_interleaved, time_sql, write_json, SWEEP_SQL,
 };
 use crate::synthetic::{self, Dist, KeyType, Spec};
 
@@ -69,10 +69,6 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
             };
             let batches = synthetic::generate(&spec)?;
             let mut ms = serde_json::Map::new();
-            // The engines take turns run by run (after a warm-up each): timed one after the
-            // other, the first on freshly generated data read up to 2x slower than the last
-            // on the same plan (2^18 groups: `auto`, DataFusion's plan there, 492-815 ms
-            // against DataFusion's 318-390; level when paired).
             let mut contexts = Vec::new();
             for (name, config) in &engines {
                 let ctx = grouper::session_context(config)?;
@@ -84,28 +80,15 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
                         .collect(),
                 )?;
                 ctx.register_table("t", Arc::new(table))?;
-                match time_sql_once(&ctx, SWEEP_SQL).await {
-                    Ok(_) => contexts.push((name.clone(), ctx, Vec::new())),
-                    Err(e) => {
-                        ms.insert(name.clone(), json!(format!("error: {e}")));
-                    }
-                }
+                contexts.push((name.clone(), ctx));
             }
-            for _ in 0..a.reps.max(1) {
-                for (name, ctx, runs) in &mut contexts {
-                    match time_sql_once(ctx, SWEEP_SQL).await {
-                        Ok(t) => runs.push(t),
-                        Err(e) => {
-                            ms.insert(name.clone(), json!(format!("error: {e}")));
-                        }
-                    }
-                }
-            }
-            for (name, _, mut runs) in contexts {
-                runs.sort_by(f64::total_cmp);
-                if let (false, Some(&median)) = (ms.contains_key(&name), runs.get(runs.len() / 2)) {
-                    ms.insert(name, json!(median));
-                }
+            let ctxs: Vec<_> = contexts.iter().map(|(_, c)| c).collect();
+            let times = time_interleaved(&ctxs, SWEEP_SQL, a.reps).await;
+            for ((name, _), t) in contexts.iter().zip(times) {
+                match t {
+                    Ok(t) => ms.insert(name.clone(), json!(t)),
+                    Err(e) => ms.insert(name.clone(), json!(format!("error: {e}"))),
+                };
             }
             if let Some((v, t)) = duckdb(&a.python, &batches, "t", threads, a.reps, &[SWEEP_SQL])? {
                 duck_version = v;

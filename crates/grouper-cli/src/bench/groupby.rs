@@ -24,7 +24,7 @@ use grouper::GrouperConfig;
 use serde_json::{json, Map, Value};
 
 use crate::bench::answers;
-use crate::bench::common::{device, duckdb_parts, git_commit, median, time_sql_once, write_json};
+use crate::bench::common::{device, duckdb_parts, git_commit, time_interleaved, write_json};
 use crate::groupby_data::{generate, Spec};
 
 /// The suite's ten questions (its DuckDB script's SQL, table `x`) and the value columns whose
@@ -218,16 +218,10 @@ pub async fn groupby(a: GroupbyArgs) -> Result<()> {
                         })
                         .collect::<Vec<_>>()
                 });
-            for (name, ctx) in &sessions {
-                let timed = async {
-                    time_sql_once(ctx, sql).await?;
-                    let mut runs = Vec::new();
-                    for _ in 0..a.runs.max(1) {
-                        runs.push(time_sql_once(ctx, sql).await?);
-                    }
-                    Ok::<_, anyhow::Error>(median(&runs))
-                };
-                match timed.await {
+            let ctxs: Vec<_> = sessions.iter().map(|(_, c)| c).collect();
+            let times = time_interleaved(&ctxs, sql, a.runs).await;
+            for ((name, ctx), timed) in sessions.iter().zip(times) {
+                match timed {
                     Ok(m) => {
                         ms.insert(name.to_string(), json!(m));
                         let ours = vec![first_row(ctx, &summary(q)).await?];

@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 use super::columns::{load_pairs, save_pairs};
 use super::sum::SumNative;
 use super::words::{overflow, FieldWords, Input, Op};
-use super::{downcast_input, fold_valid, update_one_by_ids, for_each_valid, Aggregate};
+use super::{downcast_input, fold_valid, for_each_valid, update_one_by_ids, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 

@@ -90,7 +90,11 @@ macro_rules! exact_sum_native {
     };
 }
 exact_sum_native!(i128);
-exact_sum_native!(i64, |v: &[i64]| split_sum(v, |x| x >> 32, |x| x as u32 as u64));
+exact_sum_native!(i64, |v: &[i64]| split_sum(
+    v,
+    |x| x >> 32,
+    |x| x as u32 as u64
+));
 exact_sum_native!(u64, |v: &[u64]| split_sum(
     v,
     |x| (x >> 32) as i64,
