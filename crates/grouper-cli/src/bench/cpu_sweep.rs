@@ -37,7 +37,7 @@ pub struct SweepArgs {
     #[arg(long, default_value = ".venv/bin/python")]
     python: PathBuf,
     /// Also time every strategy, not just auto.
-    #[arg(long, default_value_t = true)]
+    #[arg(long)]
     strategies: bool,
     /// Where to write the JSON result.
     #[arg(long, default_value = "bench/results/cpu-sweep.json")]
