@@ -46,5 +46,5 @@ pub mod trace;
 pub mod tune;
 
 pub use error::{GrouperError, Result};
-pub use executor::{aggregate, AggregateOutput, Aggregation, Options, Worker};
+pub use executor::{aggregate, AggregateOutput, AggregateParts, Aggregation, Options, Worker};
 pub use input::{InputBatch, QuerySpec};

@@ -61,10 +61,11 @@ pub struct GroupByExec {
 /// The one aggregation run every output partition awaits.
 type Run = Shared<BoxFuture<'static, std::result::Result<Arc<Ready>, Arc<DataFusionError>>>>;
 
-/// A finished run: the result columns each partition slices its share from, or the spilled
-/// groups (streamed by partition 0 alone).
+/// A finished run: the result's parts (each with every column) and its rows, which each
+/// partition slices its share of rows from, or the spilled groups (streamed by partition 0
+/// alone).
 enum Ready {
-    Columns(Vec<ArrayRef>, usize),
+    Parts(Vec<Vec<ArrayRef>>, usize),
     Spilled(Mutex<Option<Box<crate::backend::spill::SpilledGroups>>>),
 }
 
@@ -120,7 +121,7 @@ impl GroupByExec {
                 *r = Some(what);
             }
             Ok(Arc::new(match out {
-                Output::Columns(columns, rows) => Ready::Columns(columns, rows),
+                Output::Parts(parts, rows) => Ready::Parts(parts, rows),
                 Output::Spilled(s) => Ready::Spilled(Mutex::new(Some(s))),
             }))
         };
@@ -205,6 +206,28 @@ fn slices(
         .step_by(batch_size.max(1))
         .map(|off| Ok(batch.slice(off, batch_size.min(batch.num_rows() - off))))
         .collect()
+}
+
+/// The rows `range` of a result in `parts` (of `rows` rows in all), as slices of the parts
+/// it spans with their row counts. A part without columns (no keys, no aggregates) counts
+/// as all of `rows`.
+fn share(
+    parts: &[Vec<ArrayRef>],
+    rows: usize,
+    range: std::ops::Range<usize>,
+) -> Vec<(Vec<ArrayRef>, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for part in parts {
+        let len = part.first().map_or(rows, |c| c.len());
+        let (lo, hi) = (range.start.max(start), range.end.min(start + len));
+        if lo < hi {
+            let cols = part.iter().map(|c| c.slice(lo - start, hi - lo)).collect();
+            out.push((cols, hi - lo));
+        }
+        start += len;
+    }
+    out
 }
 
 /// Spilled groups merged partition by partition, one wave per step on a blocking thread.
@@ -346,11 +369,13 @@ impl ExecutionPlan for GroupByExec {
         let result = async move {
             let ready = run.await.map_err(DataFusionError::Shared)?;
             Ok::<_, DataFusionError>(match &*ready {
-                Ready::Columns(columns, rows) => {
+                Ready::Parts(parts, rows) => {
                     let lo = rows * partition / outputs;
                     let hi = rows * (partition + 1) / outputs;
-                    let share = columns.iter().map(|c| c.slice(lo, hi - lo)).collect();
-                    let slices = slices(&schema, share, hi - lo, batch_size, &baseline);
+                    let slices = share(parts, *rows, lo..hi)
+                        .into_iter()
+                        .flat_map(|(cols, n)| slices(&schema, cols, n, batch_size, &baseline))
+                        .collect::<Vec<_>>();
                     futures::stream::iter(slices).boxed()
                 }
                 Ready::Spilled(spilled) => {
@@ -384,6 +409,48 @@ mod tests {
     use super::*;
     use crate::test_support::answer_lines;
     use crate::{Backend, GrouperConfig};
+
+    #[test]
+    fn shares_of_parts_cover_each_row_once_in_order() {
+        // Parts of 3, 0, 5 and 2 rows (two columns each): every split of the 10 rows into
+        // consecutive shares gives them back in order, slices spanning part boundaries.
+        let lens = [3usize, 0, 5, 2];
+        let mut next = 0i64;
+        let parts: Vec<Vec<ArrayRef>> = lens
+            .iter()
+            .map(|&n| {
+                let v: Vec<i64> = (next..next + n as i64).collect();
+                next += n as i64;
+                let a: ArrayRef = Arc::new(Int64Array::from(v.clone()));
+                let b: ArrayRef = Arc::new(Int64Array::from_iter_values(v.iter().map(|x| -x)));
+                vec![a, b]
+            })
+            .collect();
+        for outputs in 1..=11 {
+            let mut seen = Vec::new();
+            for p in 0..outputs {
+                let range = 10 * p / outputs..10 * (p + 1) / outputs;
+                let mut n = 0;
+                for (cols, rows) in share(&parts, 10, range.clone()) {
+                    assert!(rows > 0);
+                    assert_eq!(cols.len(), 2);
+                    let a = cols[0].as_any().downcast_ref::<Int64Array>().unwrap();
+                    let b = cols[1].as_any().downcast_ref::<Int64Array>().unwrap();
+                    assert_eq!((a.len(), b.len()), (rows, rows));
+                    for i in 0..rows {
+                        assert_eq!(b.value(i), -a.value(i));
+                        seen.push(a.value(i));
+                    }
+                    n += rows;
+                }
+                assert_eq!(n, range.len());
+            }
+            assert_eq!(seen, (0..10).collect::<Vec<_>>(), "{outputs} outputs");
+        }
+        // No columns (no keys, no aggregates): one part counts all rows.
+        assert_eq!(share(&[vec![]], 1, 0..1).len(), 1);
+        assert!(share(&[vec![]], 1, 1..1).is_empty());
+    }
 
     fn find(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         if plan.downcast_ref::<GroupByExec>().is_some() {

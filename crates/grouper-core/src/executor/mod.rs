@@ -49,6 +49,43 @@ pub struct AggregateOutput {
     pub decision: Option<Decision>,
 }
 
+/// The result of a query in parts as the merge left them (one per result chunk, each with
+/// every key and aggregate column), so that a consumer that streams batches need not copy
+/// them into one array per column ([`AggregateParts::concat`] does that for the others).
+/// TPC-H Q18's subquery at SF 10 has 15M groups: one thread concatenating them held the other
+/// workers idle.
+#[derive(Debug)]
+pub struct AggregateParts {
+    /// Key columns, then aggregate columns, of each part.
+    pub parts: Vec<Vec<ArrayRef>>,
+    /// Number of result groups, over all parts.
+    pub num_rows: usize,
+    /// The planner's decision (`None` when no input row arrived).
+    pub decision: Option<Decision>,
+}
+
+impl AggregateParts {
+    /// The parts as one array per column.
+    pub fn concat(mut self) -> Result<AggregateOutput> {
+        let columns = if self.parts.len() == 1 {
+            self.parts.pop().unwrap_or_default()
+        } else {
+            (0..self.parts.first().map_or(0, Vec::len))
+                .map(|c| {
+                    let arrays: Vec<&dyn arrow::array::Array> =
+                        self.parts.iter().map(|p| p[c].as_ref()).collect();
+                    concat(&arrays)
+                })
+                .collect::<std::result::Result<_, _>>()?
+        };
+        Ok(AggregateOutput {
+            columns,
+            num_rows: self.num_rows,
+            decision: self.decision,
+        })
+    }
+}
+
 /// The codec in force and the plan made from the first batch.
 #[derive(Clone)]
 struct Plan {
@@ -277,6 +314,11 @@ impl Aggregation {
 
     /// Merges the workers' groups and produces the result.
     pub fn finish(&self, workers: Vec<Worker>) -> Result<AggregateOutput> {
+        self.finish_parts(workers)?.concat()
+    }
+
+    /// Merges the workers' groups and produces the result in the merge's parts.
+    pub fn finish_parts(&self, workers: Vec<Worker>) -> Result<AggregateParts> {
         match self.merged(workers)? {
             Some((chunks, codec, decision)) => self.assemble(chunks, &codec, decision),
             None => self.empty(None),
@@ -382,18 +424,18 @@ impl Aggregation {
         Ok((chunks, Arc::new(codec)))
     }
 
-    /// Decodes and finalizes chunks into the result columns.
+    /// Decodes and finalizes chunks into the result's parts.
     fn assemble(
         &self,
         chunks: Vec<Chunk>,
         codec: &KeyCodec,
         decision: Decision,
-    ) -> Result<AggregateOutput> {
+    ) -> Result<AggregateParts> {
         // Chunks decode and finalize in parallel: with millions of groups (TPC-H Q18's
         // subquery, 15M at SF 10) one thread decoding them all held 15 others idle.
         let chunks: Vec<Chunk> = chunks.into_iter().filter(|c| !c.words.is_empty()).collect();
         let num_rows = chunks.iter().map(|c| c.words.len()).sum();
-        let mut parts: Vec<Vec<ArrayRef>> = chunks
+        let parts: Vec<Vec<ArrayRef>> = chunks
             .into_par_iter()
             .map(|chunk| {
                 let mut cols = codec.decode(&chunk.words)?;
@@ -404,19 +446,8 @@ impl Aggregation {
         if parts.is_empty() {
             return self.empty(Some(decision));
         }
-        let columns = if parts.len() == 1 {
-            parts.pop().unwrap_or_default()
-        } else {
-            (0..parts[0].len())
-                .map(|c| {
-                    let arrays: Vec<&dyn arrow::array::Array> =
-                        parts.iter().map(|p| p[c].as_ref()).collect();
-                    concat(&arrays)
-                })
-                .collect::<std::result::Result<_, _>>()?
-        };
-        Ok(AggregateOutput {
-            columns,
+        Ok(AggregateParts {
+            parts,
             num_rows,
             decision: Some(decision),
         })
@@ -424,14 +455,14 @@ impl Aggregation {
 
     /// No groups: zero rows, except that an aggregate without GROUP BY yields one row of empty
     /// aggregates (`COUNT` 0, the others NULL), as SQL requires.
-    fn empty(&self, decision: Option<Decision>) -> Result<AggregateOutput> {
+    fn empty(&self, decision: Option<Decision>) -> Result<AggregateParts> {
         let groups = usize::from(self.spec.key_types.is_empty());
         let mut columns: Vec<ArrayRef> = self.spec.key_types.iter().map(new_empty_array).collect();
         let mut accs = new_accumulators(&self.spec)?;
         accs.iter_mut().for_each(|a| a.resize(groups));
         columns.extend(finalize_chunk_aggs(accs, None)?);
-        Ok(AggregateOutput {
-            columns,
+        Ok(AggregateParts {
+            parts: vec![columns],
             num_rows: groups,
             decision,
         })

@@ -43,7 +43,7 @@ pub(crate) async fn run_cpu(
     engine: &Arc<Engine>,
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
-) -> Result<(Finished<grouper_core::AggregateOutput>, Option<String>)> {
+) -> Result<(Finished<grouper_core::AggregateParts>, Option<String>)> {
     let fusion = may_fuse.then(|| CpuFusion::new(plan, &input)).flatten();
     let fused = fusion.as_ref().map(CpuFusion::describe);
     let out = run_cpu_with(
@@ -53,7 +53,7 @@ pub(crate) async fn run_cpu(
         engine,
         context,
         baseline,
-        |agg, workers| agg.finish(workers),
+        |agg, workers| agg.finish_parts(workers),
     )
     .await?;
     Ok((out, fused))

@@ -278,8 +278,8 @@ pub(crate) enum Attempt {
 /// A result: in memory (keys then aggregates, and the rows), or spilled and produced partition
 /// by partition.
 pub(crate) enum Output {
-    /// Result columns and rows.
-    Columns(Vec<ArrayRef>, usize),
+    /// Result columns in parts (each with every column), and rows over all parts.
+    Parts(Vec<Vec<ArrayRef>>, usize),
     /// Spilled groups.
     Spilled(Box<spill::SpilledGroups>),
 }
@@ -303,7 +303,7 @@ pub(crate) async fn run(
         Route::Gpu { query, fused } => {
             match gpu::run(query, fused, &input, plan, engine, context, baseline).await? {
                 Attempt::Ran(columns, rows, ran) => {
-                    return Ok((Output::Columns(columns, rows), *ran))
+                    return Ok((Output::Parts(vec![columns], rows), *ran))
                 }
                 Attempt::FallBack(why) => (Some(why), true),
             }
@@ -311,7 +311,7 @@ pub(crate) async fn run(
         #[cfg(feature = "gpu")]
         Route::Hybrid { query } => {
             match hybrid::run(query, &input, plan, engine, context, baseline).await {
-                Ok((columns, rows, ran)) => return Ok((Output::Columns(columns, rows), ran)),
+                Ok((columns, rows, ran)) => return Ok((Output::Parts(vec![columns], rows), ran)),
                 Err(e) if fallback => (
                     Some(format!("co-processing failed ({e}); ran on the CPU")),
                     true,
@@ -329,7 +329,7 @@ pub(crate) async fn run(
     let (out, fused) = cpu::run_cpu(input, plan, !attempted, engine, context, baseline).await?;
     Ok(match out {
         cpu::Finished::Merged(out) => (
-            Output::Columns(out.columns, out.num_rows),
+            Output::Parts(out.parts, out.num_rows),
             Ran::Cpu(out.decision, reason, fused, None),
         ),
         cpu::Finished::Spilled(s) => {
