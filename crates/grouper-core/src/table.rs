@@ -36,6 +36,13 @@ pub fn capacity_for(groups: usize, fill: f64) -> usize {
 }
 
 /// Linear-probing table from key words to dense group ids.
+///
+/// A table made [`LinearTable::in_key_order`] starts without slots: while every new word is
+/// larger than the last (keys arriving sorted, as a file written in key order gives each
+/// worker a run of them: TPC-H's `l_orderkey`), a row is its group's word or the next group,
+/// found by one compare with the last word and no hash. Hashing scattered sorted keys over
+/// slots and states, one cache miss per group. The first word below the last builds the slots
+/// from the groups so far, and the table hashes from then on.
 pub struct LinearTable {
     slots: Vec<Slot>,
     shift: u32,
@@ -43,6 +50,8 @@ pub struct LinearTable {
     hash: HashFn,
     fill: f64,
     grow_at: usize,
+    /// Whether the groups so far arrived in increasing key order (and no slot is built).
+    ordered: bool,
 }
 
 impl LinearTable {
@@ -57,7 +66,20 @@ impl LinearTable {
             hash,
             fill,
             grow_at: (cap as f64 * fill) as usize,
+            ordered: false,
         }
+    }
+
+    /// The same empty table, in key order until a word arrives below the last one.
+    pub fn in_key_order(mut self) -> Self {
+        self.slots = Vec::new();
+        self.ordered = self.keys.is_empty();
+        self
+    }
+
+    /// Whether every group so far arrived in increasing key order (no hashing yet).
+    pub fn is_ordered(&self) -> bool {
+        self.ordered
     }
 
     /// Number of groups.
@@ -88,6 +110,16 @@ impl LinearTable {
     /// The group id of `key`, inserting it as a new group if absent.
     #[inline]
     pub fn find_or_insert(&mut self, key: u64) -> u32 {
+        if self.ordered {
+            match self.keys.last() {
+                Some(&last) if last == key => return self.keys.len() as u32 - 1,
+                Some(&last) if last > key => self.leave_key_order(),
+                _ => {
+                    self.keys.push(key);
+                    return self.keys.len() as u32 - 1;
+                }
+            }
+        }
         if self.keys.len() >= self.grow_at {
             self.grow();
         }
@@ -114,8 +146,18 @@ impl LinearTable {
         gids.extend(words.iter().map(|&w| self.find_or_insert(w)));
     }
 
+    /// Builds the slots from the groups so far (with room to grow) and hashes from now on.
+    fn leave_key_order(&mut self) {
+        self.ordered = false;
+        self.rebuild(capacity_for(self.keys.len() * 2, self.fill));
+    }
+
     fn grow(&mut self) {
-        let cap = self.slots.len() * 2;
+        self.rebuild(self.slots.len() * 2);
+    }
+
+    /// Slots of `cap` entries holding every group so far.
+    fn rebuild(&mut self, cap: usize) {
         self.slots = vec![Slot { key: 0, gid: EMPTY }; cap];
         self.shift = 64 - cap.trailing_zeros();
         self.grow_at = (cap as f64 * self.fill) as usize;
@@ -152,6 +194,33 @@ mod tests {
             }
             assert_eq!(t.keys(), &keys[..]);
             assert!(t.find_or_insert(u64::MAX) == 10_000);
+        }
+    }
+
+    #[test]
+    fn a_table_in_key_order_hashes_from_the_first_word_below_the_last() {
+        for hash in HashFn::ALL {
+            // Sorted runs (each word repeated), then words seen before and new ones below the
+            // last: ids stay those of the first appearance, new ones dense.
+            let mut t = LinearTable::new(1, hash, 0.5).in_key_order();
+            let mut gids = Vec::new();
+            t.map(&[3, 3, 5, 9, 9, 9, 20], &mut gids);
+            assert_eq!(gids, [0, 0, 1, 2, 2, 2, 3]);
+            assert!(t.is_ordered());
+            assert_eq!(
+                t.memory_bytes(),
+                t.keys.capacity() * 8,
+                "no slots in key order"
+            );
+            t.map(&[20, 21, 5, 4, 21, 3, 100, 4], &mut gids);
+            assert_eq!(gids, [3, 4, 1, 5, 4, 0, 6, 5], "{hash}");
+            assert!(!t.is_ordered());
+            assert_eq!(t.keys(), &[3, 5, 9, 20, 21, 4, 100]);
+            // It grows as a hashed table from there.
+            let more: Vec<u64> = (1000..5000).rev().collect();
+            t.map(&more, &mut gids);
+            assert_eq!(gids, (7..4007).collect::<Vec<u32>>());
+            assert_eq!(t.find_or_insert(9), 2);
         }
     }
 

@@ -161,13 +161,12 @@ fn perfect_index(domain: u64, dense_limit: u64, params: &Params) -> Result<Box<d
     }
 }
 
-/// `thread_local`: a private linear-probing table sized for [`Params::private_groups`].
+/// `thread_local`: a private linear-probing table sized for [`Params::private_groups`], in key
+/// order while the keys arrive sorted ([`LinearTable::in_key_order`]).
 fn private_table(_: u64, _: u64, params: &Params) -> Result<Box<dyn GroupIndex>> {
-    Ok(Box::new(LinearTable::new(
-        params.private_groups,
-        params.hash,
-        params.fill_factor,
-    )))
+    Ok(Box::new(
+        LinearTable::new(params.private_groups, params.hash, params.fill_factor).in_key_order(),
+    ))
 }
 
 impl fmt::Display for Strategy {
