@@ -102,13 +102,17 @@ pub struct Estimate {
     /// interned composite keys): their capacity bounds only the keys at hand, so `domain` is
     /// projected from the estimated groups ([`estimate_dictionary`]).
     pub dictionary: bool,
+    /// Whether the sample's key words arrive in increasing order over more than one key (a
+    /// file written in key order): private tables then take them in key order, unhashed
+    /// ([`crate::table::LinearTable::in_key_order`]).
+    pub sorted: bool,
 }
 
 impl fmt::Display for Estimate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "rows={} key_domain={}{} key_bits={} est_groups={} from {} (sample: {} rows, {} distinct, top key {:.2}%{}; sketch: {} rows, ~{} distinct)",
+            "rows={} key_domain={}{} key_bits={} est_groups={} from {} (sample: {} rows, {} distinct, top key {:.2}%{}{}; sketch: {} rows, ~{} distinct)",
             self.rows,
             self.domain,
             if self.dictionary {
@@ -123,6 +127,7 @@ impl fmt::Display for Estimate {
             self.distinct,
             100.0 * self.top_share(),
             if self.skewed() { ", skewed" } else { "" },
+            if self.sorted { ", sorted" } else { "" },
             self.sketched.0,
             self.sketched.1
         )
@@ -260,6 +265,7 @@ fn estimate_over(words: &[Vec<u64>], domain: u64, dictionary: bool, hints: Hints
         key_bits: key_bits(domain),
         top_count,
         dictionary,
+        sorted: distinct > 1 && words.iter().flatten().is_sorted(),
     }
 }
 
