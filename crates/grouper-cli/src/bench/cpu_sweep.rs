@@ -12,7 +12,8 @@ use datafusion::catalog::MemTable;
 use serde_json::{json, Value};
 
 use crate::bench::common::{
-    duckdb, engines, git_commit, q1_lineitem, time_interleaved, time_sql, write_json, SWEEP_SQL,
+    duckdb, engines, git_commit, last_cpu_decision, q1_lineitem, time_interleaved, time_sql,
+    write_json, SWEEP_SQL,
 };
 use crate::synthetic::{self, Dist, KeyType, Spec};
 
@@ -84,6 +85,14 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
             }
             let ctxs: Vec<_> = contexts.iter().map(|(_, c)| c).collect();
             let times = time_interleaved(&ctxs, SWEEP_SQL, a.reps).await;
+            // What `auto` ran: a strategy and the planner's reason, or DataFusion's plan.
+            let auto_plan = match contexts.iter().find(|(n, _)| n == "auto") {
+                Some((_, ctx)) => match last_cpu_decision(ctx, SWEEP_SQL).await? {
+                    Some(d) => format!("{}: {}", d.strategy, d.reason),
+                    None => "DataFusion's plan".to_string(),
+                },
+                None => String::new(),
+            };
             for ((name, _), t) in contexts.iter().zip(times) {
                 match t {
                     Ok(t) => ms.insert(name.clone(), json!(t)),
@@ -108,16 +117,17 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
             };
             let f = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.1}"));
             println!(
-                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}  {best}",
+                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}  {best}; auto ran {}",
                 dist.name(),
                 groups,
                 f(auto),
                 f(df),
                 f(duck),
                 ratio(df),
-                ratio(duck)
+                ratio(duck),
+                auto_plan.split(':').next().unwrap_or_default()
             );
-            points.push(json!({ "dist": dist.name(), "groups": groups, "rows": rows, "ms": ms }));
+            points.push(json!({ "dist": dist.name(), "groups": groups, "rows": rows, "ms": ms, "auto_plan": auto_plan }));
         }
     }
     let mut q1 = Vec::new();
