@@ -97,6 +97,15 @@ pub(crate) fn engines(threads: usize, strategies: bool) -> Vec<(String, GrouperC
             ..Default::default()
         },
     )];
+    // The CPU planner's own choice: `auto` takes the GPU where there is one.
+    out.push((
+        "cpu".to_string(),
+        GrouperConfig {
+            backend: Backend::Cpu,
+            threads: Some(threads),
+            ..Default::default()
+        },
+    ));
     if strategies {
         for s in Strategy::ALL {
             out.push((
@@ -162,6 +171,22 @@ pub(crate) async fn last_cpu_decision(
         p.downcast_ref::<grouper::exec::GroupByExec>()
             .and_then(|g| g.last_decision())
     }))
+}
+
+/// Runs `sql` once more and says what ran it: the CPU planner's strategy and reason, the
+/// GPU's strategy, or DataFusion's plan (no GroupByExec).
+pub(crate) async fn what_ran(ctx: &SessionContext, sql: &str) -> Result<String> {
+    let Some(p) = last_group_by(ctx, sql).await? else {
+        return Ok("DataFusion's plan".into());
+    };
+    let Some(g) = p.downcast_ref::<grouper::exec::GroupByExec>() else {
+        return Ok("DataFusion's plan".into());
+    };
+    Ok(match (g.last_decision(), g.last_gpu_report()) {
+        (Some(d), _) => format!("{}: {}", d.strategy, d.reason),
+        (None, Some(r)) => format!("gpu {}: {}", r.strategy, r.reason),
+        (None, None) => "grouper (no report)".into(),
+    })
 }
 
 /// Runs `sql` once more and returns the CPU strategy its GroupByExec ran, if on the CPU.

@@ -12,8 +12,8 @@ use datafusion::catalog::MemTable;
 use serde_json::{json, Value};
 
 use crate::bench::common::{
-    duckdb, engines, git_commit, last_cpu_decision, q1_lineitem, time_interleaved, time_sql,
-    write_json, SWEEP_SQL,
+    duckdb, engines, git_commit, q1_lineitem, time_interleaved, time_sql, what_ran, write_json,
+    SWEEP_SQL,
 };
 use crate::synthetic::{self, Dist, KeyType, Spec};
 
@@ -54,8 +54,17 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
     let mut points = Vec::new();
     let mut duck_version = String::from("not run");
     println!(
-        "{:<12} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}  best strategy",
-        "dist", "groups", "auto ms", "DF ms", "DuckDB ms", "vs DF", "vs DuckDB"
+        "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}  best strategy; auto ran",
+        "dist",
+        "groups",
+        "auto ms",
+        "cpu ms",
+        "DF ms",
+        "DuckDB ms",
+        "vs DF",
+        "vs DuckDB",
+        "cpu/DF",
+        "cpu/DuckDB"
     );
     for dist in [Dist::Uniform, Dist::Zipf(1.1)] {
         for g_log2 in (0..=a.max_groups_log2).step_by(2) {
@@ -85,12 +94,9 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
             }
             let ctxs: Vec<_> = contexts.iter().map(|(_, c)| c).collect();
             let times = time_interleaved(&ctxs, SWEEP_SQL, a.reps).await;
-            // What `auto` ran: a strategy and the planner's reason, or DataFusion's plan.
+            // What `auto` ran: a CPU strategy, the GPU, or DataFusion's plan, and why.
             let auto_plan = match contexts.iter().find(|(n, _)| n == "auto") {
-                Some((_, ctx)) => match last_cpu_decision(ctx, SWEEP_SQL).await? {
-                    Some(d) => format!("{}: {}", d.strategy, d.reason),
-                    None => "DataFusion's plan".to_string(),
-                },
+                Some((_, ctx)) => what_ran(ctx, SWEEP_SQL).await?,
                 None => String::new(),
             };
             for ((name, _), t) in contexts.iter().zip(times) {
@@ -106,25 +112,29 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
             let get = |k: &str| ms.get(k).and_then(Value::as_f64);
             let best = engines
                 .iter()
-                .filter(|(n, _)| n != "auto" && n != "datafusion")
+                .filter(|(n, _)| !matches!(n.as_str(), "auto" | "cpu" | "datafusion"))
                 .filter_map(|(n, _)| get(n).map(|t| (n.clone(), t)))
                 .min_by(|x, y| x.1.total_cmp(&y.1))
                 .map_or_else(|| "-".to_string(), |(n, t)| format!("{n} ({t:.1} ms)"));
-            let (auto, df, duck) = (get("auto"), get("datafusion"), get("duckdb"));
-            let ratio = |x: Option<f64>| match (x, auto) {
-                (Some(x), Some(a)) => format!("{:.2}x", x / a),
+            let (auto, cpu) = (get("auto"), get("cpu"));
+            let (df, duck) = (get("datafusion"), get("duckdb"));
+            let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) => format!("{:.2}x", x / y),
                 _ => "-".into(),
             };
             let f = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.1}"));
             println!(
-                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}  {best}; auto ran {}",
+                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}  {best}; {}",
                 dist.name(),
                 groups,
                 f(auto),
+                f(cpu),
                 f(df),
                 f(duck),
-                ratio(df),
-                ratio(duck),
+                ratio(df, auto),
+                ratio(duck, auto),
+                ratio(df, cpu),
+                ratio(duck, cpu),
                 auto_plan.split(':').next().unwrap_or_default()
             );
             points.push(json!({ "dist": dist.name(), "groups": groups, "rows": rows, "ms": ms, "auto_plan": auto_plan }));
