@@ -28,6 +28,7 @@ pub mod exec;
 pub mod fuse;
 pub mod group_by;
 pub mod harm;
+mod parquet_files;
 pub mod profile_store;
 pub mod rule;
 pub mod session;

@@ -155,22 +155,7 @@ pub(crate) const SAMPLE_WINDOWS: usize = 32;
 /// Filters and repartitions above the table are looked through: they drop or move rows, so
 /// the table's range still bounds theirs.
 pub(crate) fn sampled_range(input: &Arc<dyn ExecutionPlan>, index: usize) -> Option<(i128, i128)> {
-    let mut input = input;
-    loop {
-        if let Some(f) = input.downcast_ref::<FilterExec>() {
-            if f.projection().is_some() {
-                return None;
-            }
-            input = f.input();
-        } else if let Some(r) = input.downcast_ref::<RepartitionExec>() {
-            input = r.input();
-        } else if let Some(c) = input.downcast_ref::<CoalescePartitionsExec>() {
-            input = c.input();
-        } else {
-            break;
-        }
-    }
-    let mem = memory_source(input)?;
+    let mem = memory_source(below_row_moves(input)?)?;
     let column = match mem.projection() {
         Some(p) => *p.get(index)?,
         None => index,
@@ -208,6 +193,27 @@ pub(crate) fn sampled_range(input: &Arc<dyn ExecutionPlan>, index: usize) -> Opt
         }
     }
     range
+}
+
+/// The node below the filters and repartitions over `input` (with the same columns: a filter
+/// that projects ends the walk with `None`). They drop or move rows, so what bounds the
+/// node's rows bounds theirs (not their order: a repartition interleaves partitions).
+pub(crate) fn below_row_moves(input: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn ExecutionPlan>> {
+    let mut input = input;
+    loop {
+        if let Some(f) = input.downcast_ref::<FilterExec>() {
+            if f.projection().is_some() {
+                return None;
+            }
+            input = f.input();
+        } else if let Some(r) = input.downcast_ref::<RepartitionExec>() {
+            input = r.input();
+        } else if let Some(c) = input.downcast_ref::<CoalescePartitionsExec>() {
+            input = c.input();
+        } else {
+            return Some(input);
+        }
+    }
 }
 
 /// The in-memory table `plan` scans, when it is one.

@@ -10,7 +10,9 @@ use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 use super::columns::{load_pairs, save_pairs};
 use super::sum::SumNative;
 use super::words::{overflow, FieldWords, Input, Op};
-use super::{downcast_input, fold_valid, for_each_valid, update_one_by_ids, Aggregate};
+use super::{
+    downcast_input, fold_valid, for_each_valid, update_one_by_ids, without_nulls, Aggregate,
+};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
@@ -60,10 +62,9 @@ impl Aggregate for Avg {
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
-        let array = downcast_input::<Float64Array>(input, "avg")?;
-        if array.null_count() > 0 {
+        let Some(array) = without_nulls::<Float64Array>(input, "avg")? else {
             return update_one_by_ids(self, state, rows, input);
-        }
+        };
         // In row order, as the row loop adds.
         state.sum = array.values().iter().fold(state.sum, |s, &v| s + v);
         state.count += array.len() as i64;
@@ -174,10 +175,9 @@ impl Aggregate for AvgDecimal {
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
-        let array = downcast_input::<Decimal128Array>(input, "avg")?;
-        if array.null_count() > 0 {
+        let Some(array) = without_nulls::<Decimal128Array>(input, "avg")? else {
             return update_one_by_ids(self, state, rows, input);
-        }
+        };
         let (sum, overflow) = i128::add_all(state.sum, array.values());
         state.sum = sum;
         state.count += array.len() as i64;

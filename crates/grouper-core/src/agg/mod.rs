@@ -204,6 +204,16 @@ pub(crate) fn update_one_by_ids<A: Aggregate + ?Sized>(
     agg.update_batch(std::slice::from_mut(state), &gids, input)
 }
 
+/// `input` as the array type an aggregate reads when it holds no NULL (an `update_one` sums
+/// it whole), or `None` when it does (the row loop skips them).
+pub(crate) fn without_nulls<'a, T: arrow::array::Array + 'static>(
+    input: Option<&'a ArrayRef>,
+    name: &'static str,
+) -> Result<Option<&'a T>> {
+    let array = downcast_input::<T>(input, name)?;
+    Ok((array.null_count() == 0).then_some(array))
+}
+
 /// Downcasts `input` to the concrete array type an aggregate reads, or explains the mismatch.
 pub(crate) fn downcast_input<'a, T: 'static>(
     input: Option<&'a ArrayRef>,

@@ -13,7 +13,7 @@ use arrow::datatypes::{
 
 use super::columns::{load_pairs, save_pairs, StateValue};
 use super::words::{overflow, FieldWords, Input, Op};
-use super::{downcast_input, fold_valid, update_one_by_ids, Aggregate};
+use super::{downcast_input, fold_valid, update_one_by_ids, without_nulls, Aggregate};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
@@ -226,10 +226,9 @@ where
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
-        let array = downcast_input::<PrimitiveArray<T>>(input, "sum")?;
-        if array.null_count() > 0 {
+        let Some(array) = without_nulls::<PrimitiveArray<T>>(input, "sum")? else {
             return update_one_by_ids(self, state, rows, input);
-        }
+        };
         if array.is_empty() {
             return Ok(());
         }

@@ -3,14 +3,10 @@
 //! encoded instead of DataFusion decoding them into batches first. DataFusion's scan reads one
 //! batch (the string dictionaries and the group estimate are seeded from it) and is then left.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use futures::StreamExt;
 use grouper_gpu::pages::PageSource;
@@ -18,55 +14,19 @@ use grouper_gpu::{ColumnBounds, GpuQuery, Prepared};
 
 use super::external;
 use crate::config::Engine;
+use crate::parquet_files::{local_parquet_files, scan_columns};
 
 /// The files and column names of `source` when it is a scan the GPU can read as pages: local
 /// Parquet files, whole (no limit, no partition columns, no filter pushed into the reader), its
 /// columns plain columns of the files. `None` otherwise (the scan's batches are used).
 pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource> {
-    let ds = source.downcast_ref::<DataSourceExec>()?;
-    let cfg = (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<FileScanConfig>()?;
-    let parquet =
-        (cfg.file_source().as_ref() as &dyn std::any::Any).downcast_ref::<ParquetSource>()?;
+    let (cfg, parquet, files) = local_parquet_files(source)?;
     let pushed = cfg.file_source().filter().is_some()
         && parquet.table_parquet_options().global.pushdown_filters;
-    if pushed
-        || cfg.limit.is_some()
-        || !cfg.table_partition_cols().is_empty()
-        || cfg.object_store_url.as_str() != "file:///"
-    {
+    if pushed || cfg.limit.is_some() {
         return None;
     }
-    let mut files: Vec<PathBuf> = Vec::new();
-    for group in &cfg.file_groups {
-        for f in group.files() {
-            if !f.partition_values.is_empty() {
-                return None;
-            }
-            let path = PathBuf::from(format!("/{}", f.object_meta.location.as_ref()));
-            if !files.contains(&path) {
-                files.push(path);
-            }
-        }
-    }
-    // Each output column a plain column of the files (no expression evaluated in the scan).
-    let file_schema = cfg.file_schema();
-    let mut columns = Vec::new();
-    match cfg.file_source().projection() {
-        Some(projection) => {
-            for p in projection.iter() {
-                let col = p.expr.downcast_ref::<Column>()?;
-                let field = file_schema.fields().get(col.index())?;
-                if field.name() != col.name() || p.alias != *col.name() {
-                    return None;
-                }
-                columns.push(col.name().to_string());
-            }
-        }
-        None => columns.extend(file_schema.fields().iter().map(|f| f.name().clone())),
-    }
-    if columns.len() != source.schema().fields().len() {
-        return None;
-    }
+    let columns = scan_columns(source)?;
     Some(PageSource { files, columns })
 }
 

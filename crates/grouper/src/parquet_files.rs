@@ -1,0 +1,169 @@
+//! What a scan of local Parquet files reads, and the order its files keep a column in: facts a
+//! plan-time rule takes from the files' footers, before any row is read.
+//!
+//! A file written in key order (TPC-H's `lineitem` by `l_orderkey`) has row groups whose key
+//! ranges increase without overlapping; DataFusion gives each scan partition a run of whole row
+//! groups, so each of grouper's workers then sees a run of the keys, in order. DataFusion's
+//! statistics merge the row groups into one range per file and say nothing of that order.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::parquet::file::metadata::ParquetMetaDataReader;
+use datafusion::parquet::file::statistics::Statistics;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::ExecutionPlan;
+
+/// The scan's configuration and its Parquet source, and the local files it reads (each once,
+/// in the scan's order), when `source` is a scan of local Parquet files without partition
+/// columns; `None` otherwise.
+pub(crate) fn local_parquet_files(
+    source: &Arc<dyn ExecutionPlan>,
+) -> Option<(&FileScanConfig, &ParquetSource, Vec<PathBuf>)> {
+    let ds = source.downcast_ref::<DataSourceExec>()?;
+    let cfg = (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<FileScanConfig>()?;
+    let parquet =
+        (cfg.file_source().as_ref() as &dyn std::any::Any).downcast_ref::<ParquetSource>()?;
+    if !cfg.table_partition_cols().is_empty() || cfg.object_store_url.as_str() != "file:///" {
+        return None;
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
+    for group in &cfg.file_groups {
+        for f in group.files() {
+            if !f.partition_values.is_empty() {
+                return None;
+            }
+            let path = PathBuf::from(format!("/{}", f.object_meta.location.as_ref()));
+            if !files.contains(&path) {
+                files.push(path);
+            }
+        }
+    }
+    Some((cfg, parquet, files))
+}
+
+/// The file column each output column of a local Parquet scan reads, in output order, when
+/// every one is a plain column of the files (no expression or alias evaluated in the scan).
+pub(crate) fn scan_columns(source: &Arc<dyn ExecutionPlan>) -> Option<Vec<String>> {
+    let (cfg, _, _) = local_parquet_files(source)?;
+    let file_schema = cfg.file_schema();
+    let mut columns = Vec::new();
+    match cfg.file_source().projection() {
+        Some(projection) => {
+            for p in projection.iter() {
+                let col = p.expr.downcast_ref::<Column>()?;
+                let field = file_schema.fields().get(col.index())?;
+                if field.name() != col.name() || p.alias != *col.name() {
+                    return None;
+                }
+                columns.push(col.name().to_string());
+            }
+        }
+        None => columns.extend(file_schema.fields().iter().map(|f| f.name().clone())),
+    }
+    (columns.len() == source.schema().fields().len()).then_some(columns)
+}
+
+/// Whether every file holds the top-level integer column `name` (INT32 or INT64, signed) in
+/// increasing order over its row groups: each row group's maximum below the next one's
+/// minimum, every row group with both in its footer. Files are read through their footers
+/// only; a file that cannot be read, or a column without statistics, is not in order.
+pub(crate) fn row_groups_in_order(files: &[PathBuf], name: &str) -> bool {
+    !files.is_empty()
+        && files
+            .iter()
+            .all(|f| file_in_order(f, name).unwrap_or(false))
+}
+
+fn file_in_order(path: &PathBuf, name: &str) -> Option<bool> {
+    let file = std::fs::File::open(path).ok()?;
+    let meta = ParquetMetaDataReader::new().parse_and_finish(&file).ok()?;
+    let schema = meta.file_metadata().schema_descr();
+    let column = (0..schema.num_columns()).find(|&i| {
+        let c = schema.column(i);
+        c.path().parts().len() == 1 && c.name() == name
+    })?;
+    let mut last: Option<i64> = None;
+    for rg in meta.row_groups() {
+        let (lo, hi) = match rg.column(column).statistics()? {
+            Statistics::Int32(s) => (i64::from(*s.min_opt()?), i64::from(*s.max_opt()?)),
+            Statistics::Int64(s) => (*s.min_opt()?, *s.max_opt()?),
+            _ => return Some(false),
+        };
+        if lo > hi || last.is_some_and(|l| l >= lo) {
+            return Some(false);
+        }
+        last = Some(hi);
+    }
+    Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::properties::WriterProperties;
+
+    /// A file of `keys` (and their text) in row groups of 4 rows.
+    fn file(name: &str, keys: &[i32]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("grouper-order-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, false),
+            Field::new("s", DataType::Utf8, false),
+        ]));
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(4))
+            .build();
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&path).unwrap(),
+            Arc::clone(&schema),
+            Some(props),
+        )
+        .unwrap();
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(keys.to_vec())),
+                Arc::new(StringArray::from_iter_values(
+                    keys.iter().map(|k| format!("{k}")),
+                )),
+            ],
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        path
+    }
+
+    #[test]
+    fn row_groups_are_in_order_when_each_range_ends_below_the_next() {
+        let sorted = file("sorted.parquet", &[1, 1, 2, 3, 5, 6, 6, 9, 10, 10]);
+        // Inside a row group order does not matter; across them it does.
+        let inner = file("inner.parquet", &[3, 1, 2, 3, 9, 5, 6, 6, 12, 10]);
+        assert!(row_groups_in_order(std::slice::from_ref(&sorted), "k"));
+        assert!(row_groups_in_order(&[sorted.clone(), inner.clone()], "k"));
+        // A key in two row groups (3 ends one and starts the next), ranges out of order.
+        let touching = file("touching.parquet", &[1, 2, 3, 3, 3, 4, 5, 6]);
+        let backwards = file("backwards.parquet", &[9, 9, 9, 9, 1, 2, 3, 4]);
+        for f in [&touching, &backwards] {
+            assert!(
+                !row_groups_in_order(&[sorted.clone(), f.clone()], "k"),
+                "{f:?}"
+            );
+        }
+        // Strings, a missing column, no file, a file that is not Parquet.
+        assert!(!row_groups_in_order(std::slice::from_ref(&sorted), "s"));
+        assert!(!row_groups_in_order(std::slice::from_ref(&sorted), "x"));
+        assert!(!row_groups_in_order(&[], "k"));
+        let junk = sorted.with_file_name("junk.parquet");
+        std::fs::write(&junk, b"not parquet").unwrap();
+        assert!(!row_groups_in_order(&[junk], "k"));
+    }
+}
