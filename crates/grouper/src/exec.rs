@@ -491,13 +491,7 @@ mod tests {
         };
         let ctx = crate::session_context(&config).unwrap();
         ctx.register_table("t", Arc::clone(&table) as _).unwrap();
-        let plan = ctx
-            .sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = crate::test_support::physical_plan(&ctx, sql).await;
         let node = find(&plan).expect("a GroupByExec");
         assert_eq!(node.output_partitioning().partition_count(), 4);
         let mut shares = Vec::new();
@@ -521,13 +515,7 @@ mod tests {
         .unwrap();
         df.register_table("t", table as _).unwrap();
         let want = answer_lines(&df.sql(sql).await.unwrap().collect().await.unwrap(), false);
-        let plan = ctx
-            .sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = crate::test_support::physical_plan(&ctx, sql).await;
         let got = collect(plan, ctx.task_ctx()).await.unwrap();
         assert_eq!(answer_lines(&got, false), want);
     }

@@ -221,14 +221,13 @@ fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool
         }
         scan = f.input();
     }
-    let (Some((_, _, files)), Some(columns)) = (local_parquet_files(scan), scan_columns(scan))
-    else {
+    let Some((cfg, _, files)) = local_parquet_files(scan) else {
         return false;
     };
     signed(t)
-        && columns
-            .get(col.index())
-            .is_some_and(|name| row_groups_in_order(&files, name))
+        && scan_columns(cfg, scan)
+            .and_then(|columns| columns.into_iter().nth(col.index()))
+            .is_some_and(|name| row_groups_in_order(&files, &name))
 }
 
 /// Whether keys of type `t` code as integers from their range (no dictionary, no float bits).

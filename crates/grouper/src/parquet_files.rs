@@ -45,10 +45,13 @@ pub(crate) fn local_parquet_files(
     Some((cfg, parquet, files))
 }
 
-/// The file column each output column of a local Parquet scan reads, in output order, when
-/// every one is a plain column of the files (no expression or alias evaluated in the scan).
-pub(crate) fn scan_columns(source: &Arc<dyn ExecutionPlan>) -> Option<Vec<String>> {
-    let (cfg, _, _) = local_parquet_files(source)?;
+/// The file column each output column of `source`, a scan configured by `cfg`, reads, in output
+/// order, when every one is a plain column of the files (no expression or alias evaluated in
+/// the scan).
+pub(crate) fn scan_columns(
+    cfg: &FileScanConfig,
+    source: &Arc<dyn ExecutionPlan>,
+) -> Option<Vec<String>> {
     let file_schema = cfg.file_schema();
     let mut columns = Vec::new();
     match cfg.file_source().projection() {

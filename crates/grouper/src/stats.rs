@@ -278,12 +278,7 @@ mod tests {
         let ctx = SessionContext::new();
         let table = datafusion::catalog::MemTable::try_new(schema, partitions).unwrap();
         ctx.register_table("t", Arc::new(table)).unwrap();
-        ctx.sql("SELECT b FROM t")
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap()
+        crate::test_support::physical_plan(&ctx, "SELECT b FROM t").await
     }
 
     #[tokio::test]

@@ -1,6 +1,20 @@
 //! Helpers the crate's tests share.
 
+use std::sync::Arc;
+
 use arrow::array::RecordBatch;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+
+/// The physical plan of `sql` in `ctx`.
+pub(crate) async fn physical_plan(ctx: &SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
+    ctx.sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap()
+}
 
 /// The batches' rows as pretty-printed lines, sorted unless `ordered` (answers whose row order
 /// is not fixed compare as sets of lines).

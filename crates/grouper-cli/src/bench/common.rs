@@ -161,18 +161,6 @@ pub(crate) async fn last_gpu_report(
     }))
 }
 
-/// Runs `sql` once more and returns the CPU planner's decision for its GroupByExec, if it ran
-/// on the CPU.
-pub(crate) async fn last_cpu_decision(
-    ctx: &SessionContext,
-    sql: &str,
-) -> Result<Option<grouper_core::planner::Decision>> {
-    Ok(last_group_by(ctx, sql).await?.and_then(|p| {
-        p.downcast_ref::<grouper::exec::GroupByExec>()
-            .and_then(|g| g.last_decision())
-    }))
-}
-
 /// Runs `sql` once more and says what ran it: the CPU planner's strategy and reason, the
 /// GPU's strategy, or DataFusion's plan (no GroupByExec).
 pub(crate) async fn what_ran(ctx: &SessionContext, sql: &str) -> Result<String> {
@@ -191,9 +179,11 @@ pub(crate) async fn what_ran(ctx: &SessionContext, sql: &str) -> Result<String> 
 
 /// Runs `sql` once more and returns the CPU strategy its GroupByExec ran, if on the CPU.
 pub(crate) async fn last_cpu_strategy(ctx: &SessionContext, sql: &str) -> Result<Option<String>> {
-    Ok(last_cpu_decision(ctx, sql)
-        .await?
-        .map(|d| d.strategy.name().to_string()))
+    Ok(last_group_by(ctx, sql).await?.and_then(|p| {
+        p.downcast_ref::<grouper::exec::GroupByExec>()
+            .and_then(|g| g.last_decision())
+            .map(|d| d.strategy.name().to_string())
+    }))
 }
 
 /// Runs DuckDB on `batches` (written to a temporary Parquet file, loaded into memory there).

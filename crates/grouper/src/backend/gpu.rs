@@ -453,13 +453,7 @@ mod tests {
         .await
         .unwrap();
         let sql = "SELECT s, k, sum(d) FROM t WHERE dt <= DATE '1970-08-01' GROUP BY s, k";
-        let plan = ctx
-            .sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = crate::test_support::physical_plan(&ctx, sql).await;
         let fused = find_group_by(&plan)
             .and_then(|g| g.group_by().fused.as_ref())
             .expect("a fused GroupByExec");

@@ -26,7 +26,7 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
     if pushed || cfg.limit.is_some() {
         return None;
     }
-    let columns = scan_columns(source)?;
+    let columns = scan_columns(cfg, source)?;
     Some(PageSource { files, columns })
 }
 
@@ -151,13 +151,7 @@ mod tests {
             )
             .await
             .unwrap();
-            let plan = ctx
-                .sql(sql)
-                .await
-                .unwrap()
-                .create_physical_plan()
-                .await
-                .unwrap();
+            let plan = crate::test_support::physical_plan(&ctx, sql).await;
             let source = fused_source(&plan).expect("a fused source");
             let pages = page_source(&source);
             if pushdown {

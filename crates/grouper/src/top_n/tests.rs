@@ -78,13 +78,7 @@ async fn run(
 ) -> (Vec<String>, bool) {
     let ctx: SessionContext = crate::session_context(&config).unwrap();
     ctx.register_table("t", Arc::clone(t) as _).unwrap();
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = crate::test_support::physical_plan(&ctx, sql).await;
     let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
     (
         answer_lines(&batches, ordered),
