@@ -7,7 +7,7 @@
 //!  input batches ──▶ keys: normalize to u64 words ──▶ planner: estimate, choose strategy
 //!                    (mixed-radix packing, string          │
 //!                     dictionaries, row interning)        ▼
-//!                          cpu::{perfect, thread_local, shared, sort}  (the GPU: grouper-gpu)
+//!                          cpu::{perfect, thread_local, shared, sort, partitioned} (GPU: grouper-gpu)
 //!                                          │ group ids → agg algebra (init/update/merge/finalize)
 //!                                          ▼
 //!                    keys decoded back to Arrow + finalized aggregates

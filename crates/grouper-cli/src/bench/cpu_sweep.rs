@@ -22,7 +22,10 @@ pub struct SweepArgs {
     /// log2 of the rows per point.
     #[arg(long, default_value_t = 25)]
     rows_log2: u32,
-    /// log2 of the largest group count (steps of 2^2).
+    /// log2 of the smallest group count (steps of 2^2 from there).
+    #[arg(long, default_value_t = 0)]
+    min_groups_log2: u32,
+    /// log2 of the largest group count.
     #[arg(long, default_value_t = 24)]
     max_groups_log2: u32,
     /// Timed runs per engine and point (the median is reported).
@@ -54,7 +57,7 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
     let mut points = Vec::new();
     let mut duck_version = String::from("not run");
     println!(
-        "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}  best strategy; auto ran",
+        "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}  best strategy; auto ran; cpu ran",
         "dist",
         "groups",
         "auto ms",
@@ -67,7 +70,7 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
         "cpu/DuckDB"
     );
     for dist in [Dist::Uniform, Dist::Zipf(1.1)] {
-        for g_log2 in (0..=a.max_groups_log2).step_by(2) {
+        for g_log2 in (a.min_groups_log2..=a.max_groups_log2).step_by(2) {
             let groups = 1u64 << g_log2;
             let spec = Spec {
                 rows,
@@ -94,8 +97,13 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
             }
             let ctxs: Vec<_> = contexts.iter().map(|(_, c)| c).collect();
             let times = time_interleaved(&ctxs, SWEEP_SQL, a.reps).await;
-            // What `auto` ran: a CPU strategy, the GPU, or DataFusion's plan, and why.
-            let auto_plan = match contexts.iter().find(|(n, _)| n == "auto") {
+            // What `auto` and `cpu` ran: a CPU strategy, the GPU, or DataFusion's plan, and why.
+            let ran = |engine: &str| contexts.iter().find(|(n, _)| n == engine);
+            let auto_plan = match ran("auto") {
+                Some((_, ctx)) => what_ran(ctx, SWEEP_SQL).await?,
+                None => String::new(),
+            };
+            let cpu_plan = match ran("cpu") {
                 Some((_, ctx)) => what_ran(ctx, SWEEP_SQL).await?,
                 None => String::new(),
             };
@@ -123,8 +131,9 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
                 _ => "-".into(),
             };
             let f = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.1}"));
+            let named = |plan: &str| plan.split(':').next().unwrap_or_default().to_string();
             println!(
-                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}  {best}; {}",
+                "{:<12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}  {best}; {}; {}",
                 dist.name(),
                 groups,
                 f(auto),
@@ -135,9 +144,10 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
                 ratio(duck, auto),
                 ratio(df, cpu),
                 ratio(duck, cpu),
-                auto_plan.split(':').next().unwrap_or_default()
+                named(&auto_plan),
+                named(&cpu_plan)
             );
-            points.push(json!({ "dist": dist.name(), "groups": groups, "rows": rows, "ms": ms, "auto_plan": auto_plan }));
+            points.push(json!({ "dist": dist.name(), "groups": groups, "rows": rows, "ms": ms, "auto_plan": auto_plan, "cpu_plan": cpu_plan }));
         }
     }
     let mut q1 = Vec::new();

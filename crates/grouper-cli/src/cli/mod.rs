@@ -54,7 +54,7 @@ pub struct EngineArgs {
     /// Which engine aggregates: auto, cpu, gpu, hybrid, or datafusion (DataFusion's own).
     #[arg(long, default_value = "auto")]
     pub backend: Backend,
-    /// Force a strategy. CPU: perfect, thread_local, shared, sort. GPU: perfect_registers,
+    /// Force a strategy. CPU: perfect, thread_local, shared, sort, partitioned. GPU: perfect_registers,
     /// perfect_shared, perfect_global, block_local, thread_private, global (implies the GPU
     /// backend under auto). Default: the planner chooses.
     #[arg(long)]

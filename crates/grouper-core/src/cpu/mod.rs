@@ -8,6 +8,8 @@
 //! |                | radix-partitioned parallel merge           |                                 |
 //! | `shared`       | one concurrent table, atomic updates       | many groups, little skew (Luan) |
 //! | `sort`         | sort (key, row) pairs, runs become groups  | very many groups, sorted input  |
+//! | `partitioned`  | rows scattered by key hash, one table per  | very many groups, many threads  |
+//! |                | partition, no partial phase                |                                 |
 //!
 //! All of them run morsel-driven on the current rayon pool ([`morsel`]).
 //!
@@ -19,6 +21,7 @@
 pub mod dense;
 pub mod group_index;
 pub mod morsel;
+pub mod partitioned;
 pub mod shared;
 pub mod sort;
 pub mod streaming;
@@ -47,15 +50,18 @@ pub enum Strategy {
     Shared,
     /// Sort-based grouping.
     Sort,
+    /// Rows partitioned by key hash, one table per partition.
+    Partitioned,
 }
 
 impl Strategy {
     /// Every CPU strategy, in the order of [`DESCRIPTORS`].
-    pub const ALL: [Strategy; 4] = [
+    pub const ALL: [Strategy; 5] = [
         Strategy::Perfect,
         Strategy::ThreadLocal,
         Strategy::Shared,
         Strategy::Sort,
+        Strategy::Partitioned,
     ];
 
     /// Its row of [`DESCRIPTORS`].
@@ -116,7 +122,7 @@ pub struct Descriptor {
 }
 
 /// Every CPU strategy's descriptor, in the order of [`Strategy`]'s variants.
-pub const DESCRIPTORS: [Descriptor; 4] = [
+pub const DESCRIPTORS: [Descriptor; 5] = [
     Descriptor {
         strategy: Strategy::Perfect,
         name: "perfect",
@@ -144,6 +150,13 @@ pub const DESCRIPTORS: [Descriptor; 4] = [
         intake: Intake::Buffered(sort::run),
         eligible: always,
         grows: false,
+    },
+    Descriptor {
+        strategy: Strategy::Partitioned,
+        name: "partitioned",
+        intake: Intake::Buffered(partitioned::run),
+        eligible: always,
+        grows: true,
     },
 ];
 
@@ -276,6 +289,9 @@ mod tests {
             assert_eq!(s.name().parse::<Strategy>().unwrap(), s);
         }
         let err = "hashed".parse::<Strategy>().unwrap_err().to_string();
-        assert!(err.contains("perfect, thread_local, shared, sort"), "{err}");
+        assert!(
+            err.contains("perfect, thread_local, shared, sort, partitioned"),
+            "{err}"
+        );
     }
 }

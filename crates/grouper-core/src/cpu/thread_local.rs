@@ -17,7 +17,7 @@ use crate::table::LinearTable;
 /// Partition of a key word for the merge. Uses murmur3's low bits, independent of the high bits
 /// the partition tables index with, whatever hash function those use.
 #[inline]
-fn partition_of(word: u64, bits: u32) -> usize {
+pub(super) fn partition_of(word: u64, bits: u32) -> usize {
     (murmur3(word) & ((1u64 << bits) - 1)) as usize
 }
 
