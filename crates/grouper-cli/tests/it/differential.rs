@@ -266,7 +266,7 @@ proptest! {
         groups in 1u64..400,
         seed in any::<u64>(),
         filter in prop::option::of(-5000i64..400_000),
-        strategy in prop::option::of(prop::sample::select(&[Strategy::ThreadLocal, Strategy::Shared, Strategy::Sort][..])),
+        strategy in prop::option::of(prop::sample::select(&[Strategy::ThreadLocal, Strategy::Shared, Strategy::Sort, Strategy::Partitioned][..])),
     ) {
         let batch = table(rows, groups, seed);
         let select: Vec<String> = keys.iter().map(|k| k.to_string()).chain(aggs.iter().map(|a| a.to_string())).collect();

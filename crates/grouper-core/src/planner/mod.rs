@@ -11,9 +11,12 @@
 //!   Above 2^20 the sample must also fill the domain about as densely as uniform keys would
 //!   ([`Estimate::looks_dense`]); sparse wide domains (skewed keys) waste memory and lose to
 //!   hashing.
-//! * too wide to index and nearly every sampled key distinct: `sort` — at 2^22+ groups tables
-//!   thrash the caches and each worker's partial table barely reduces; a sort moves memory
-//!   sequentially.
+//!   Per-thread arrays over a third of that memory (many threads, a wide domain) give way to
+//!   `partitioned` (to `thread_local` when a key is hot).
+//! * too wide to index, very many groups (or nearly every sampled key distinct) and no hot key:
+//!   `partitioned` — each worker's private table would barely reduce and every group would be
+//!   inserted twice; rows partitioned by hash insert it once. (`sort` ran this case before; at
+//!   16 threads its per-thread arrays of all groups cost seconds.)
 //! * otherwise `thread_local` — per-thread tables stay cache-resident while groups are few, and
 //!   the partitioned merge keeps many groups parallel.
 
@@ -57,6 +60,11 @@ pub fn direct_index_limit(state_bytes: usize, threads: usize, budget: u64) -> u6
     let per_group = (state_bytes as u64 + 1) * threads.max(1) as u64; // +1: the presence flag
     budget / per_group
 }
+
+/// Estimated groups from which `auto` partitions rows rather than keep per-thread tables, where
+/// keys are too wide to index directly and none is hot (`bench cpu-sweep`: from 2^20 groups on
+/// both 2 and 16 threads).
+pub const PARTITIONED_MIN_GROUPS: u64 = 1 << 20;
 
 /// Domains up to this size are indexed directly however sparsely the sample fills them
 /// (measured: direct indexing beat hashing on zipf keys up to 2^20).
@@ -159,15 +167,43 @@ pub fn choose(
             ),
         ),
         (None, Some(advised)) => advised,
-        // The first batch's range grows by an eighth if later keys fall outside it: plan for
-        // that, so a direct-index choice does not have to be abandoned midway.
-        (None, None) if !indexable && estimate.nearly_unique() =>
+        // Per-thread direct arrays of more than a third of their budget (16 threads over a
+        // 2^20 domain: 400 MiB to clear and merge, 261 ms where DataFusion took 111): rows
+        // partitioned by hash unless a hot key would make one partition all the work, then
+        // private tables, which absorb it.
+        (None, None) if indexable && estimate.domain.saturating_mul(3) > perfect_limit => {
+            if estimate.skewed() {
+                (
+                    Strategy::ThreadLocal,
+                    format!(
+                        "direct-index arrays of the key domain ({}) would take over a third of their budget over all threads, and a hot key takes {} of {} sampled rows: per-thread tables absorb it",
+                        estimate.domain, estimate.top_count, estimate.sampled
+                    ),
+                )
+            } else {
+                (
+                    Strategy::Partitioned,
+                    format!(
+                        "direct-index arrays of the key domain ({}) would take over a third of their budget over all threads: rows partitioned by key hash, one table per partition",
+                        estimate.domain
+                    ),
+                )
+            }
+        }
+        // Very many groups and no hot key: a worker's private table would hold nearly as many
+        // groups as its rows and each group would be inserted twice (the table, then the
+        // merge); partitioned rows insert it once. `bench cpu-sweep`, 2^25 rows over 2^24
+        // uniform keys on 16 threads: 0.39 s, per-thread tables 0.71 s, a sort 2.3 s.
+        (None, None)
+            if !indexable
+                && !estimate.skewed()
+                && (estimate.nearly_unique() || estimate.groups >= PARTITIONED_MIN_GROUPS) =>
         {
             (
-                Strategy::Sort,
+                Strategy::Partitioned,
                 format!(
-                    "nearly every sampled key is distinct ({} of {}) and the key domain ({}) is too wide to index directly: sorting moves memory sequentially",
-                    estimate.distinct, estimate.sampled, estimate.domain
+                    "~{} groups ({} distinct of {} sampled) over a key domain ({}) too wide to index directly, no hot key: rows partitioned by key hash, each group inserted once",
+                    estimate.groups, estimate.distinct, estimate.sampled, estimate.domain
                 ),
             )
         }
@@ -240,6 +276,44 @@ mod tests {
     use crate::profile::Point;
 
     #[test]
+    fn direct_arrays_too_large_for_all_threads_partition_rows() {
+        // 2^20 uniform keys, a first batch of 8192 rows nearly all distinct.
+        let uniform = estimate(
+            &[(0..8192u64).map(|r| r * 127 % (1 << 20)).collect()],
+            1 << 20,
+            Hints::default(),
+        );
+        assert!(!uniform.skewed());
+        let auto = Overrides::default();
+        let pick = |e: Estimate, threads| {
+            choose(e, &auto, perfect_limit(24, threads), None)
+                .unwrap()
+                .strategy
+        };
+        // 2 threads: 50 MiB of arrays, direct. 16 threads: 400 MiB (over a third of the
+        // budget), partitioned.
+        assert_eq!(pick(uniform, 2), Strategy::Perfect);
+        assert_eq!(pick(uniform, 16), Strategy::Partitioned);
+        // A hot key keeps private tables, which absorb it.
+        let hot = estimate(
+            &[(0..8192u64)
+                .map(|r| if r % 4 == 0 { 5 } else { r * 127 % (1 << 20) })
+                .collect()],
+            1 << 20,
+            Hints::default(),
+        );
+        assert!(hot.skewed());
+        assert_eq!(pick(hot, 2), Strategy::Perfect);
+        assert_eq!(pick(hot, 16), Strategy::ThreadLocal);
+        // 2^18 keys' arrays on 16 threads (100 MiB) stay direct.
+        let smaller = Estimate {
+            domain: 1 << 18,
+            ..uniform
+        };
+        assert_eq!(pick(smaller, 16), Strategy::Perfect);
+    }
+
+    #[test]
     fn sorted_wide_keys_take_private_tables_in_key_order() {
         // TPC-H Q18's subquery at SF 1: `l_orderkey` over a 6M domain that its first sorted
         // batch fills densely.
@@ -260,7 +334,7 @@ mod tests {
             }),
             Strategy::Perfect
         );
-        // Sorted and nearly unique over a domain too wide to index: no sort either.
+        // Sorted and nearly unique over a domain too wide to index: no partitioning either.
         let ids = estimate(
             &[(0..8192u64).map(|r| r * 1000).collect()],
             1 << 40,
@@ -273,7 +347,7 @@ mod tests {
                 sorted: false,
                 ..ids
             }),
-            Strategy::Sort
+            Strategy::Partitioned
         );
         // Within the always-direct domain sorted keys stay direct (no hashing there either).
         let small = estimate(
@@ -362,11 +436,12 @@ mod tests {
             domain: 1 << 40,
             distinct: 65_000,
             groups: 65_000,
+            top_count: 2,
             ..sparse
         };
         assert_eq!(
             choose(unique, &auto, limit, None).unwrap().strategy,
-            Strategy::Sort
+            Strategy::Partitioned
         );
         // A first batch of 8192 rows, 94% distinct, from 2^22 rows over 2^16 groups: 64 rows a
         // group is plenty of reduction for tables.
@@ -387,7 +462,17 @@ mod tests {
         };
         assert_eq!(
             choose(few_rows_each, &auto, limit, None).unwrap().strategy,
-            Strategy::Sort
+            Strategy::Partitioned
+        );
+        // The same groups with a hot key stay in private tables, which absorb it.
+        let hot = Estimate {
+            top_count: 2000,
+            ..few_rows_each
+        };
+        assert!(hot.skewed());
+        assert_eq!(
+            choose(hot, &auto, limit, None).unwrap().strategy,
+            Strategy::ThreadLocal
         );
         // A device profile measured near the estimate decides before the rules, within what
         // applies: it may not index a domain too wide for memory.
@@ -405,7 +490,7 @@ mod tests {
         assert_eq!(d.strategy, Strategy::Perfect, "{d}");
         assert!(d.reason.starts_with("device profile"), "{d}");
         let d = choose(unique, &auto, limit, Some(&profile)).unwrap();
-        assert_eq!(d.strategy, Strategy::Sort, "too far from 2^11: {d}");
+        assert_eq!(d.strategy, Strategy::Partitioned, "too far from 2^11: {d}");
         let wide_sparse = Estimate {
             domain: 1 << 40,
             ..sparse
