@@ -152,6 +152,16 @@ impl LinearTable {
         gids.extend(words.iter().map(|&w| self.find_or_insert(w)));
     }
 
+    /// Makes room for `groups` groups in one rebuild, rather than the doublings that would
+    /// otherwise reach it (each a fresh allocation and a rehash of every group so far).
+    pub fn reserve(&mut self, groups: usize) {
+        if self.ordered {
+            self.planned = self.planned.max(capacity_for(groups, self.fill));
+        } else if groups > self.grow_at {
+            self.rebuild(capacity_for(groups, self.fill));
+        }
+    }
+
     /// Builds the slots from the groups so far (with room to grow) and hashes from now on.
     fn leave_key_order(&mut self) {
         self.ordered = false;

@@ -34,6 +34,7 @@ use crate::partial::PartialGroups;
 use crate::planner::{self, Decision, Hints, KeyBounds, Overrides};
 use crate::profile::Profile;
 use crate::table::check_fill_factor;
+use crate::trace;
 
 /// How to run a query; the default lets the planner decide everything.
 pub type Options = Overrides;
@@ -320,7 +321,12 @@ impl Aggregation {
     /// Merges the workers' groups and produces the result in the merge's parts.
     pub fn finish_parts(&self, workers: Vec<Worker>) -> Result<AggregateParts> {
         match self.merged(workers)? {
-            Some((chunks, codec, decision)) => self.assemble(chunks, &codec, decision),
+            Some((chunks, codec, decision)) => {
+                trace::event(|| format!("merged: {} chunks", chunks.len()));
+                let parts = self.assemble(chunks, &codec, decision);
+                trace::event(|| "assembled: keys decoded, aggregates finalized".into());
+                parts
+            }
             None => self.empty(None),
         }
     }
@@ -404,8 +410,10 @@ impl Aggregation {
         decision: &Decision,
     ) -> Result<(Vec<Chunk>, Arc<KeyCodec>)> {
         let morsels = morsels(kept);
+        trace::event(|| format!("buffered: {} morsels kept", morsels.len()));
         let keys: Vec<&[ArrayRef]> = morsels.iter().map(|m| m.keys.as_slice()).collect();
         let codec = KeyCodec::plan(&self.spec.key_types, &keys)?;
+        trace::event(|| "buffered: codec planned over all keys".into());
         let words = morsels
             .par_iter()
             .map(|m| {
@@ -414,6 +422,7 @@ impl Aggregation {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        trace::event(|| "buffered: key words encoded".into());
         let chunks = cpu::run_buffered(
             decision.strategy,
             &self.spec,
