@@ -62,9 +62,20 @@ pub fn direct_index_limit(state_bytes: usize, threads: usize, budget: u64) -> u6
 }
 
 /// Estimated groups from which `auto` partitions rows rather than keep per-thread tables, where
-/// keys are too wide to index directly and none is hot (`bench cpu-sweep`: from 2^20 groups on
-/// both 2 and 16 threads).
-pub const PARTITIONED_MIN_GROUPS: u64 = 1 << 20;
+/// keys are too wide to index directly (`bench cpu-sweep`, uniform keys: partitioned rows beat
+/// per-thread tables from 2^18 groups on both 2 and 16 threads, and lost at 2^16).
+pub const PARTITIONED_MIN_GROUPS: u64 = 1 << 18;
+
+/// Whether partitioned rows beat per-thread tables for keys too wide to index: many groups
+/// (nearly every sampled key distinct, or [`PARTITIONED_MIN_GROUPS`] estimated), or skewed
+/// keys with a long tail (the estimate at least twice the sample: zipf keys over 2^22 and
+/// 2^24 values look like 21k-25k groups from 8192 rows, and arrive as millions), and no key so
+/// hot that its partition would be a quarter of all the work.
+fn partitioning_pays(e: &Estimate) -> bool {
+    let hot = e.top_count.saturating_mul(4) > e.sampled as u64;
+    let long_tail = e.skewed() && e.groups >= 2 * e.sampled as u64;
+    !hot && (e.nearly_unique() || e.groups >= PARTITIONED_MIN_GROUPS || long_tail)
+}
 
 /// Domains up to this size are indexed directly however sparsely the sample fills them
 /// (measured: direct indexing beat hashing on zipf keys up to 2^20).
@@ -190,23 +201,18 @@ pub fn choose(
                 )
             }
         }
-        // Very many groups and no hot key: a worker's private table would hold nearly as many
-        // groups as its rows and each group would be inserted twice (the table, then the
-        // merge); partitioned rows insert it once. `bench cpu-sweep`, 2^25 rows over 2^24
-        // uniform keys on 16 threads: 0.39 s, per-thread tables 0.71 s, a sort 2.3 s.
-        (None, None)
-            if !indexable
-                && !estimate.skewed()
-                && (estimate.nearly_unique() || estimate.groups >= PARTITIONED_MIN_GROUPS) =>
-        {
-            (
-                Strategy::Partitioned,
-                format!(
-                    "~{} groups ({} distinct of {} sampled) over a key domain ({}) too wide to index directly, no hot key: rows partitioned by key hash, each group inserted once",
-                    estimate.groups, estimate.distinct, estimate.sampled, estimate.domain
-                ),
-            )
-        }
+        // Many groups over keys too wide to index: a worker's private table would hold nearly
+        // as many groups as its rows and each group would be inserted twice (the table, then
+        // the merge); partitioned rows insert it once. `bench cpu-sweep`, 2^25 rows on 16
+        // threads: 2^24 uniform keys 0.21 s, per-thread tables 0.67 s, a sort 2.2 s; 2^24 zipf
+        // keys 0.12 s against 0.17 s.
+        (None, None) if !indexable && partitioning_pays(&estimate) => (
+            Strategy::Partitioned,
+            format!(
+                "~{} groups ({} distinct of {} sampled, top key {} rows) over a key domain ({}) too wide to index directly: rows partitioned by key hash, each group inserted once",
+                estimate.groups, estimate.distinct, estimate.sampled, estimate.top_count, estimate.domain
+            ),
+        ),
         (None, None) if !indexable => (
             Strategy::ThreadLocal,
             format!(
@@ -464,14 +470,40 @@ mod tests {
             choose(few_rows_each, &auto, limit, None).unwrap().strategy,
             Strategy::Partitioned
         );
-        // The same groups with a hot key stay in private tables, which absorb it.
+        // The same groups with a key in over a quarter of the rows stay in private tables,
+        // which absorb it.
         let hot = Estimate {
-            top_count: 2000,
+            top_count: 3000,
             ..few_rows_each
         };
         assert!(hot.skewed());
         assert_eq!(
             choose(hot, &auto, limit, None).unwrap().strategy,
+            Strategy::ThreadLocal
+        );
+        // Zipf keys over 2^22 values from 2^25 rows: the sample sees 3361 keys, one in 11.6% of
+        // its rows, and the estimate extrapolates a long tail (21k): partitioned. Over 2^16
+        // values (an estimate of 9.9k) private tables reduce the rows first.
+        let zipf = Estimate {
+            rows: 1 << 25,
+            distinct: 3361,
+            groups: 21_072,
+            top_count: 948,
+            ..first_batch
+        };
+        assert!(zipf.skewed());
+        assert_eq!(
+            choose(zipf, &auto, limit, None).unwrap().strategy,
+            Strategy::Partitioned
+        );
+        let short_tail = Estimate {
+            distinct: 2571,
+            groups: 9935,
+            top_count: 1105,
+            ..zipf
+        };
+        assert_eq!(
+            choose(short_tail, &auto, limit, None).unwrap().strategy,
             Strategy::ThreadLocal
         );
         // A device profile measured near the estimate decides before the rules, within what
