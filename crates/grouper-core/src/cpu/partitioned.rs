@@ -11,9 +11,11 @@
 //! host's 16 threads, 2^25 rows: `sort` 2.3 s, DataFusion 0.22 s). Here each group is inserted
 //! once, into a table of a partition's share of the groups, small enough to stay near the cache.
 //!
-//! Where it loses: heavy skew (a hot key's partition is one thread's work) and few groups (a
-//! private table reduces the rows before anything moves). The planner keeps it to keys whose
-//! sample is nearly all distinct and not skewed.
+//! Where it loses: few groups (a private table reduces the rows before anything moves; copying
+//! every row costs 0.12 s at 2^25 rows on 16 threads, whatever the groups) and a key in a large
+//! share of the rows (its partition is one thread's work). The planner keeps it to many groups
+//! over keys too wide to index, or per-thread direct arrays too large for all threads, and no
+//! key in a quarter of the sampled rows.
 
 use arrow::array::{Array, ArrayRef};
 use arrow::compute::interleave;

@@ -200,14 +200,35 @@ impl Dictionary {
     }
 
     /// Appends `values` that are absent (used to seed a dictionary); returns the new length.
+    /// Each shard is read under one shared lock, and locked for writing once, only when some
+    /// value is new: seeding from many threads at once took the one shard of a string column's
+    /// dictionary for writing at every row (db-benchmark q10 on 16 threads: 7.6 s, against 3 s
+    /// seeded on one thread).
     pub fn extend<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> usize {
+        let mut by_shard: Vec<Vec<(u64, &[u8])>> = vec![Vec::new(); self.shards.len()];
         for v in values {
             let h = self.hasher.hash_one(v);
-            let mut inner = self.shards[self.shard_of(h)]
+            by_shard[self.shard_of(h)].push((h, v));
+        }
+        for (s, values) in by_shard.iter().enumerate() {
+            let absent: Vec<(u64, &[u8])> = {
+                let inner = self.shard(s);
+                values
+                    .iter()
+                    .filter(|(h, v)| find(&inner, *h, v).is_none())
+                    .copied()
+                    .collect()
+            };
+            if absent.is_empty() {
+                continue;
+            }
+            let mut inner = self.shards[s]
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            if find(&inner, h, v).is_none() {
-                self.append(&mut inner, h, v);
+            for (h, v) in absent {
+                if find(&inner, h, v).is_none() {
+                    self.append(&mut inner, h, v);
+                }
             }
         }
         self.len()
@@ -311,5 +332,40 @@ mod tests {
                 d.code_bound() as u64 / 4
             )
             .is_none());
+    }
+
+    #[test]
+    fn extending_from_many_threads_appends_each_value_once_and_keeps_codes() {
+        for d in [Dictionary::new(), Dictionary::sharded()] {
+            let first = d
+                .encode(std::iter::once(Some(&b"v7"[..])), 1 << 20)
+                .unwrap()[0];
+            let values: Vec<String> = (0..4000).map(|i| format!("v{}", i % 1000)).collect();
+            std::thread::scope(|scope| {
+                for chunk in values.chunks(500) {
+                    scope.spawn(|| d.extend(chunk.iter().map(|v| v.as_bytes())));
+                }
+            });
+            assert_eq!(d.len(), 1000);
+            let again = d
+                .encode(std::iter::once(Some(&b"v7"[..])), 1 << 20)
+                .unwrap()[0];
+            assert_eq!(again, first, "a value seeded before keeps its code");
+            let codes: Vec<u32> = d
+                .encode(values.iter().map(|v| Some(v.as_bytes())), 1 << 20)
+                .unwrap()
+                .into_iter()
+                .map(Option::unwrap)
+                .collect();
+            let mut distinct = codes.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), 1000, "one code per value");
+            d.with_values(&codes[..5], |v| {
+                for (i, v) in v.iter().enumerate() {
+                    assert_eq!(*v, values[i].as_bytes());
+                }
+            });
+        }
     }
 }
