@@ -50,13 +50,23 @@ pub(crate) enum Route {
 /// Rows from which `auto` co-processes an in-memory table (see [`Route::choose`]).
 pub const HYBRID_MIN_ROWS: usize = 1 << 24;
 
+/// The widest key domain a sample of an in-memory table's rows may show for `auto` to
+/// co-process it. Wider, the GPU's share (a direct or hash table of millions of groups, read
+/// back and merged with the CPU's) lost to the CPU alone: `bench cpu-sweep`, 2^25 rows on the
+/// H100 host's 16 threads, co-processing 0.16-0.92 s at 2^22 and 2^24 uniform keys and 0.18-0.69
+/// s at 2^22 and 2^24 zipf keys, the CPU 0.11-0.40 s, DataFusion 0.13-0.28 s
+/// (`bench/results/cpu-sweep-h100-16t-*.json`); at 2^20 uniform keys co-processing still won
+/// (0.05 s against 0.12).
+pub const HYBRID_MAX_DOMAIN: u128 = 1 << 20;
+
 impl Route {
     /// The route for `plan` under `engine`'s backend: the GPU when asked for (its absence is an
     /// error); hybrid likewise. `auto` sends a query the GPU fuses over a Parquet scan it reads
     /// as pages to the GPU alone from [`pages::PAGES_MIN_ROWS`] rows; co-processes (hybrid) a
     /// query the GPU fuses over an in-memory table of at least [`HYBRID_MIN_ROWS`] rows, where
     /// the GPU's share outruns its set-up (compile, encode; the encoded input is cached for the
-    /// next query); and otherwise stays on the CPU, saying why. `auto` with a GPU strategy asked for runs on the GPU when
+    /// next query), unless a sample of its rows shows keys wider than [`HYBRID_MAX_DOMAIN`];
+    /// and otherwise stays on the CPU, saying why. `auto` with a GPU strategy asked for runs on the GPU when
     /// it can. Without the `gpu` feature every route is the CPU's, and the GPU backends are an
     /// error.
     pub(crate) fn choose(engine: &Engine, plan: &GroupByPlan) -> Result<Route> {
@@ -141,6 +151,8 @@ pub(crate) enum NoGpu {
         rows: Option<usize>,
         pages: Option<u64>,
     },
+    /// An in-memory table whose sampled key domain is wider than [`HYBRID_MAX_DOMAIN`].
+    Wide(u128),
 }
 
 #[cfg(feature = "gpu")]
@@ -156,6 +168,9 @@ impl NoGpu {
         match self {
             NoGpu::NoDriver => no_driver(),
             NoGpu::Unfit(why) => why,
+            NoGpu::Wide(domain) => format!(
+                "the in-memory table's keys span {domain} values in a sample of its rows, over {HYBRID_MAX_DOMAIN}: co-processing that many groups lost to the CPU alone"
+            ),
             NoGpu::Small { rows, pages } => format!(
                 "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
                 crate::device_facts::known().map(|i| format!(" ({})", i.name)).unwrap_or_default(),
@@ -192,7 +207,10 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
     let route = if pages.is_some_and(|p| p >= pages::PAGES_MIN_ROWS) {
         AutoGpu::Pages { query, fused }
     } else if rows.is_some_and(|r| r >= HYBRID_MIN_ROWS) {
-        AutoGpu::Hybrid { query }
+        match plan.fused.as_ref().and_then(sampled_domain) {
+            Some(domain) if domain > HYBRID_MAX_DOMAIN => return AutoGpu::No(NoGpu::Wide(domain)),
+            _ => AutoGpu::Hybrid { query },
+        }
     } else {
         return AutoGpu::No(NoGpu::Small { rows, pages });
     };
@@ -352,6 +370,16 @@ pub(crate) fn over_budget(e: DataFusionError) -> DataFusionError {
 
 /// Rows of `source` when it is an in-memory table.
 #[cfg(feature = "gpu")]
+/// The key domain a sample of an in-memory source's rows shows (the product of the keys'
+/// sampled ranges), when every key is an ordinal column of it.
+#[cfg(feature = "gpu")]
+fn sampled_domain(fused: &crate::fuse::Fused) -> Option<u128> {
+    fused.keys.iter().try_fold(1u128, |domain, &k| {
+        let (lo, hi) = crate::stats::sampled_range(&fused.source, k)?;
+        Some(domain.saturating_mul((hi - lo) as u128 + 1))
+    })
+}
+
 pub(crate) fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
     let mem = crate::stats::memory_source(source)?;
     Some(
@@ -361,4 +389,47 @@ pub(crate) fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
             .map(|b| b.num_rows())
             .sum(),
     )
+}
+
+#[cfg(all(test, feature = "gpu"))]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::prelude::SessionContext;
+
+    use super::sampled_domain;
+    use crate::fuse::Fused;
+
+    #[tokio::test]
+    async fn an_in_memory_tables_sampled_domain_is_the_product_of_its_keys_ranges() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("b", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(10..20)),
+                Arc::new(Int64Array::from_iter_values((0..10).map(|r| r * 100))),
+            ],
+        )
+        .unwrap();
+        let ctx = SessionContext::new();
+        let table = datafusion::catalog::MemTable::try_new(schema, vec![vec![batch]]).unwrap();
+        ctx.register_table("t", Arc::new(table)).unwrap();
+        let source = crate::test_support::physical_plan(&ctx, "SELECT a, b FROM t").await;
+        let fused = |keys: Vec<usize>| Fused {
+            source: Arc::clone(&source),
+            filter: None,
+            keys,
+            args: vec![],
+            columns: vec![DataType::Int64, DataType::Int64],
+        };
+        assert_eq!(sampled_domain(&fused(vec![0])), Some(10));
+        assert_eq!(sampled_domain(&fused(vec![1])), Some(901));
+        assert_eq!(sampled_domain(&fused(vec![0, 1])), Some(9010));
+        assert_eq!(sampled_domain(&fused(vec![2])), None, "no such column");
+    }
 }
