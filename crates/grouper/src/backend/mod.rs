@@ -368,8 +368,6 @@ pub(crate) fn over_budget(e: DataFusionError) -> DataFusionError {
     ))
 }
 
-/// Rows of `source` when it is an in-memory table.
-#[cfg(feature = "gpu")]
 /// The key domain a sample of an in-memory source's rows shows (the product of the keys'
 /// sampled ranges), when every key is an ordinal column of it.
 #[cfg(feature = "gpu")]
@@ -380,6 +378,8 @@ fn sampled_domain(fused: &crate::fuse::Fused) -> Option<u128> {
     })
 }
 
+/// Rows of `source` when it is an in-memory table.
+#[cfg(feature = "gpu")]
 pub(crate) fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
     let mem = crate::stats::memory_source(source)?;
     Some(
