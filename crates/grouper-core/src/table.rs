@@ -252,6 +252,35 @@ mod tests {
     }
 
     #[test]
+    fn a_reserved_table_takes_its_groups_without_growing_and_keeps_its_ids() {
+        let mut t = LinearTable::new(4, HashFn::Murmur3, 0.5);
+        let mut gids = Vec::new();
+        t.map(&[10, 20, 30], &mut gids);
+        t.reserve(10_000);
+        let slots = t.slots.len();
+        assert_eq!(slots, capacity_for(10_000, 0.5));
+        let words: Vec<u64> = (0..10_000u64).map(|w| w * 10).collect();
+        t.map(&words, &mut gids);
+        assert_eq!(t.slots.len(), slots, "no growth within the reservation");
+        assert_eq!(
+            &gids[..4],
+            &[3, 0, 1, 2],
+            "ids from before the rebuild kept"
+        );
+        t.reserve(100);
+        assert_eq!(
+            t.slots.len(),
+            slots,
+            "a smaller reservation shrinks nothing"
+        );
+        // In key order, the reservation is what leaving it builds.
+        let mut o = LinearTable::new(4, HashFn::Murmur3, 0.5).in_key_order();
+        o.reserve(5000);
+        o.map(&[5, 3], &mut gids);
+        assert_eq!(o.slots.len(), capacity_for(5000, 0.5));
+    }
+
+    #[test]
     fn fill_factor_bounds() {
         assert!(check_fill_factor(0.5).is_ok());
         assert!(check_fill_factor(0.0).is_err());

@@ -13,10 +13,11 @@
 //!   hashing.
 //!   Per-thread arrays over a third of that memory (many threads, a wide domain) give way to
 //!   `partitioned` (to `thread_local` when a key is hot).
-//! * too wide to index, very many groups (or nearly every sampled key distinct) and no hot key:
+//! * too wide to index and many groups (`partitioning_pays`: 2^18 estimated, nearly every
+//!   sampled key distinct, or a skewed sample's long tail; no key in a quarter of the rows):
 //!   `partitioned` — each worker's private table would barely reduce and every group would be
-//!   inserted twice; rows partitioned by hash insert it once. (`sort` ran this case before; at
-//!   16 threads its per-thread arrays of all groups cost seconds.)
+//!   inserted twice; rows partitioned by hash insert it once. (`sort` ran nearly unique keys
+//!   before; at 16 threads its per-thread arrays of all groups cost seconds.)
 //! * otherwise `thread_local` — per-thread tables stay cache-resident while groups are few, and
 //!   the partitioned merge keeps many groups parallel.
 
