@@ -14,8 +14,9 @@ use crate::hash::murmur3;
 use crate::input::QuerySpec;
 use crate::table::LinearTable;
 
-/// Partition of a key word for the merge. Uses murmur3's low bits, independent of the high bits
-/// the partition tables index with, whatever hash function those use.
+/// Partition of a key word, for this merge and for `partitioned`'s rows. Uses murmur3's low
+/// bits, independent of the high bits the partition tables index with, whatever hash function
+/// those use.
 #[inline]
 pub(super) fn partition_of(word: u64, bits: u32) -> usize {
     (murmur3(word) & ((1u64 << bits) - 1)) as usize
