@@ -1,7 +1,9 @@
 //! What the engine is asked: the query's shape ([`QuerySpec`]) and its input ([`InputBatch`]).
 
-use arrow::array::{Array, ArrayRef};
-use arrow::datatypes::DataType;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, Decimal128Type, Decimal64Type};
 
 use crate::agg::AggregateSpec;
 use crate::error::{GrouperError, Result};
@@ -69,6 +71,8 @@ impl InputBatch {
         }
         for (a, s) in args.iter().zip(&spec.aggregates) {
             match (a, &s.input_type) {
+                // A decimal SUM or AVG also reads its argument's 64-bit lanes.
+                (Some(a), Some(_)) if a.len() == rows && s.accepts(a.data_type()) => {}
                 (Some(a), Some(t)) => check_column(a, t, rows, "argument")?,
                 (None, None) => {}
                 _ => {
@@ -80,6 +84,39 @@ impl InputBatch {
             }
         }
         Ok(Self { keys, args, rows })
+    }
+
+    /// The same rows with every argument in its aggregate's own type: 64-bit decimal lanes
+    /// ([`crate::agg::AggregateSpec::lanes_type`]) widened to Decimal128. Strategies that keep
+    /// batches to gather them later (arrow's `interleave` and `concat` take one type per
+    /// column) keep these.
+    pub fn widened(&self, spec: &QuerySpec) -> Self {
+        let args = self
+            .args
+            .iter()
+            .zip(&spec.aggregates)
+            .map(|(a, s)| {
+                match (
+                    a.as_ref()
+                        .and_then(|a| a.as_primitive_opt::<Decimal64Type>()),
+                    &s.input_type,
+                ) {
+                    // Value for value (a cast would check the declared precision, which the
+                    // lanes' values never were).
+                    (Some(lanes), Some(t)) => Some(Arc::new(
+                        lanes
+                            .unary::<_, Decimal128Type>(i128::from)
+                            .with_data_type(t.clone()),
+                    ) as ArrayRef),
+                    _ => a.clone(),
+                }
+            })
+            .collect();
+        Self {
+            keys: self.keys.clone(),
+            args,
+            rows: self.rows,
+        }
     }
 
     /// Number of rows.

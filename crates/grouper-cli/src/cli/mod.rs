@@ -286,6 +286,10 @@ pub struct DemoArgs {
     /// Print the physical plan with grouper's choice.
     #[arg(long)]
     pub explain: bool,
+    /// Run Q1 this many more times on the same table after the first (warm runs: the data
+    /// generated once, buffers already faulted in) and report each time and their median.
+    #[arg(long, default_value_t = 0)]
+    pub reps: usize,
 }
 
 #[derive(Subcommand, Debug)]

@@ -194,6 +194,25 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         ms(timing.plan),
         ms(timing.aggregate)
     );
+    if args.reps > 0 {
+        let (mut warm, mut cpu) = (Vec::with_capacity(args.reps), Vec::with_capacity(args.reps));
+        for _ in 0..args.reps {
+            let timing = run_sql(&ctx, crate::tpch::Q1).await?.2;
+            warm.push(ms(timing.execute));
+            cpu.push(ms(timing.aggregate));
+        }
+        let listed: Vec<String> = warm.iter().map(|t| format!("{t:.1}")).collect();
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        println!(
+            "warm runs: {} ms; median {:.1} ms (aggregation CPU time {:.1} ms)",
+            listed.join(", "),
+            median(&mut warm),
+            median(&mut cpu)
+        );
+    }
     Ok(())
 }
 

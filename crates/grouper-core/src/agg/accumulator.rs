@@ -18,7 +18,7 @@ use arrow::datatypes::{
 
 use super::{
     AggKind, Aggregate, AggregateSpec, Avg, AvgDecimal, Count, CountStar, MinMaxBool, MinMaxBytes,
-    MinMaxPrimitive, SumDecimal, SumF64, SumI64, SumU64,
+    MinMaxPrimitive, Runs, SumDecimal, SumF64, SumI64, SumU64,
 };
 use crate::error::{GrouperError, Result};
 
@@ -38,6 +38,9 @@ pub trait GroupAccumulator: Send + Sync {
     fn update(&mut self, gids: &[u32], input: Option<&ArrayRef>) -> Result<()>;
     /// Folds every row of `input` (`rows` rows) into group `gid` ([`Aggregate::update_one`]).
     fn update_one(&mut self, gid: u32, rows: usize, input: Option<&ArrayRef>) -> Result<()>;
+    /// Folds rows grouped by group ([`Aggregate::update_runs`]); false, with nothing folded,
+    /// where the aggregate takes no runs for this input. Every id must be below `len()`.
+    fn update_runs(&mut self, runs: &Runs<'_>, input: Option<&ArrayRef>) -> Result<bool>;
     /// Merges group `src[i]` of `other` (the same aggregate) into group `dst[i]` of `self`.
     fn merge(&mut self, other: &dyn GroupAccumulator, src: &[u32], dst: &[u32]) -> Result<()>;
     /// The SQL results for all groups, or for the groups in `select` in that order.
@@ -94,6 +97,10 @@ impl<A: Aggregate> GroupAccumulator for Groups<A> {
     fn update_one(&mut self, gid: u32, rows: usize, input: Option<&ArrayRef>) -> Result<()> {
         self.agg
             .update_one(&mut self.states[gid as usize], rows, input)
+    }
+
+    fn update_runs(&mut self, runs: &Runs<'_>, input: Option<&ArrayRef>) -> Result<bool> {
+        self.agg.update_runs(&mut self.states, runs, input)
     }
 
     fn merge(&mut self, other: &dyn GroupAccumulator, src: &[u32], dst: &[u32]) -> Result<()> {

@@ -11,7 +11,8 @@ use super::columns::{load_pairs, save_pairs};
 use super::sum::SumNative;
 use super::words::{overflow, FieldWords, Input, Op};
 use super::{
-    downcast_input, fold_valid, for_each_valid, update_one_by_ids, without_nulls, Aggregate,
+    decimal_lanes, downcast_input, fold_runs, fold_valid, for_each_valid, update_one_by_ids,
+    without_nulls, Aggregate, Runs,
 };
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
@@ -69,6 +70,25 @@ impl Aggregate for Avg {
         state.sum = array.values().iter().fold(state.sum, |s, &v| s + v);
         state.count += array.len() as i64;
         Ok(())
+    }
+    fn update_runs(
+        &self,
+        states: &mut [Self::State],
+        runs: &Runs<'_>,
+        input: Option<&ArrayRef>,
+    ) -> Result<bool> {
+        let array = downcast_input::<Float64Array>(input, "avg")?;
+        if array.null_count() > 0 {
+            return Ok(false);
+        }
+        let values = array.values();
+        for (g, rows) in runs.groups() {
+            let s = &mut states[g];
+            // In row order, as the row loop adds.
+            s.sum = rows.iter().fold(s.sum, |a, &r| a + values[r as usize]);
+            s.count += rows.len() as i64;
+        }
+        Ok(true)
     }
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
         state.sum += other.sum;
@@ -159,6 +179,16 @@ impl Aggregate for AvgDecimal {
         gids: &[u32],
         input: Option<&ArrayRef>,
     ) -> Result<()> {
+        if let Some(lanes) = decimal_lanes(input) {
+            return fold_valid(
+                states,
+                gids,
+                lanes.values(),
+                lanes.nulls(),
+                |s, v| self.update(s, v.into()),
+                || self.overflow(),
+            );
+        }
         let array = downcast_input::<Decimal128Array>(input, "avg")?;
         fold_valid(
             states,
@@ -175,16 +205,55 @@ impl Aggregate for AvgDecimal {
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
-        let Some(array) = without_nulls::<Decimal128Array>(input, "avg")? else {
-            return update_one_by_ids(self, state, rows, input);
+        let (sum, overflow) = match decimal_lanes(input) {
+            Some(lanes) if lanes.null_count() > 0 => {
+                return update_one_by_ids(self, state, rows, input)
+            }
+            Some(lanes) => i64::add_all(state.sum, lanes.values()),
+            None => {
+                let Some(array) = without_nulls::<Decimal128Array>(input, "avg")? else {
+                    return update_one_by_ids(self, state, rows, input);
+                };
+                i128::add_all(state.sum, array.values())
+            }
         };
-        let (sum, overflow) = i128::add_all(state.sum, array.values());
         state.sum = sum;
-        state.count += array.len() as i64;
+        state.count += rows as i64;
         if overflow {
             return Err(self.overflow());
         }
         Ok(())
+    }
+    fn update_runs(
+        &self,
+        states: &mut [Self::State],
+        runs: &Runs<'_>,
+        input: Option<&ArrayRef>,
+    ) -> Result<bool> {
+        let after = |s: &mut AvgState<i128>, rows: &[u32], (sum, overflow): (i128, bool)| {
+            s.sum = sum;
+            s.count += rows.len() as i64;
+            !overflow
+        };
+        let ok = match decimal_lanes(input) {
+            Some(lanes) if lanes.null_count() > 0 => return Ok(false),
+            Some(lanes) => fold_runs(states, runs, |s, rows| {
+                after(s, rows, i64::add_at(s.sum, lanes.values(), rows))
+            }),
+            None => {
+                let array = downcast_input::<Decimal128Array>(input, "avg")?;
+                if array.null_count() > 0 {
+                    return Ok(false);
+                }
+                fold_runs(states, runs, |s, rows| {
+                    after(s, rows, i128::add_at(s.sum, array.values(), rows))
+                })
+            }
+        };
+        match ok {
+            true => Ok(true),
+            false => Err(self.overflow()),
+        }
     }
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {
         state.sum = state

@@ -6,7 +6,7 @@ use arrow::array::{ArrayRef, Int64Array};
 
 use super::columns::{nth, StateValue};
 use super::words::{FieldWords, Input, Op};
-use super::Aggregate;
+use super::{Aggregate, Runs};
 use super::{GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
@@ -22,6 +22,13 @@ pub struct Count;
 #[inline(always)]
 pub fn count_update(state: &mut i64) {
     *state += 1;
+}
+
+/// Each run's rows added to its group's count.
+fn count_runs(states: &mut [i64], runs: &Runs<'_>) {
+    for (g, rows) in runs.groups() {
+        states[g] += rows.len() as i64;
+    }
 }
 
 fn finalize_counts(states: Vec<i64>) -> Result<ArrayRef> {
@@ -48,6 +55,15 @@ impl Aggregate for CountStar {
     fn update_one(&self, state: &mut i64, rows: usize, _: Option<&ArrayRef>) -> Result<()> {
         *state += rows as i64;
         Ok(())
+    }
+    fn update_runs(
+        &self,
+        states: &mut [i64],
+        runs: &Runs<'_>,
+        _: Option<&ArrayRef>,
+    ) -> Result<bool> {
+        count_runs(states, runs);
+        Ok(true)
     }
     fn merge(&self, state: &mut i64, other: &i64) -> Result<()> {
         *state += *other;
@@ -87,6 +103,20 @@ impl Aggregate for Count {
             input.ok_or_else(|| GrouperError::InvalidInput("count(x) needs input".into()))?;
         *state += (input.len() - input.logical_null_count()) as i64;
         Ok(())
+    }
+    fn update_runs(
+        &self,
+        states: &mut [i64],
+        runs: &Runs<'_>,
+        input: Option<&ArrayRef>,
+    ) -> Result<bool> {
+        let input =
+            input.ok_or_else(|| GrouperError::InvalidInput("count(x) needs input".into()))?;
+        if input.logical_null_count() > 0 {
+            return Ok(false);
+        }
+        count_runs(states, runs);
+        Ok(true)
     }
     fn merge(&self, state: &mut i64, other: &i64) -> Result<()> {
         *state += *other;

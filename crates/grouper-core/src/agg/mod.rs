@@ -35,8 +35,8 @@ pub mod words;
 
 use std::fmt;
 
-use arrow::array::ArrayRef;
-use arrow::datatypes::DataType;
+use arrow::array::{ArrayRef, AsArray, Decimal64Array};
+use arrow::datatypes::{DataType, Decimal64Type, DECIMAL64_MAX_PRECISION};
 
 pub use accumulator::{new_accumulator, GroupAccumulator, Groups};
 pub use avg::{Avg, AvgDecimal};
@@ -107,6 +107,25 @@ impl AggregateSpec {
             kind,
             input_type: Some(input_type),
         }
+    }
+
+    /// The type of the 64-bit lanes this aggregate also reads for its argument, where it has
+    /// one: a SUM or AVG of `Decimal128(p, s)` takes `Decimal64` values of scale `s` (the fused
+    /// pipeline's decimals while they fit in 64 bits, [`crate::expr::vector`]), adding each
+    /// into its 128-bit state without a 128-bit array between them.
+    pub fn lanes_type(&self) -> Option<DataType> {
+        match (&self.kind, &self.input_type) {
+            (AggKind::Sum | AggKind::Avg, Some(DataType::Decimal128(_, s))) => {
+                Some(DataType::Decimal64(DECIMAL64_MAX_PRECISION, *s))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `t` is this aggregate's argument type or the type of its [lanes](Self::lanes_type).
+    pub fn accepts(&self, t: &DataType) -> bool {
+        self.input_type.as_ref() == Some(t)
+            || matches!((t, self.lanes_type()), (DataType::Decimal64(_, s), Some(DataType::Decimal64(_, ls))) if *s == ls)
     }
 
     /// The result type, or an error when grouper does not handle this aggregate over this type.
@@ -181,6 +200,19 @@ pub trait Aggregate: Send + Sync + 'static {
     ) -> Result<()> {
         update_one_by_ids(self, state, rows, input)
     }
+    /// Folds the rows of each of `runs`' groups into that group's state: `update_batch` for a
+    /// morsel whose rows were first grouped by group ([`Runs`]: few groups, many rows each),
+    /// each group's rows a reduction in registers rather than a store into its state per row.
+    /// `Ok(false)`, with no state touched, where the aggregate has no such form for this input
+    /// (the default; the caller then runs `update_batch`).
+    fn update_runs(
+        &self,
+        _states: &mut [Self::State],
+        _runs: &Runs<'_>,
+        _input: Option<&ArrayRef>,
+    ) -> Result<bool> {
+        Ok(false)
+    }
     /// Combines a partial state into another.
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()>;
     /// The SQL results of a list of states, in order.
@@ -190,6 +222,41 @@ pub trait Aggregate: Send + Sync + 'static {
     fn save(&self, states: &[Self::State], rows: &[u32]) -> Vec<ArrayRef>;
     /// The states [`Aggregate::save`] wrote, in order.
     fn load(&self, columns: &[ArrayRef]) -> Result<Vec<Self::State>>;
+}
+
+/// A morsel's rows grouped by group: `order` lists row indices group after group (each group's
+/// rows in row order, so a float sum adds as the row loop does), and `runs` each group's id and
+/// where its rows end in `order`.
+#[derive(Debug, Clone, Copy)]
+pub struct Runs<'a> {
+    /// Row indices, group after group.
+    pub order: &'a [u32],
+    /// `(group id, end)`: the group's rows are `order[previous end..end]`.
+    pub runs: &'a [(u32, u32)],
+}
+
+impl<'a> Runs<'a> {
+    /// Each group's id (as a state index) and its rows.
+    pub fn groups(&self) -> impl Iterator<Item = (usize, &'a [u32])> + 'a {
+        let order = self.order;
+        self.runs.iter().scan(0usize, move |start, &(g, end)| {
+            let rows = order.get(*start..end as usize).unwrap_or(&[]);
+            *start = end as usize;
+            Some((g as usize, rows))
+        })
+    }
+}
+
+/// Folds each run of `runs` into its group's state with `fold` (the state and the run's rows;
+/// false on an overflow), every run however the others went; whether none overflowed.
+#[inline(always)]
+pub(crate) fn fold_runs<S>(
+    states: &mut [S],
+    runs: &Runs<'_>,
+    mut fold: impl FnMut(&mut S, &[u32]) -> bool,
+) -> bool {
+    runs.groups()
+        .fold(true, |ok, (g, rows)| fold(&mut states[g], rows) & ok)
 }
 
 /// [`Aggregate::update_one`] through `update_batch` with every group id 0 (the default, and
@@ -212,6 +279,11 @@ pub(crate) fn without_nulls<'a, T: arrow::array::Array + 'static>(
 ) -> Result<Option<&'a T>> {
     let array = downcast_input::<T>(input, name)?;
     Ok((array.null_count() == 0).then_some(array))
+}
+
+/// `input` as a decimal argument's 64-bit lanes ([`AggregateSpec::lanes_type`]), when it is.
+pub(crate) fn decimal_lanes(input: Option<&ArrayRef>) -> Option<&Decimal64Array> {
+    input.and_then(|a| a.as_primitive_opt::<Decimal64Type>())
 }
 
 /// Downcasts `input` to the concrete array type an aggregate reads, or explains the mismatch.
@@ -364,6 +436,55 @@ mod tests {
                         (a, b) => prop_assert_eq!(a.is_err(), b.is_err(), "{:?} {:?}: {:?} / {:?}", kind, t, a.err(), b.err()),
                     }
                 }
+            }
+        }
+    }
+
+    proptest! {
+        /// A decimal SUM or AVG over 64-bit lanes ([`AggregateSpec::lanes_type`]) leaves the
+        /// states the same values as Decimal128 leave, by group id and one group at once,
+        /// NULLs skipped, sums exact at the 64-bit limits; other aggregates take no lanes.
+        #[test]
+        fn decimal_lanes_update_as_their_128_bit_values(
+            values in prop::collection::vec(
+                (prop_oneof![any::<i64>(), Just(i64::MAX), Just(i64::MIN), -1000i64..1000], prop::bool::weighted(0.2)),
+                0..300,
+            ),
+            groups in 1u32..5,
+        ) {
+            let t = DataType::Decimal128(15, 2);
+            let opt = |&(x, null): &(i64, bool)| (!null).then_some(x);
+            let lanes: ArrayRef = Arc::new(
+                values.iter().map(opt).collect::<Decimal64Array>()
+                    .with_data_type(DataType::Decimal64(DECIMAL64_MAX_PRECISION, 2)),
+            );
+            let wide: ArrayRef = Arc::new(
+                values.iter().map(|p| opt(p).map(i128::from)).collect::<Decimal128Array>()
+                    .with_data_type(t.clone()),
+            );
+            let gids: Vec<u32> = (0..values.len() as u32).map(|i| i % groups).collect();
+            for kind in [AggKind::Sum, AggKind::Avg] {
+                let spec = AggregateSpec::new(kind, t.clone());
+                prop_assert!(spec.accepts(lanes.data_type()));
+                let run = |input: &ArrayRef, one: bool| -> Result<ArrayRef> {
+                    let mut acc = new_accumulator(&spec)?;
+                    acc.resize(groups as usize);
+                    if one {
+                        acc.update_one(1 % groups, values.len(), Some(input))?;
+                    } else {
+                        acc.update(&gids, Some(input))?;
+                    }
+                    acc.finalize(None)
+                };
+                for one in [false, true] {
+                    match (run(&lanes, one), run(&wide, one)) {
+                        (Ok(a), Ok(b)) => prop_assert_eq!(a.to_data(), b.to_data(), "{:?} one={}", kind, one),
+                        (a, b) => prop_assert_eq!(a.is_err(), b.is_err(), "{:?} one={}: {:?} / {:?}", kind, one, a.err(), b.err()),
+                    }
+                }
+            }
+            for spec in [AggregateSpec::new(AggKind::Min, t.clone()), AggregateSpec::new(AggKind::Count, t.clone()), AggregateSpec::new(AggKind::Sum, DataType::Int64)] {
+                prop_assert!(!spec.accepts(lanes.data_type()));
             }
         }
     }

@@ -13,7 +13,10 @@ use arrow::datatypes::{
 
 use super::columns::{load_pairs, save_pairs, StateValue};
 use super::words::{overflow, FieldWords, Input, Op};
-use super::{downcast_input, fold_valid, update_one_by_ids, without_nulls, Aggregate};
+use super::{
+    decimal_lanes, downcast_input, fold_runs, fold_valid, update_one_by_ids, without_nulls,
+    Aggregate, Runs,
+};
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
@@ -33,15 +36,49 @@ pub trait SumNative: Copy + Default + Send + Sync + 'static {
     fn add_overflowing(a: Self::Acc, b: Self::Acc) -> (Self::Acc, bool);
     /// The total in the native type, or `None` when it does not fit.
     fn narrow(acc: Self::Acc) -> Option<Self>;
+    /// A 64-bit lane of a decimal argument ([`super::AggregateSpec::lanes_type`]) as an
+    /// accumulator.
+    fn from_lane(v: i64) -> Self::Acc;
+    /// `acc` plus every lane of `values` (none NULL), and whether an addition overflowed:
+    /// [`SumNative::add_all`] for a decimal argument's 64-bit lanes.
+    fn add_lanes(acc: Self::Acc, values: &[i64]) -> (Self::Acc, bool) {
+        fold_sum(
+            acc,
+            values.iter().map(|&v| Self::from_lane(v)),
+            Self::add_overflowing,
+        )
+    }
+    /// `acc` plus `values[r]` for every `r` of `rows` (none NULL), in that order:
+    /// [`SumNative::add_all`] over one group's rows of a morsel ([`super::Runs`]).
+    fn add_at(acc: Self::Acc, values: &[Self], rows: &[u32]) -> (Self::Acc, bool) {
+        let at = rows.iter().map(|&r| values[r as usize].widen());
+        fold_sum(acc, at, Self::add_overflowing)
+    }
+    /// [`SumNative::add_at`] over a decimal argument's 64-bit lanes.
+    fn add_lanes_at(acc: Self::Acc, values: &[i64], rows: &[u32]) -> (Self::Acc, bool) {
+        let at = rows.iter().map(|&r| Self::from_lane(values[r as usize]));
+        fold_sum(acc, at, Self::add_overflowing)
+    }
     /// `acc` plus every value of `values` (none NULL), and whether an addition overflowed:
     /// the rows of one group folded without a group id or a state in memory per row. The
     /// default adds in order from `acc`, as the row loop does (so float sums round alike).
     fn add_all(acc: Self::Acc, values: &[Self]) -> (Self::Acc, bool) {
-        values.iter().fold((acc, false), |(acc, overflow), &v| {
-            let (sum, o) = Self::add_overflowing(acc, v.widen());
-            (sum, overflow | o)
-        })
+        fold_sum(acc, values.iter().map(|v| v.widen()), Self::add_overflowing)
     }
+}
+
+/// `acc` plus every value in order with `add` (wrapping, and whether it overflowed), and
+/// whether any addition overflowed.
+#[inline(always)]
+fn fold_sum<A: Copy>(
+    acc: A,
+    values: impl Iterator<Item = A>,
+    add: impl Fn(A, A) -> (A, bool),
+) -> (A, bool) {
+    values.fold((acc, false), |(acc, overflow), v| {
+        let (sum, o) = add(acc, v);
+        (sum, overflow | o)
+    })
 }
 
 /// The exact sum of 64-bit integers in 128 bits, vectorisable: each value splits into its high
@@ -59,8 +96,27 @@ fn split_sum<T: Copy>(values: &[T], high: impl Fn(T) -> i64, low: impl Fn(T) -> 
         .sum()
 }
 
+/// [`split_sum`] of `values[r]` for every `r` of `rows`: one group's rows of a morsel.
+#[inline(always)]
+fn split_sum_at<T: Copy>(
+    values: &[T],
+    rows: &[u32],
+    high: impl Fn(T) -> i64,
+    low: impl Fn(T) -> u64,
+) -> i128 {
+    rows.chunks(1 << 30)
+        .map(|c| {
+            let (hi, lo) = c.iter().fold((0i64, 0u64), |(hi, lo), &r| {
+                let v = values[r as usize];
+                (hi + high(v), lo + low(v))
+            });
+            (i128::from(hi) << 32) + i128::from(lo)
+        })
+        .sum()
+}
+
 macro_rules! exact_sum_native {
-    ($t:ty $(, $sum_all:expr)?) => {
+    ($t:ty $(, $high:expr, $low:expr)?) => {
         impl SumNative for $t {
             type Acc = i128;
             #[inline(always)]
@@ -79,27 +135,33 @@ macro_rules! exact_sum_native {
             fn narrow(acc: i128) -> Option<Self> {
                 Self::try_from(acc).ok()
             }
+            #[inline(always)]
+            fn from_lane(v: i64) -> i128 {
+                v.into()
+            }
+            /// The lanes summed apart first, exactly ([`split_sum`]).
+            fn add_lanes(acc: i128, values: &[i64]) -> (i128, bool) {
+                <i64 as SumNative>::add_all(acc, values)
+            }
+            fn add_lanes_at(acc: i128, values: &[i64], rows: &[u32]) -> (i128, bool) {
+                <i64 as SumNative>::add_at(acc, values, rows)
+            }
             $(
                 /// Exact whatever the order, so the values are summed apart first (2^30 values
                 /// of 64 bits sum to under 2^94: no overflow in 128 bits).
                 fn add_all(acc: i128, values: &[Self]) -> (i128, bool) {
-                    acc.overflowing_add($sum_all(values))
+                    acc.overflowing_add(split_sum(values, $high, $low))
+                }
+                fn add_at(acc: i128, values: &[Self], rows: &[u32]) -> (i128, bool) {
+                    acc.overflowing_add(split_sum_at(values, rows, $high, $low))
                 }
             )?
         }
     };
 }
 exact_sum_native!(i128);
-exact_sum_native!(i64, |v: &[i64]| split_sum(
-    v,
-    |x| x >> 32,
-    |x| x as u32 as u64
-));
-exact_sum_native!(u64, |v: &[u64]| split_sum(
-    v,
-    |x| (x >> 32) as i64,
-    |x| x as u32 as u64
-));
+exact_sum_native!(i64, |x: i64| x >> 32, |x: i64| x as u32 as u64);
+exact_sum_native!(u64, |x: u64| (x >> 32) as i64, |x: u64| x as u32 as u64);
 
 impl SumNative for f64 {
     type Acc = f64;
@@ -119,7 +181,14 @@ impl SumNative for f64 {
     fn narrow(acc: f64) -> Option<f64> {
         Some(acc)
     }
+    #[inline(always)]
+    fn from_lane(v: i64) -> f64 {
+        v as f64
+    }
 }
+
+/// The accumulator type of a SUM over `T`.
+type Acc<T> = <<T as ArrowPrimitiveType>::Native as SumNative>::Acc;
 
 /// Per-group state of a SUM.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -168,7 +237,17 @@ where
         state: &mut SumState<<T::Native as SumNative>::Acc>,
         value: T::Native,
     ) -> bool {
-        let (sum, overflow) = T::Native::add_overflowing(state.sum, value.widen());
+        self.update_acc(state, value.widen())
+    }
+
+    /// Scalar update by a value already in the accumulator's type (a widened 64-bit lane).
+    #[inline(always)]
+    fn update_acc(
+        &self,
+        state: &mut SumState<<T::Native as SumNative>::Acc>,
+        value: <T::Native as SumNative>::Acc,
+    ) -> bool {
+        let (sum, overflow) = T::Native::add_overflowing(state.sum, value);
         state.sum = sum;
         state.seen = true;
         !overflow
@@ -183,6 +262,29 @@ where
         state.sum = T::Native::add_checked(state.sum, value).ok_or_else(|| self.overflow())?;
         state.seen = true;
         Ok(())
+    }
+
+    /// Stores a run's total; false when it overflowed.
+    #[inline(always)]
+    fn after_run(&self, state: &mut SumState<Acc<T>>, sum: Acc<T>, overflow: bool) -> bool {
+        state.sum = sum;
+        state.seen = true;
+        !overflow
+    }
+
+    /// Stores an `update_one`'s total, or reports its overflow.
+    fn after_one(
+        &self,
+        state: &mut SumState<<T::Native as SumNative>::Acc>,
+        sum: <T::Native as SumNative>::Acc,
+        overflow: bool,
+    ) -> Result<()> {
+        state.sum = sum;
+        state.seen = true;
+        match overflow {
+            true => Err(self.overflow()),
+            false => Ok(()),
+        }
     }
 
     fn overflow(&self) -> GrouperError {
@@ -209,6 +311,16 @@ where
         gids: &[u32],
         input: Option<&ArrayRef>,
     ) -> Result<()> {
+        if let Some(lanes) = decimal_lanes(input) {
+            return fold_valid(
+                states,
+                gids,
+                lanes.values(),
+                lanes.nulls(),
+                |s, v| self.update_acc(s, T::Native::from_lane(v)),
+                || self.overflow(),
+            );
+        }
         let array = downcast_input::<PrimitiveArray<T>>(input, "sum")?;
         fold_valid(
             states,
@@ -226,6 +338,16 @@ where
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
+        if let Some(lanes) = decimal_lanes(input) {
+            if lanes.null_count() > 0 {
+                return update_one_by_ids(self, state, rows, input);
+            }
+            if lanes.is_empty() {
+                return Ok(());
+            }
+            let (sum, overflow) = T::Native::add_lanes(state.sum, lanes.values());
+            return self.after_one(state, sum, overflow);
+        }
         let Some(array) = without_nulls::<PrimitiveArray<T>>(input, "sum")? else {
             return update_one_by_ids(self, state, rows, input);
         };
@@ -233,12 +355,36 @@ where
             return Ok(());
         }
         let (sum, overflow) = T::Native::add_all(state.sum, array.values());
-        state.sum = sum;
-        state.seen = true;
-        if overflow {
-            return Err(self.overflow());
+        self.after_one(state, sum, overflow)
+    }
+
+    fn update_runs(
+        &self,
+        states: &mut [Self::State],
+        runs: &Runs<'_>,
+        input: Option<&ArrayRef>,
+    ) -> Result<bool> {
+        let ok = match decimal_lanes(input) {
+            Some(lanes) if lanes.null_count() > 0 => return Ok(false),
+            Some(lanes) => fold_runs(states, runs, |s, rows| {
+                let (sum, overflow) = T::Native::add_lanes_at(s.sum, lanes.values(), rows);
+                self.after_run(s, sum, overflow)
+            }),
+            None => {
+                let array = downcast_input::<PrimitiveArray<T>>(input, "sum")?;
+                if array.null_count() > 0 {
+                    return Ok(false);
+                }
+                fold_runs(states, runs, |s, rows| {
+                    let (sum, overflow) = T::Native::add_at(s.sum, array.values(), rows);
+                    self.after_run(s, sum, overflow)
+                })
+            }
+        };
+        match ok {
+            true => Ok(true),
+            false => Err(self.overflow()),
         }
-        Ok(())
     }
 
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()> {

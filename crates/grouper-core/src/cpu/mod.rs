@@ -22,6 +22,7 @@ pub mod dense;
 pub mod group_index;
 pub mod morsel;
 pub mod partitioned;
+pub mod runs;
 pub mod shared;
 pub mod sort;
 pub mod streaming;

@@ -4,6 +4,7 @@
 //! at the end: position by position when every index is direct, else by radix partition.
 
 use super::group_index::GroupIndex;
+use super::runs::RunBuilder;
 use super::{dense, new_accumulators, thread_local, update_all, Accumulators, Chunk, Params};
 use crate::error::Result;
 use crate::input::{InputBatch, QuerySpec};
@@ -16,6 +17,8 @@ pub struct Partial {
     accs: Accumulators,
     /// Copies of each group's states ([`LANES`] over a small direct index, else 1).
     lanes: u32,
+    /// Buffers for grouping a morsel's rows by group when it holds few groups.
+    runs: RunBuilder,
 }
 
 /// Copies of each group's states over a direct index of at most [`LANES_MAX_DOMAIN`] ids: row
@@ -40,7 +43,12 @@ impl Partial {
         let mut accs = new_accumulators(spec)?;
         accs.iter_mut()
             .for_each(|a| a.resize(index.len() * lanes as usize));
-        Ok(Self { index, accs, lanes })
+        Ok(Self {
+            index,
+            accs,
+            lanes,
+            runs: RunBuilder::default(),
+        })
     }
 
     /// The same groups with each group's copies folded into one state.
@@ -74,18 +82,35 @@ impl Partial {
             return self.update_one(first, words.len(), morsel, gids);
         }
         self.index.intern(words, gids);
+        let groups = self.index.len() * self.lanes as usize;
+        let mut rows_left = Vec::new();
+        if let Some(runs) = self.runs.group(gids, self.index.len(), self.lanes) {
+            for (a, (acc, arg)) in self.accs.iter_mut().zip(&morsel.args).enumerate() {
+                acc.resize(groups);
+                if !acc.update_runs(&runs, arg.as_ref())? {
+                    rows_left.push(a);
+                }
+            }
+            if rows_left.is_empty() {
+                return Ok(());
+            }
+        }
         if self.lanes > 1 {
             let mask = self.lanes - 1;
             for (i, g) in gids.iter_mut().enumerate() {
                 *g = *g * self.lanes + (i as u32 & mask);
             }
         }
-        update_all(
-            &mut self.accs,
-            gids,
-            morsel,
-            self.index.len() * self.lanes as usize,
-        )
+        if rows_left.is_empty() {
+            return update_all(&mut self.accs, gids, morsel, groups);
+        }
+        // The aggregates that took no runs (MIN and MAX; inputs with NULLs) run the row loop.
+        for a in rows_left {
+            let (acc, arg) = (&mut self.accs[a], &morsel.args[a]);
+            acc.resize(groups);
+            acc.update(gids, arg.as_ref())?;
+        }
+        Ok(())
     }
 
     /// Folds a morsel whose `rows` rows all have the key word `word` (one group: a constant

@@ -508,13 +508,14 @@ impl Worker {
         self.rows += morsel.num_rows() as u64;
         let agg = Arc::clone(&self.agg);
         if !agg.plan_from(morsel)?.decision.strategy.is_streaming() {
+            let morsel = morsel.widened(&agg.spec);
             self.kept_bytes += morsel
                 .keys
                 .iter()
                 .chain(morsel.args.iter().flatten())
                 .map(|a| a.to_data().get_slice_memory_size().unwrap_or(0))
                 .sum::<usize>();
-            self.kept.push(morsel.clone());
+            self.kept.push(morsel);
             return Ok(());
         }
         loop {

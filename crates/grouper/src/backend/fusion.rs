@@ -8,6 +8,7 @@
 //!   scan batch ──filter (Arrow comparison kernels)──> selection (row indices)
 //!              ──keys: Arrow's filter of the key columns only
 //!              ──Program over the selected rows────> arguments ──> Worker::push
+//!                (a decimal SUM or AVG gets 64-bit lanes while its values fit)
 //! ```
 
 use std::sync::Arc;
@@ -51,7 +52,13 @@ impl CpuFusion {
             return None;
         }
         let args: Vec<Option<&Expr>> = fused.args.iter().map(Option::as_ref).collect();
-        let program = Program::compile(&args)?;
+        let lanes: Vec<bool> = plan
+            .spec
+            .aggregates
+            .iter()
+            .map(|a| a.lanes_type().is_some())
+            .collect();
+        let program = Program::compile_with_lanes(&args, &lanes)?;
         Some(Self {
             source: Arc::clone(&fused.source),
             filter: fused.filter.clone(),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    BooleanArray, Decimal128Array, Float32Array, Float64Array, Int32Array, Int64Array,
+    AsArray, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int32Array, Int64Array,
 };
 use proptest::prelude::*;
 
@@ -205,15 +205,18 @@ proptest! {
         seed in 1u64..u64::MAX,
         select in any::<bool>(),
         wide in any::<bool>(),
+        lanes in any::<bool>(),
     ) {
         let mut r = Rng(seed);
-        // The last two pass one column through twice (as Q1's SUM and AVG of a column).
-        let exprs: Vec<Expr> = (0..5)
+        // Columns passed through twice (as Q1's SUM and AVG of a column): an integer, and a
+        // decimal (a node of its own under lanes).
+        let exprs: Vec<Expr> = (0..7)
             .map(|i| match i {
                 0 => decimal(&mut r, 3),
                 1 => integer(&mut r, 3),
                 2 => float(&mut r, 3),
-                _ => col(2, DataType::Int32),
+                3 | 4 => col(2, DataType::Int32),
+                _ => col(0, DataType::Decimal128(15, 2)),
             })
             .collect();
         let exprs: Vec<Expr> = exprs.into_iter().filter(|e| e.check().is_ok()).collect();
@@ -227,7 +230,10 @@ proptest! {
         };
         let m = sel.as_ref().map_or(n, |s| s.len());
         let refs: Vec<Option<&Expr>> = exprs.iter().map(Some).chain([None]).collect();
-        let program = Program::compile(&refs).expect("every generated node compiles");
+        // With lanes, every decimal argument may leave as 64-bit lanes; read back in 128 bits
+        // they are the reference's values.
+        let program = Program::compile_with_lanes(&refs, &vec![lanes; refs.len()])
+            .expect("every generated node compiles");
         let got = program.run(&mut Scratch::default(), &cols, sel.as_ref(), n);
         let want: Result<Vec<ArrayRef>> = exprs.iter().map(|e| e.evaluate(&kept, m)).collect();
         match (got, want) {
@@ -235,7 +241,14 @@ proptest! {
                 prop_assert_eq!(got.len(), want.len() + 1);
                 prop_assert!(got.last().is_some_and(Option::is_none));
                 for ((g, w), e) in got.iter().zip(&want).zip(&exprs) {
-                    let g = g.as_ref().unwrap();
+                    let g = match (g.as_ref().unwrap(), w.data_type()) {
+                        (g, DataType::Decimal128(_, s)) if lanes && g.data_type() != w.data_type() => {
+                            prop_assert_eq!(g.data_type(), &DataType::Decimal64(18, *s));
+                            Arc::new(g.as_primitive::<Decimal64Type>().unary::<_, Decimal128Type>(i128::from).with_data_type(w.data_type().clone())) as ArrayRef
+                        }
+                        (g, _) => Arc::clone(g),
+                    };
+                    let g = &g;
                     prop_assert_eq!(g.data_type(), w.data_type());
                     prop_assert_eq!(g.len(), m);
                     for row in 0..m {
@@ -329,4 +342,19 @@ fn what_has_no_vectorised_form_does_not_compile() {
     assert!(Program::compile(&[Some(&u)]).is_none());
     // A plain column of any type passes through.
     assert!(Program::compile(&[Some(&col(0, DataType::Utf8))]).is_some());
+}
+
+proptest! {
+    /// A selection's indices are the kept rows, ascending, for any length and bit offset.
+    #[test]
+    fn selection_indices_are_the_set_bits(
+        keep in proptest::collection::vec(any::<bool>(), 0..400),
+        offset in 0usize..70,
+    ) {
+        let all = BooleanArray::from(keep.clone());
+        let offset = offset.min(keep.len());
+        let sliced = all.slice(offset, keep.len() - offset);
+        let want: Vec<u32> = (0..sliced.len()).filter(|&i| sliced.value(i)).map(|i| i as u32).collect();
+        prop_assert_eq!(Selection::new(&sliced).indices, want);
+    }
 }
