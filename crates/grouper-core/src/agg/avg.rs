@@ -81,11 +81,9 @@ impl Aggregate for Avg {
         if array.null_count() > 0 {
             return Ok(false);
         }
-        let values = array.values();
         for (g, rows) in runs.groups() {
             let s = &mut states[g];
-            // In row order, as the row loop adds.
-            s.sum = rows.iter().fold(s.sum, |a, &r| a + values[r as usize]);
+            s.sum = f64::add_at(s.sum, array.values(), rows).0;
             s.count += rows.len() as i64;
         }
         Ok(true)

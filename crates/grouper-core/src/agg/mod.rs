@@ -225,8 +225,7 @@ pub trait Aggregate: Send + Sync + 'static {
 }
 
 /// A morsel's rows grouped by group: `order` lists row indices group after group (each group's
-/// rows in row order, so a float sum adds as the row loop does), and `runs` each group's id and
-/// where its rows end in `order`.
+/// rows in row order), and `runs` each group's id and where its rows end in `order`.
 #[derive(Debug, Clone, Copy)]
 pub struct Runs<'a> {
     /// Row indices, group after group.

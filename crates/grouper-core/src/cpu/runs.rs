@@ -1,12 +1,12 @@
 //! A morsel's rows grouped by group when it holds few groups ([`crate::agg::Runs`]), so that
 //! each aggregate folds a group's rows as one reduction in registers.
 //!
-//! With a handful of groups (TPC-H Q1's four, db-benchmark's `id4`), the row loop updates the
-//! same few states row after row: each update waits for the previous one's store (~4 cycles a
-//! row and aggregate on the 2-core machine, with four copies of each state to spread them;
-//! [`super::streaming::LANES`]). Grouping the rows costs two passes over the group ids, once
-//! for all aggregates; each aggregate then reads its values at the grouped rows with no store
-//! between them.
+//! With a handful of groups (TPC-H Q1's four, whose dictionary-coded flags span a direct domain
+//! of 4,096 ids: too many for [`super::streaming::LANES`]' copies), the row loop updates the
+//! same few states row after row, and each update waits for the previous one's store (~4
+//! cycles a row and aggregate on the 2-core machine). Grouping the rows costs two passes over
+//! the group ids, once for all aggregates; each aggregate then reads its values at the grouped
+//! rows with no store between them.
 
 /// Most groups a morsel may hold to be grouped (local ids are bytes).
 const MAX_GROUPS: usize = 255;
@@ -34,20 +34,14 @@ pub struct RunBuilder {
     counts: Vec<[u32; QUARTERS]>,
     /// Row indices, group after group.
     order: Vec<u32>,
-    /// `(group id × lanes, end)` per group.
+    /// `(group id, end)` per group.
     runs: Vec<(u32, u32)>,
 }
 
 impl RunBuilder {
-    /// Groups the rows whose group ids (below `groups`) are `gids`, naming each group's states
-    /// `gid * lanes` (lane 0 of its copies); `None` when the morsel has too many groups for
-    /// grouping to pay (the caller runs the row loop).
-    pub fn group(
-        &mut self,
-        gids: &[u32],
-        groups: usize,
-        lanes: u32,
-    ) -> Option<crate::agg::Runs<'_>> {
+    /// Groups the rows whose group ids (below `groups`) are `gids`; `None` when the morsel has
+    /// too many groups for grouping to pay (the caller runs the row loop).
+    pub fn group(&mut self, gids: &[u32], groups: usize) -> Option<crate::agg::Runs<'_>> {
         let most = MAX_GROUPS.min(gids.len() / MIN_ROWS_PER_GROUP);
         if groups > MAX_MAPPED_IDS || most == 0 {
             return None;
@@ -101,7 +95,7 @@ impl RunBuilder {
                 end += *k;
                 *k = start;
             }
-            self.runs.push((g * lanes, end));
+            self.runs.push((g, end));
         }
         self.order.clear();
         self.order.resize(rows, 0);
@@ -165,11 +159,10 @@ mod tests {
         #[test]
         fn runs_hold_each_row_once_in_its_group_in_order(
             gids in proptest::collection::vec(0u32..40, 0..2000),
-            lanes in 1u32..5,
         ) {
             let mut b = RunBuilder::default();
             let distinct = gids.iter().collect::<std::collections::BTreeSet<_>>().len();
-            let Some(runs) = b.group(&gids, 40, lanes) else {
+            let Some(runs) = b.group(&gids, 40) else {
                 proptest::prop_assert!(distinct > MAX_GROUPS.min(gids.len() / MIN_ROWS_PER_GROUP));
                 return Ok(());
             };
@@ -179,7 +172,7 @@ mod tests {
                 groups += 1;
                 proptest::prop_assert!(rows.windows(2).all(|w| w[0] < w[1]));
                 for &r in rows {
-                    proptest::prop_assert_eq!(gids[r as usize] * lanes, g as u32);
+                    proptest::prop_assert_eq!(gids[r as usize], g as u32);
                     proptest::prop_assert!(!std::mem::replace(&mut seen[r as usize], true));
                 }
             }
