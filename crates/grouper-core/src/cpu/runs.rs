@@ -36,7 +36,13 @@ pub struct RunBuilder {
     order: Vec<u32>,
     /// `(group id, end)` per group.
     runs: Vec<(u32, u32)>,
+    /// Morsels still to skip after one held too many groups (the input likely holds many).
+    skip: u32,
 }
+
+/// Morsels passed over after one held too many groups to be grouped: a failed try reads a few
+/// hundred rows' group ids, cheap but not free when every morsel fails.
+const SKIP_AFTER_FAILURE: u32 = 15;
 
 impl RunBuilder {
     /// Groups the rows whose group ids (below `groups`) are `gids`; `None` when the morsel has
@@ -44,6 +50,10 @@ impl RunBuilder {
     pub fn group(&mut self, gids: &[u32], groups: usize) -> Option<crate::agg::Runs<'_>> {
         let most = MAX_GROUPS.min(gids.len() / MIN_ROWS_PER_GROUP);
         if groups > MAX_MAPPED_IDS || most == 0 {
+            return None;
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
             return None;
         }
         if self.local.len() < groups {
@@ -84,6 +94,7 @@ impl RunBuilder {
             self.local[g as usize] = 0;
         }
         if !fits {
+            self.skip = SKIP_AFTER_FAILURE;
             return None;
         }
         let locals = &self.row_local;
@@ -181,5 +192,17 @@ mod tests {
             // The map is clean for the next morsel.
             proptest::prop_assert!(b.local.iter().all(|&l| l == 0));
         }
+    }
+
+    #[test]
+    fn a_morsel_of_too_many_groups_skips_the_next_ones() {
+        let mut b = RunBuilder::default();
+        let many: Vec<u32> = (0..8192).map(|i| i % 1000).collect();
+        let few: Vec<u32> = (0..8192).map(|i| i % 4).collect();
+        assert!(b.group(&many, 1000).is_none());
+        for _ in 0..SKIP_AFTER_FAILURE {
+            assert!(b.group(&few, 1000).is_none());
+        }
+        assert_eq!(b.group(&few, 1000).map(|r| r.runs.len()), Some(4));
     }
 }

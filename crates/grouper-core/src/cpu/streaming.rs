@@ -32,6 +32,9 @@ pub const LANES: u32 = 4;
 /// hundred groups consecutive rows rarely share one, and the copies would only cost cache.
 pub const LANES_MAX_DOMAIN: usize = 256;
 
+/// Fewest aggregates for which a morsel's rows are grouped into runs ([`RunBuilder`]).
+pub const RUNS_MIN_AGGREGATES: usize = 3;
+
 impl Partial {
     /// Empty groups over `index`.
     pub fn new(spec: &QuerySpec, index: Box<dyn GroupIndex>) -> Result<Self> {
@@ -84,13 +87,14 @@ impl Partial {
         self.index.intern(words, gids);
         let groups = self.index.len() * self.lanes as usize;
         let mut rows_left = Vec::new();
-        // Runs where the row loop would wait on its stores: states without copies. Over a
-        // small direct domain the copies already spread them, and grouping costs more than it
-        // saves for one or two cheap aggregates (`bench cpu-sweep` at 4 and 16 groups on the
-        // H100 host: 0.66x and 0.88x DuckDB with runs against 0.81x and 1.51x with copies).
-        let runs = match self.lanes {
-            1 => self.runs.group(gids, self.index.len()),
-            _ => None,
+        // Runs where the row loop would wait on its stores (states without copies: over a
+        // small direct domain the copies already spread them) for enough aggregates to pay for
+        // the grouping: for SUM and COUNT it cost more than it saved (`bench cpu-sweep` at 4
+        // and 16 groups on the H100 host, 0.66x and 0.88x DuckDB against 0.81x and 1.51x;
+        // `bench check`'s SUM+COUNT by 2^10 clustered keys 31% slower); Q1's eight gained.
+        let runs = match self.lanes == 1 && self.accs.len() >= RUNS_MIN_AGGREGATES {
+            true => self.runs.group(gids, self.index.len()),
+            false => None,
         };
         if let Some(runs) = runs {
             for (a, (acc, arg)) in self.accs.iter_mut().zip(&morsel.args).enumerate() {
