@@ -8,7 +8,7 @@ use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 
 use super::columns::{load_pairs, save_pairs};
-use super::sum::SumNative;
+use super::sum::{Dense, SumNative};
 use super::words::{overflow, FieldWords, Input, Op};
 use super::{
     decimal_lanes, downcast_input, fold_runs, fold_valid, for_each_valid, update_one_by_ids,
@@ -77,10 +77,9 @@ impl Aggregate for Avg {
         runs: &Runs<'_>,
         input: Option<&ArrayRef>,
     ) -> Result<bool> {
-        let array = downcast_input::<Float64Array>(input, "avg")?;
-        if array.null_count() > 0 {
+        let Some(array) = without_nulls::<Float64Array>(input, "avg")? else {
             return Ok(false);
-        }
+        };
         for (g, rows) in runs.groups() {
             let s = &mut states[g];
             s.sum = f64::add_at(s.sum, array.values(), rows).0;
@@ -203,18 +202,10 @@ impl Aggregate for AvgDecimal {
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
-        let (sum, overflow) = match decimal_lanes(input) {
-            Some(lanes) if lanes.null_count() > 0 => {
-                return update_one_by_ids(self, state, rows, input)
-            }
-            Some(lanes) => i64::add_all(state.sum, lanes.values()),
-            None => {
-                let Some(array) = without_nulls::<Decimal128Array>(input, "avg")? else {
-                    return update_one_by_ids(self, state, rows, input);
-                };
-                i128::add_all(state.sum, array.values())
-            }
+        let Some(values) = Dense::of::<Decimal128Type>(input, "avg")? else {
+            return update_one_by_ids(self, state, rows, input);
         };
+        let (sum, overflow) = values.add_all(state.sum);
         state.sum = sum;
         state.count += rows as i64;
         if overflow {
@@ -233,21 +224,12 @@ impl Aggregate for AvgDecimal {
             s.count += rows.len() as i64;
             !overflow
         };
-        let ok = match decimal_lanes(input) {
-            Some(lanes) if lanes.null_count() > 0 => return Ok(false),
-            Some(lanes) => fold_runs(states, runs, |s, rows| {
-                after(s, rows, i64::add_at(s.sum, lanes.values(), rows))
-            }),
-            None => {
-                let array = downcast_input::<Decimal128Array>(input, "avg")?;
-                if array.null_count() > 0 {
-                    return Ok(false);
-                }
-                fold_runs(states, runs, |s, rows| {
-                    after(s, rows, i128::add_at(s.sum, array.values(), rows))
-                })
-            }
+        let Some(values) = Dense::of::<Decimal128Type>(input, "avg")? else {
+            return Ok(false);
         };
+        let ok = fold_runs(states, runs, |s, rows| {
+            after(s, rows, values.add_at(s.sum, rows))
+        });
         match ok {
             true => Ok(true),
             false => Err(self.overflow()),

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, PrimitiveArray};
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int64Type, UInt64Type,
+    ArrowNativeType, ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int64Type,
+    UInt64Type,
 };
 
 use super::columns::{load_pairs, save_pairs, StateValue};
@@ -207,6 +208,59 @@ impl SumNative for f64 {
     }
 }
 
+/// A SUM's or AVG's argument holding no NULL, as their reductions over many rows read it: its
+/// native values, or a decimal argument's 64-bit lanes ([`super::AggregateSpec::lanes_type`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Dense<'a, N> {
+    /// The values in the argument's own type.
+    Values(&'a [N]),
+    /// A decimal argument's values in 64 bits.
+    Lanes(&'a [i64]),
+}
+
+impl<'a, N: SumNative> Dense<'a, N> {
+    /// `input` (of type `T`, or its lanes) when it holds no NULL; `None` when it does (the
+    /// caller's row loop skips them).
+    pub(super) fn of<T: ArrowPrimitiveType<Native = N>>(
+        input: Option<&'a ArrayRef>,
+        name: &'static str,
+    ) -> Result<Option<Self>>
+    where
+        N: ArrowNativeType,
+    {
+        if let Some(lanes) = decimal_lanes(input) {
+            return Ok((lanes.null_count() == 0).then(|| Dense::Lanes(lanes.values())));
+        }
+        let array = without_nulls::<PrimitiveArray<T>>(input, name)?;
+        Ok(array.map(|a| Dense::Values(&a.values()[..])))
+    }
+
+    /// Whether there is no value.
+    pub(super) fn is_empty(&self) -> bool {
+        match self {
+            Dense::Values(v) => v.is_empty(),
+            Dense::Lanes(v) => v.is_empty(),
+        }
+    }
+
+    /// `acc` plus every value, and whether an addition overflowed ([`SumNative::add_all`],
+    /// [`SumNative::add_lanes`]).
+    pub(super) fn add_all(self, acc: N::Acc) -> (N::Acc, bool) {
+        match self {
+            Dense::Values(v) => N::add_all(acc, v),
+            Dense::Lanes(v) => N::add_lanes(acc, v),
+        }
+    }
+
+    /// `acc` plus the values at `rows` ([`SumNative::add_at`], [`SumNative::add_lanes_at`]).
+    pub(super) fn add_at(self, acc: N::Acc, rows: &[u32]) -> (N::Acc, bool) {
+        match self {
+            Dense::Values(v) => N::add_at(acc, v, rows),
+            Dense::Lanes(v) => N::add_lanes_at(acc, v, rows),
+        }
+    }
+}
+
 /// The accumulator type of a SUM over `T`.
 type Acc<T> = <<T as ArrowPrimitiveType>::Native as SumNative>::Acc;
 
@@ -358,23 +412,13 @@ where
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
-        if let Some(lanes) = decimal_lanes(input) {
-            if lanes.null_count() > 0 {
-                return update_one_by_ids(self, state, rows, input);
-            }
-            if lanes.is_empty() {
-                return Ok(());
-            }
-            let (sum, overflow) = T::Native::add_lanes(state.sum, lanes.values());
-            return self.after_one(state, sum, overflow);
-        }
-        let Some(array) = without_nulls::<PrimitiveArray<T>>(input, "sum")? else {
+        let Some(values) = Dense::of::<T>(input, "sum")? else {
             return update_one_by_ids(self, state, rows, input);
         };
-        if array.is_empty() {
+        if values.is_empty() {
             return Ok(());
         }
-        let (sum, overflow) = T::Native::add_all(state.sum, array.values());
+        let (sum, overflow) = values.add_all(state.sum);
         self.after_one(state, sum, overflow)
     }
 
@@ -384,23 +428,13 @@ where
         runs: &Runs<'_>,
         input: Option<&ArrayRef>,
     ) -> Result<bool> {
-        let ok = match decimal_lanes(input) {
-            Some(lanes) if lanes.null_count() > 0 => return Ok(false),
-            Some(lanes) => fold_runs(states, runs, |s, rows| {
-                let (sum, overflow) = T::Native::add_lanes_at(s.sum, lanes.values(), rows);
-                self.after_run(s, sum, overflow)
-            }),
-            None => {
-                let array = downcast_input::<PrimitiveArray<T>>(input, "sum")?;
-                if array.null_count() > 0 {
-                    return Ok(false);
-                }
-                fold_runs(states, runs, |s, rows| {
-                    let (sum, overflow) = T::Native::add_at(s.sum, array.values(), rows);
-                    self.after_run(s, sum, overflow)
-                })
-            }
+        let Some(values) = Dense::of::<T>(input, "sum")? else {
+            return Ok(false);
         };
+        let ok = fold_runs(states, runs, |s, rows| {
+            let (sum, overflow) = values.add_at(s.sum, rows);
+            self.after_run(s, sum, overflow)
+        });
         match ok {
             true => Ok(true),
             false => Err(self.overflow()),
