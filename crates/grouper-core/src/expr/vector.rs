@@ -62,6 +62,17 @@ enum Output {
     Node(usize),
 }
 
+/// The Arrow type an output's lanes leave as, moved out of their slot rather than copied.
+#[derive(Debug, Clone, Copy)]
+enum Moved {
+    /// A decimal's 64-bit lanes for an aggregate that reads them, as `Decimal64` of this scale.
+    Decimal64(i8),
+    /// 64-bit integer lanes of an `Int64` node.
+    Int64,
+    /// Float lanes of a `Float64` node.
+    Float64,
+}
+
 /// Whether values of `t` have a lane form here (unsigned 64-bit integers do not: their
 /// arithmetic would need a second set of kernels for a rare type).
 fn lane_type(t: &DataType) -> bool {
@@ -183,7 +194,7 @@ impl Program {
         let mut passed: Vec<(usize, ArrayRef)> = Vec::new();
         let mut computed: Vec<(usize, ArrayRef)> = Vec::new();
         let mut outs: Vec<Option<ArrayRef>> = vec![None; self.outputs.len()];
-        let mut moves: Vec<(usize, usize, i8)> = Vec::new();
+        let mut moves: Vec<(usize, usize, Moved)> = Vec::new();
         for (k, (o, &lanes)) in self.outputs.iter().zip(&self.lanes).enumerate() {
             outs[k] = match o {
                 None => None,
@@ -201,12 +212,20 @@ impl Program {
                 }),
                 Some(Output::Node(i)) => {
                     let (v, t) = (read(&scratch.slots, *i)?, self.type_of(*i));
-                    match (lanes, v.lanes, &t) {
+                    let moved = match (lanes, v.lanes, &t) {
                         (true, Lanes::I64(_), DataType::Decimal128(_, s)) => {
-                            moves.push((k, resolve(&scratch.slots, *i)?, *s));
+                            Some(Moved::Decimal64(*s))
+                        }
+                        (_, Lanes::I64(_), DataType::Int64) => Some(Moved::Int64),
+                        (_, Lanes::F64(_), DataType::Float64) => Some(Moved::Float64),
+                        _ => None,
+                    };
+                    match moved {
+                        Some(m) => {
+                            moves.push((k, resolve(&scratch.slots, *i)?, m));
                             None
                         }
-                        _ => Some(match computed.iter().find(|(n, _)| n == i) {
+                        None => Some(match computed.iter().find(|(n, _)| n == i) {
                             Some((_, a)) => Arc::clone(a),
                             None => {
                                 let a = to_arrow(v, &t)?;
@@ -219,14 +238,22 @@ impl Program {
             };
         }
         // Lanes leave last, moved out of their slots (every copy above has read them): the
-        // aggregates read them once, and a copy of each was ~a tenth of Q1's CPU time.
+        // aggregates read them once, and a copy of each was ~a tenth of Q1's CPU time. A slot
+        // moved out starts the next batch empty (an allocation, not a copy).
         let mut moved: Vec<(usize, ArrayRef)> = Vec::new();
-        for (k, slot, scale) in moves {
+        for (k, slot, to) in moves {
             outs[k] = Some(match moved.iter().find(|(j, _)| *j == slot) {
                 Some((_, a)) => Arc::clone(a),
                 None => {
                     let s = &mut scratch.slots[slot];
-                    let a = decimal_lanes(std::mem::take(&mut s.i64s), s.nulls.clone(), scale);
+                    let nulls = s.nulls.clone();
+                    let a = match to {
+                        Moved::Decimal64(scale) => {
+                            decimal_lanes(std::mem::take(&mut s.i64s), nulls, scale)
+                        }
+                        Moved::Int64 => prim::<Int64Type>(std::mem::take(&mut s.i64s), nulls),
+                        Moved::Float64 => prim::<Float64Type>(std::mem::take(&mut s.f64s), nulls),
+                    };
                     moved.push((slot, Arc::clone(&a)));
                     a
                 }
@@ -235,10 +262,10 @@ impl Program {
         Ok(outs)
     }
 
-    /// Node `i`'s value when it is a literal in 64 bits (its lanes repeat it).
-    fn constant(&self, i: usize) -> Option<i64> {
+    /// Node `i`'s value when it is a non-NULL numeric literal (its lanes repeat it).
+    fn constant(&self, i: usize) -> Option<Scalar> {
         match self.nodes.get(i) {
-            Some(Node::Literal(Scalar::Int(v), _)) => i64::try_from(*v).ok(),
+            Some(Node::Literal(v @ (Scalar::Int(_) | Scalar::Float(_)), _)) => Some(*v),
             _ => None,
         }
     }

@@ -9,7 +9,7 @@ use arrow::datatypes::DataType;
 
 use super::{Kind, Lanes, Read, Slot};
 use crate::error::{GrouperError, Result};
-use crate::expr::{is_float, is_int, pow10, wrap, BinOp};
+use crate::expr::{is_float, is_int, pow10, wrap, BinOp, Scalar};
 
 /// `f` over `a` into `dst`; false when some lane overflowed.
 fn map64(a: &[i64], dst: &mut Vec<i64>, f: impl Fn(i64) -> (i64, bool)) -> bool {
@@ -33,6 +33,89 @@ fn zip64(a: &[i64], b: &[i64], dst: &mut Vec<i64>, f: impl Fn(i64, i64) -> (i64,
         r
     }));
     !overflow
+}
+
+/// One operand of a 64-bit kernel: a node's lanes, or a literal's one value.
+#[derive(Clone, Copy)]
+enum Operand<'a, T> {
+    Lanes(&'a [T]),
+    Constant(T),
+}
+
+/// A node's lanes, or its literal value `c`.
+fn operand<T: Copy>(lanes: &[T], c: Option<T>) -> Operand<'_, T> {
+    match c {
+        Some(c) => Operand::Constant(c),
+        None => Operand::Lanes(lanes),
+    }
+}
+
+/// A literal as the one value of integer lanes (NULL and 128-bit literals keep their lanes).
+fn int_constant(c: Scalar) -> Option<i64> {
+    match c {
+        Scalar::Int(v) => i64::try_from(v).ok(),
+        _ => None,
+    }
+}
+
+/// A literal as the one value of float lanes (an integer literal of a float node reads as
+/// its value, as [`floats`] reads its lanes).
+fn float_constant(c: Scalar) -> Option<f64> {
+    match c {
+        Scalar::Float(f) => Some(f),
+        Scalar::Int(v) => Some(v as f64),
+        _ => None,
+    }
+}
+
+/// `f` over the lanes of `x` and `y` into `dst`, a literal operand read from a register: one
+/// loop per shape, each a plain map the compiler vectorises (an operator matched inside the
+/// loop, or a literal's lanes read from memory, kept it scalar).
+#[inline(always)]
+fn lanes_op<T: Copy>(
+    (x, y): (Operand<'_, T>, Operand<'_, T>),
+    rows: usize,
+    dst: &mut Vec<T>,
+    f: impl Fn(T, T) -> T,
+) {
+    dst.clear();
+    match (x, y) {
+        (Operand::Lanes(a), Operand::Lanes(b)) => {
+            dst.extend(a.iter().zip(b).map(|(&a, &b)| f(a, b)))
+        }
+        (Operand::Lanes(a), Operand::Constant(c)) => dst.extend(a.iter().map(|&a| f(a, c))),
+        (Operand::Constant(c), Operand::Lanes(b)) => dst.extend(b.iter().map(|&b| f(c, b))),
+        // Two literals (DataFusion folds them before the plan reaches here).
+        (Operand::Constant(a), Operand::Constant(b)) => {
+            dst.extend(std::iter::repeat_n(f(a, b), rows))
+        }
+    }
+}
+
+/// `x op y` over float lanes.
+fn float_op(op: BinOp, xy: (Operand<'_, f64>, Operand<'_, f64>), rows: usize, dst: &mut Vec<f64>) {
+    match op {
+        BinOp::Add => lanes_op(xy, rows, dst, |a, b| a + b),
+        BinOp::Sub => lanes_op(xy, rows, dst, |a, b| a - b),
+        BinOp::Mul => lanes_op(xy, rows, dst, |a, b| a * b),
+        _ => lanes_op(xy, rows, dst, |a, b| a / b),
+    }
+}
+
+/// `x op y` over integer lanes, wrapping in 64 bits (a division by zero gives 0: the caller
+/// has checked that no valid row divides by zero).
+fn int_op(op: BinOp, xy: (Operand<'_, i64>, Operand<'_, i64>), rows: usize, dst: &mut Vec<i64>) {
+    match op {
+        BinOp::Add => lanes_op(xy, rows, dst, i64::wrapping_add),
+        BinOp::Sub => lanes_op(xy, rows, dst, i64::wrapping_sub),
+        BinOp::Mul => lanes_op(xy, rows, dst, i64::wrapping_mul),
+        _ => lanes_op(
+            xy,
+            rows,
+            dst,
+            |a, b| if b == 0 { 0 } else { a.wrapping_div(b) },
+        ),
+    }
 }
 
 fn widen<'a>(l: Lanes<'a>) -> Box<dyn Iterator<Item = i128> + 'a> {
@@ -126,11 +209,12 @@ fn decimal_overflow(op: BinOp, t: &DataType) -> GrouperError {
     GrouperError::InvalidInput(format!("decimal overflow in {op:?} of {t}"))
 }
 
-/// `a op b` into `out`; each operand with its value when it is a 64-bit literal.
+/// `a op b` into `out`; each operand with its value when it is a non-NULL literal (whose
+/// lanes repeat it: the kernels then read it from a register).
 pub(super) fn binary(
     op: BinOp,
-    (a, ca): (Read<'_>, Option<i64>),
-    (b, cb): (Read<'_>, Option<i64>),
+    (a, ca): (Read<'_>, Option<Scalar>),
+    (b, cb): (Read<'_>, Option<Scalar>),
     (lt, rt, t): (&DataType, &DataType, &DataType),
     out: &mut Slot,
     tmp: &mut (Vec<i64>, Vec<i64>),
@@ -139,7 +223,12 @@ pub(super) fn binary(
     match (lt, rt, t) {
         (DataType::Decimal128(_, s1), DataType::Decimal128(_, s2), DataType::Decimal128(_, s)) => {
             let k = (*s - *s1, *s - *s2);
-            let narrow = match (a.lanes, b.lanes, ca, cb) {
+            let narrow = match (
+                a.lanes,
+                b.lanes,
+                ca.and_then(int_constant),
+                cb.and_then(int_constant),
+            ) {
                 (_, Lanes::I64(y), Some(c), _) => {
                     decimal_scalar64(op, (y, c), true, (k.1, k.0), out)
                 }
@@ -155,20 +244,13 @@ pub(super) fn binary(
         }
         _ if is_float(t) => {
             let (x, y) = (floats(a.lanes), floats(b.lanes));
-            let f32_out = *t == DataType::Float32;
-            out.set_f64(x.iter().zip(y.iter()).map(|(&x, &y)| {
-                let r = match op {
-                    BinOp::Add => x + y,
-                    BinOp::Sub => x - y,
-                    BinOp::Mul => x * y,
-                    _ => x / y,
-                };
-                if f32_out {
-                    r as f32 as f64
-                } else {
-                    r
-                }
-            }));
+            out.kind = Kind::F64;
+            let rows = x.len().max(y.len());
+            let (ca, cb) = (ca.and_then(float_constant), cb.and_then(float_constant));
+            float_op(op, (operand(&x, ca), operand(&y, cb)), rows, &mut out.f64s);
+            if *t == DataType::Float32 {
+                out.f64s.iter_mut().for_each(|r| *r = *r as f32 as f64);
+            }
         }
         _ => {
             let (Lanes::I64(x), Lanes::I64(y)) = (a.lanes, b.lanes) else {
@@ -184,16 +266,17 @@ pub(super) fn binary(
                     return Err(GrouperError::InvalidInput("division by zero".into()));
                 }
             }
-            out.set_i64(x.iter().zip(y).map(|(&x, &y)| {
-                let r = match op {
-                    BinOp::Add => x.wrapping_add(y),
-                    BinOp::Sub => x.wrapping_sub(y),
-                    BinOp::Mul => x.wrapping_mul(y),
-                    _ if y == 0 => 0,
-                    _ => x.wrapping_div(y),
-                };
-                wrap(r as i128, t) as i64
-            }));
+            out.kind = Kind::I64;
+            let rows = x.len().max(y.len());
+            let (ca, cb) = (ca.and_then(int_constant), cb.and_then(int_constant));
+            int_op(op, (operand(x, ca), operand(y, cb)), rows, &mut out.i64s);
+            // Narrower integers wrap as their own type: in 64 bits, then truncated (the same
+            // for + - * and for / of sign- or zero-extended values).
+            if *t != DataType::Int64 {
+                out.i64s
+                    .iter_mut()
+                    .for_each(|r| *r = wrap(*r as i128, t) as i64);
+            }
         }
     }
     Ok(())
