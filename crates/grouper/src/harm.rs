@@ -36,7 +36,9 @@ use grouper_core::planner::ALWAYS_PERFECT_DOMAIN;
 
 use crate::config::{Backend, Engine, KeptLog};
 use crate::group_by::GroupByPlan;
-use crate::parquet_files::{local_parquet_files, row_groups_in_order, scan_columns};
+use crate::parquet_files::{
+    dictionary_values, local_parquet_files, row_groups_in_order, scan_columns,
+};
 use crate::stats::{input_stats, InputStats};
 
 /// Why `auto` left an aggregation to DataFusion, or `None` when grouper takes it.
@@ -120,9 +122,18 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
             ));
         }
         if !ordinal(t) {
-            return Some(format!(
-                "key `{name}` is {t}: DataFusion hashes such keys as fast as grouper's CPU"
-            ));
+            // A string key of a few values, which the Parquet files' dictionary pages list.
+            match few_strings(plan, i, t) {
+                Some(values) => {
+                    domain = domain.saturating_mul(values as u128 + u128::from(key.may_null));
+                    continue;
+                }
+                None => {
+                    return Some(format!(
+                        "key `{name}` is {t}: DataFusion hashes such keys as fast as grouper's CPU"
+                    ))
+                }
+            }
         }
         let Some((lo, hi)) = key.range else {
             return Some(format!(
@@ -228,6 +239,27 @@ fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool
         && scan_columns(cfg, scan)
             .and_then(|columns| columns.into_iter().nth(col.index()))
             .is_some_and(|name| row_groups_in_order(&files, &name))
+}
+
+/// String values of one key (Parquet dictionaries) up to which `auto` runs a string-keyed
+/// aggregation on grouper's CPU. Fresh processes over Parquet files in the page cache, 2 threads
+/// (this 2-core AMD EPYC VM, 20M rows, `bench/results/string-keys-local.json`): SUM, COUNT and
+/// AVG by a key of 3 strings ran 1.2x DataFusion alone, with a filter and arithmetic 1.07x, TPC-H
+/// Q1 (two flags of 3 and 2 values, decimal arithmetic) 1.5x; by 30 strings 0.93x and 0.76x.
+pub const FEW_STRINGS: usize = 8;
+
+/// The number of distinct values of key `i`, a string column read straight from local Parquet
+/// files (the fused source), when their dictionary pages list at most [`FEW_STRINGS`] in all.
+fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<usize> {
+    if !matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) {
+        return None;
+    }
+    let fused = plan.fused.as_ref()?;
+    let (cfg, _, files) = local_parquet_files(&fused.source)?;
+    let name = scan_columns(cfg, &fused.source)?
+        .into_iter()
+        .nth(*fused.keys.get(i)?)?;
+    dictionary_values(&files, &name, FEW_STRINGS)
 }
 
 /// Whether keys of type `t` code as integers from their range (no dictionary, no float bits).

@@ -7,12 +7,17 @@
 //! statistics merge the row groups into one range per file and say nothing of that order.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
+use datafusion::parquet::basic::{Encoding, PageType, Type as PhysicalType};
+use datafusion::parquet::column::page::Page;
 use datafusion::parquet::file::metadata::ParquetMetaDataReader;
+use datafusion::parquet::file::reader::FileReader;
+use datafusion::parquet::file::serialized_reader::SerializedFileReader;
 use datafusion::parquet::file::statistics::Statistics;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
@@ -104,6 +109,80 @@ fn file_in_order(path: &PathBuf, name: &str) -> Option<bool> {
     Some(true)
 }
 
+/// Bytes (page header included, as the footer's offsets bound it) above which a column chunk's
+/// dictionary page is not read by [`dictionary_values`]: a dictionary of a few short strings
+/// takes tens of bytes; one of a high-cardinality column takes up to a megabyte.
+const SMALL_DICTIONARY_PAGE: i64 = 4 << 10;
+
+/// The distinct values of the top-level string column `name` over every column chunk of
+/// `files`, read from their dictionary pages, when each chunk has a small one (the footer
+/// bounds it before a page is read), its data pages are all dictionary-encoded (where the
+/// footer says), and there are at most `limit` of them in all; `None` otherwise (a file that
+/// cannot be read, a chunk without a dictionary, more values). One small read per chunk: the
+/// footers alone bound no string column's cardinality.
+pub(crate) fn dictionary_values(files: &[PathBuf], name: &str, limit: usize) -> Option<usize> {
+    let mut values: HashSet<Vec<u8>> = HashSet::new();
+    for path in files {
+        let reader = SerializedFileReader::new(std::fs::File::open(path).ok()?).ok()?;
+        let meta = reader.metadata();
+        let schema = meta.file_metadata().schema_descr();
+        let column = (0..schema.num_columns()).find(|&i| {
+            let c = schema.column(i);
+            c.path().parts().len() == 1 && c.name() == name
+        })?;
+        if schema.column(column).physical_type() != PhysicalType::BYTE_ARRAY {
+            return None;
+        }
+        for (g, rg) in meta.row_groups().iter().enumerate() {
+            let chunk = rg.column(column);
+            let page_bytes = chunk.data_page_offset() - chunk.dictionary_page_offset()?;
+            let all_dictionary = chunk.page_encoding_stats().is_none_or(|stats| {
+                stats.iter().all(|s| {
+                    s.page_type == PageType::DICTIONARY_PAGE
+                        || matches!(
+                            s.encoding,
+                            Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY
+                        )
+                })
+            });
+            if !(0..=SMALL_DICTIONARY_PAGE).contains(&page_bytes) || !all_dictionary {
+                return None;
+            }
+            let page = reader
+                .get_row_group(g)
+                .ok()?
+                .get_column_page_reader(column)
+                .ok()?
+                .get_next_page()
+                .ok()??;
+            let Page::DictionaryPage {
+                buf,
+                num_values,
+                encoding,
+                ..
+            } = page
+            else {
+                return None;
+            };
+            if !matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY) {
+                return None;
+            }
+            // PLAIN byte arrays: each a 4-byte little-endian length, then its bytes.
+            let mut rest: &[u8] = &buf;
+            for _ in 0..num_values {
+                let (len, tail) = rest.split_first_chunk::<4>()?;
+                let len = u32::from_le_bytes(*len) as usize;
+                let value = tail.get(..len)?;
+                rest = tail.get(len..)?;
+                if values.insert(value.to_vec()) && values.len() > limit {
+                    return None;
+                }
+            }
+        }
+    }
+    Some(values.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +222,40 @@ mod tests {
         w.write(&batch).unwrap();
         w.close().unwrap();
         path
+    }
+
+    #[test]
+    fn dictionary_pages_list_a_string_columns_values() {
+        // `s` holds each key's text: 4 values in row groups of 4 rows, one file after another.
+        let a = file("dict-a.parquet", &[1, 2, 1, 2, 3, 1, 2, 3]);
+        let b = file("dict-b.parquet", &[4, 4, 1, 2]);
+        assert_eq!(dictionary_values(std::slice::from_ref(&a), "s", 8), Some(3));
+        assert_eq!(dictionary_values(&[a.clone(), b.clone()], "s", 8), Some(4));
+        // More values than the limit, an integer column, a missing one, a file that is not
+        // Parquet.
+        assert_eq!(dictionary_values(&[a.clone(), b], "s", 3), None);
+        assert_eq!(dictionary_values(std::slice::from_ref(&a), "k", 8), None);
+        assert_eq!(dictionary_values(std::slice::from_ref(&a), "x", 8), None);
+        let junk = a.with_file_name("dict-junk.parquet");
+        std::fs::write(&junk, b"not parquet").unwrap();
+        assert_eq!(dictionary_values(&[junk], "s", 8), None);
+        // A column written without dictionaries says nothing.
+        let plain = a.with_file_name("dict-plain.parquet");
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, false)]));
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .build();
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&plain).unwrap(),
+            Arc::clone(&schema),
+            Some(props),
+        )
+        .unwrap();
+        let strings = StringArray::from_iter_values(["x", "y", "x"]);
+        w.write(&RecordBatch::try_new(schema, vec![Arc::new(strings)]).unwrap())
+            .unwrap();
+        w.close().unwrap();
+        assert_eq!(dictionary_values(&[plain], "s", 8), None);
     }
 
     #[test]
