@@ -243,10 +243,11 @@ fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool
 
 /// String values of one key (Parquet dictionaries) up to which `auto` runs a string-keyed
 /// aggregation on grouper's CPU. Fresh processes over Parquet files in the page cache, 2 threads
-/// (this 2-core AMD EPYC VM, 20M rows, `bench/results/string-keys-local.json`): SUM, COUNT and
-/// AVG by a key of 3 strings ran 1.2x DataFusion alone, with a filter and arithmetic 1.07x, TPC-H
-/// Q1 (two flags of 3 and 2 values, decimal arithmetic) 1.5x; by 30 strings 0.93x and 0.76x.
-pub const FEW_STRINGS: usize = 8;
+/// (this 2-core AMD EPYC VM, 20M rows, medians of 5 interleaved runs,
+/// `bench/results/string-keys-local.json`): TPC-H Q1 (flags of 3 and 2 values, decimal
+/// arithmetic) 1.45x DataFusion alone; SUM, COUNT and AVG by 3 strings 0.94-1.07x, with a filter
+/// and integer and float arithmetic 1.07x; by 8 strings 0.96x and 0.91-0.94x.
+pub const FEW_STRINGS: usize = 4;
 
 /// The number of distinct values of key `i`, a string column read straight from local Parquet
 /// files (the fused source), when their dictionary pages list at most [`FEW_STRINGS`] in all.
