@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::DataType;
 use datafusion::catalog::memory::{DataSourceExec, MemorySourceConfig};
 use datafusion::common::ScalarValue;
@@ -155,16 +155,61 @@ pub(crate) const SAMPLE_WINDOWS: usize = 32;
 /// Filters and repartitions above the table are looked through: they drop or move rows, so
 /// the table's range still bounds theirs.
 pub(crate) fn sampled_range(input: &Arc<dyn ExecutionPlan>, index: usize) -> Option<(i128, i128)> {
+    let mut range: Option<(i128, i128)> = None;
+    sample_windows(input, index, |window| {
+        if let Some((lo, hi)) = grouper_core::keys::ordinal_min_max(window) {
+            range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        }
+        true
+    })?;
+    range
+}
+
+/// The distinct values of string column `index` of `input`, an in-memory table, in the sample
+/// [`sampled_range`] reads, when there are at most `limit`; `None` otherwise (more values, not
+/// a string column, not an in-memory table). Likely, not certain: a value outside the sample
+/// only widens the dictionary.
+pub(crate) fn sampled_strings(
+    input: &Arc<dyn ExecutionPlan>,
+    index: usize,
+    limit: usize,
+) -> Option<usize> {
+    let mut values: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut strings = true;
+    sample_windows(input, index, |window| {
+        let mut add = |v: Option<&str>| {
+            if let Some(v) = v {
+                if !values.contains(v) {
+                    values.insert(v.to_string());
+                }
+            }
+            values.len() <= limit
+        };
+        match window.data_type() {
+            DataType::Utf8 => window.as_string::<i32>().iter().all(&mut add),
+            DataType::LargeUtf8 => window.as_string::<i64>().iter().all(&mut add),
+            DataType::Utf8View => window.as_string_view().iter().all(&mut add),
+            _ => {
+                strings = false;
+                false
+            }
+        }
+    })?;
+    (strings && values.len() <= limit).then_some(values.len())
+}
+
+/// Calls `f` on each window of column `index` that [`sampled_range`] samples (a slice of one
+/// batch; a window across batches in several), until `f` returns false; `None` when `input` is
+/// not an in-memory table (below filters and repartitions) or has no such column.
+fn sample_windows(
+    input: &Arc<dyn ExecutionPlan>,
+    index: usize,
+    mut f: impl FnMut(&arrow::array::ArrayRef) -> bool,
+) -> Option<()> {
     let mem = memory_source(below_row_moves(input)?)?;
     let column = match mem.projection() {
         Some(p) => *p.get(index)?,
         None => index,
-    };
-    let mut range: Option<(i128, i128)> = None;
-    let mut widen = |window: &arrow::array::ArrayRef| {
-        if let Some((lo, hi)) = grouper_core::keys::ordinal_min_max(window) {
-            range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
-        }
     };
     for part in mem.partitions() {
         let rows: usize = part.iter().map(RecordBatch::num_rows).sum();
@@ -183,7 +228,9 @@ pub(crate) fn sampled_range(input: &Arc<dyn ExecutionPlan>, index: usize) -> Opt
                 }
                 let from = start.max(base);
                 let to = end.min(start + SAMPLE_WINDOW_ROWS);
-                widen(&array.slice(from - base, to - from));
+                if !f(&array.slice(from - base, to - from)) {
+                    return Some(());
+                }
                 if start + SAMPLE_WINDOW_ROWS > end {
                     break; // the window goes on in the next batch
                 }
@@ -192,7 +239,7 @@ pub(crate) fn sampled_range(input: &Arc<dyn ExecutionPlan>, index: usize) -> Opt
             base = end;
         }
     }
-    range
+    Some(())
 }
 
 /// The node below the filters and repartitions over `input` (with the same columns: a filter
@@ -279,6 +326,43 @@ mod tests {
         let table = datafusion::catalog::MemTable::try_new(schema, partitions).unwrap();
         ctx.register_table("t", Arc::new(table)).unwrap();
         crate::test_support::physical_plan(&ctx, "SELECT b FROM t").await
+    }
+
+    #[tokio::test]
+    async fn a_sample_of_in_memory_strings_counts_few_values() {
+        // `flag`: 3 values, one of them only in the last rows (the sample reads the last rows);
+        // `name`: a value a row; `n`: not strings.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("flag", DataType::Utf8, true),
+            Field::new("name", DataType::Utf8View, false),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let rows = 100_000usize;
+        let flag = (0..rows).map(|r| match r {
+            _ if r + 10 >= rows => Some("R"),
+            _ if r % 7 == 0 => None,
+            _ => Some(["A", "N"][r % 2]),
+        });
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(arrow::array::StringArray::from_iter(flag)),
+                Arc::new(arrow::array::StringViewArray::from_iter_values(
+                    (0..rows).map(|r| format!("name {r}")),
+                )),
+                Arc::new(Int64Array::from_iter_values(0..rows as i64)),
+            ],
+        )
+        .unwrap();
+        let ctx = SessionContext::new();
+        let table = datafusion::catalog::MemTable::try_new(schema, vec![vec![batch]]).unwrap();
+        ctx.register_table("t", Arc::new(table)).unwrap();
+        let plan = crate::test_support::physical_plan(&ctx, "SELECT flag, name, n FROM t").await;
+        assert_eq!(sampled_strings(&plan, 0, 4), Some(3));
+        assert_eq!(sampled_strings(&plan, 0, 2), None, "more than the limit");
+        assert_eq!(sampled_strings(&plan, 1, 4), None);
+        assert_eq!(sampled_strings(&plan, 2, 4), None, "not strings");
+        assert_eq!(sampled_strings(&plan, 3, 4), None, "no such column");
     }
 
     #[tokio::test]

@@ -229,12 +229,15 @@ fn more_workers_need_more_rows_each() {
 
 /// `rows` rows in `parts` in-memory partitions of 8192-row batches: `small` sorted over
 /// 0..100 but for one row of value 7,000 that no sampled window reads (row 1,500), `wide`
-/// (ids spread over 2^40), `v`.
+/// (ids spread over 2^40), `v`, `flag` (3 strings, and a fourth, `Z`, at row 1,500), `s` (37
+/// strings).
 fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
     let schema = Arc::new(Schema::new(vec![
         Field::new("small", DataType::Int32, false),
         Field::new("wide", DataType::Int64, false),
         Field::new("v", DataType::Int64, true),
+        Field::new("flag", DataType::Utf8, false),
+        Field::new("s", DataType::Utf8, false),
     ]));
     let per = rows.div_ceil(parts);
     let partitions = (0..parts)
@@ -260,6 +263,16 @@ fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
                             Arc::new(Int64Array::from_iter(
                                 i().map(|r| (r % 11 != 0).then_some(r % 1000)),
                             )),
+                            Arc::new(StringArray::from_iter_values(i().map(|r| {
+                                if r == 1500 {
+                                    "Z"
+                                } else {
+                                    ["A", "N", "R"][(r % 3) as usize]
+                                }
+                            }))),
+                            Arc::new(StringArray::from_iter_values(
+                                i().map(|r| format!("s{}", r % 37)),
+                            )),
                         ],
                     )
                     .unwrap()
@@ -274,7 +287,8 @@ fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
 fn in_memory_tables_are_planned_from_a_sample_of_their_rows() {
     // DataFusion keeps no minimum or maximum for in-memory tables; a sample of the rows
     // (first and last rows of each partition among them) stands in for them. A value outside
-    // the sample (7,000 at row 1,500) widens the key codec and the answer stays DataFusion's.
+    // the sample (7,000 at row 1,500) widens the key codec and the answer stays DataFusion's;
+    // so does a string outside it (`Z`) in a key of few strings.
     let rows = (1 << 20) + 4096;
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -284,6 +298,8 @@ fn in_memory_tables_are_planned_from_a_sample_of_their_rows() {
                 "SELECT wide, count(v) FROM t GROUP BY wide",
                 Some("domain from a sample of the in-memory rows"),
             ),
+            ("SELECT flag, sum(v), count(*) FROM t GROUP BY flag", None),
+            ("SELECT s, sum(v) FROM t GROUP BY s", Some("key `s` is")),
         ];
         for (sql, kept) in cases {
             let mut answers = Vec::new();
@@ -326,7 +342,12 @@ fn in_memory_tables_are_planned_from_a_sample_of_their_rows() {
             }
             assert_eq!(answers[0], answers[1], "{sql}");
             if kept.is_none() {
-                assert!(answers[0].iter().any(|l| l.contains("| 7000 ")), "{sql}");
+                let hidden = if sql.contains("flag") {
+                    "| Z "
+                } else {
+                    "| 7000 "
+                };
+                assert!(answers[0].iter().any(|l| l.contains(hidden)), "{sql}");
             }
         }
     });
