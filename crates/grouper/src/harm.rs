@@ -13,6 +13,9 @@
 //!   ([`ALWAYS_PERFECT_DOMAIN`]), over at least [`MIN_ROWS`] rows, [`MIN_ROWS_PER_WORKER`] rows
 //!   a worker and [`ROWS_PER_SLOT`] rows for each slot of the workers' tables: grouper's
 //!   perfect strategy, 1.4–6.4× DataFusion in memory;
+//! - string keys of at most [`FEW_STRINGS`] values each (listed by the Parquet files' dictionary
+//!   pages, or found in a sample of an in-memory table), counted as such a domain: TPC-H Q1's
+//!   flags, its decimal arithmetic fused (1.45x DataFusion from Parquet on 2 cores);
 //! - one key, an integer column that local Parquet files hold in order over their row groups,
 //!   over a domain of any width, with as many rows: per-worker tables in key order, unhashed,
 //!   and no merge ([`key_in_file_order`]; TPC-H Q18's subquery 1.7–2× DataFusion).
@@ -122,7 +125,8 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
             ));
         }
         if !ordinal(t) {
-            // A string key of a few values, which the Parquet files' dictionary pages list.
+            // A string key of a few values (the Parquet files' dictionary pages list them, or a
+            // sample of an in-memory table finds them).
             match few_strings(plan, i, t) {
                 Some((values, from_sample)) => {
                     domain = domain.saturating_mul(values as u128 + u128::from(key.may_null));
@@ -242,12 +246,12 @@ fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool
             .is_some_and(|name| row_groups_in_order(&files, &name))
 }
 
-/// String values of one key (Parquet dictionaries) up to which `auto` runs a string-keyed
-/// aggregation on grouper's CPU. Fresh processes over Parquet files in the page cache, 2 threads
-/// (this 2-core AMD EPYC VM, 20M rows, medians of 5 interleaved runs,
-/// `bench/results/string-keys-local.json`): TPC-H Q1 (flags of 3 and 2 values, decimal
-/// arithmetic) 1.45x DataFusion alone; SUM, COUNT and AVG by 3 strings 0.94-1.07x, with a filter
-/// and integer and float arithmetic 1.07x; by 8 strings 0.96x and 0.91-0.94x.
+/// String values of one key up to which `auto` runs a string-keyed aggregation on grouper's
+/// CPU. Fresh processes over Parquet files in the page cache, 2 threads (this 2-core AMD EPYC
+/// VM, 20M rows, medians of 5 interleaved runs, `bench/results/string-keys-local.json`): TPC-H
+/// Q1 (flags of 3 and 2 values, decimal arithmetic) 1.45x DataFusion alone (in memory 2.2x,
+/// `demo-local-2t-auto.json`); SUM, COUNT and AVG by 3 strings 0.94-1.07x, with a filter and
+/// integer and float arithmetic 1.07x; by 8 strings 0.96x and 0.91-0.94x.
 pub const FEW_STRINGS: usize = 4;
 
 /// The number of distinct values of key `i`, a string column read straight from the fused
