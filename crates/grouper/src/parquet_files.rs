@@ -118,10 +118,17 @@ const SMALL_DICTIONARY_PAGE: i64 = 4 << 10;
 /// `files`, read from their dictionary pages, when each chunk has a small one (the footer
 /// bounds it before a page is read), its data pages are all dictionary-encoded (where the
 /// footer says), and there are at most `limit` of them in all; `None` otherwise (a file that
-/// cannot be read, a chunk without a dictionary, more values). One small read per chunk: the
-/// footers alone bound no string column's cardinality.
-pub(crate) fn dictionary_values(files: &[PathBuf], name: &str, limit: usize) -> Option<usize> {
+/// cannot be read, a chunk without a dictionary, more values, more than `max_chunks` chunks).
+/// One small read per chunk (from the page cache): the footers alone bound no string
+/// column's cardinality, and `max_chunks` bounds what planning spends on it.
+pub(crate) fn dictionary_values(
+    files: &[PathBuf],
+    name: &str,
+    limit: usize,
+    max_chunks: usize,
+) -> Option<usize> {
     let mut values: HashSet<Vec<u8>> = HashSet::new();
+    let mut chunks = 0usize;
     for path in files {
         let reader = SerializedFileReader::new(std::fs::File::open(path).ok()?).ok()?;
         let meta = reader.metadata();
@@ -134,6 +141,10 @@ pub(crate) fn dictionary_values(files: &[PathBuf], name: &str, limit: usize) -> 
             return None;
         }
         for (g, rg) in meta.row_groups().iter().enumerate() {
+            chunks += 1;
+            if chunks > max_chunks {
+                return None;
+            }
             let chunk = rg.column(column);
             let page_bytes = chunk.data_page_offset() - chunk.dictionary_page_offset()?;
             let all_dictionary = chunk.page_encoding_stats().is_none_or(|stats| {
@@ -229,16 +240,24 @@ mod tests {
         // `s` holds each key's text: 4 values in row groups of 4 rows, one file after another.
         let a = file("dict-a.parquet", &[1, 2, 1, 2, 3, 1, 2, 3]);
         let b = file("dict-b.parquet", &[4, 4, 1, 2]);
-        assert_eq!(dictionary_values(std::slice::from_ref(&a), "s", 8), Some(3));
-        assert_eq!(dictionary_values(&[a.clone(), b.clone()], "s", 8), Some(4));
-        // More values than the limit, an integer column, a missing one, a file that is not
-        // Parquet.
-        assert_eq!(dictionary_values(&[a.clone(), b], "s", 3), None);
-        assert_eq!(dictionary_values(std::slice::from_ref(&a), "k", 8), None);
-        assert_eq!(dictionary_values(std::slice::from_ref(&a), "x", 8), None);
+        let values = |files: &[PathBuf], name: &str, limit: usize| {
+            dictionary_values(files, name, limit, 100)
+        };
+        assert_eq!(values(std::slice::from_ref(&a), "s", 8), Some(3));
+        assert_eq!(values(&[a.clone(), b.clone()], "s", 8), Some(4));
+        // More chunks than allowed (the two files hold 3), more values than the limit, an
+        // integer column, a missing one, a file that is not Parquet.
+        assert_eq!(
+            dictionary_values(&[a.clone(), b.clone()], "s", 8, 3),
+            Some(4)
+        );
+        assert_eq!(dictionary_values(&[a.clone(), b.clone()], "s", 8, 2), None);
+        assert_eq!(values(&[a.clone(), b], "s", 3), None);
+        assert_eq!(values(std::slice::from_ref(&a), "k", 8), None);
+        assert_eq!(values(std::slice::from_ref(&a), "x", 8), None);
         let junk = a.with_file_name("dict-junk.parquet");
         std::fs::write(&junk, b"not parquet").unwrap();
-        assert_eq!(dictionary_values(&[junk], "s", 8), None);
+        assert_eq!(values(&[junk], "s", 8), None);
         // A column written without dictionaries says nothing.
         let plain = a.with_file_name("dict-plain.parquet");
         let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, false)]));
@@ -255,7 +274,7 @@ mod tests {
         w.write(&RecordBatch::try_new(schema, vec![Arc::new(strings)]).unwrap())
             .unwrap();
         w.close().unwrap();
-        assert_eq!(dictionary_values(&[plain], "s", 8), None);
+        assert_eq!(values(&[plain], "s", 8), None);
     }
 
     #[test]
