@@ -14,8 +14,9 @@
 //!   a worker and [`ROWS_PER_SLOT`] rows for each slot of the workers' tables: grouper's
 //!   perfect strategy, 1.4–6.4× DataFusion in memory;
 //! - string keys of at most [`FEW_STRINGS`] values each (listed by the Parquet files' dictionary
-//!   pages, or found in a sample of an in-memory table), counted as such a domain: TPC-H Q1's
-//!   flags, its decimal arithmetic fused (1.45x DataFusion from Parquet on 2 cores);
+//!   pages, or found in a sample of an in-memory table), counted as such a domain, where an
+//!   argument is decimal arithmetic for the fused pipeline: TPC-H Q1 (1.45x DataFusion from
+//!   Parquet on 2 cores, 1.57x on 16);
 //! - one key, an integer column that local Parquet files hold in order over their row groups,
 //!   over a domain of any width, with as many rows: per-worker tables in key order, unhashed,
 //!   and no merge ([`key_in_file_order`]; TPC-H Q18's subquery 1.7–2× DataFusion).
@@ -35,6 +36,7 @@ use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
+use grouper_core::expr::Expr;
 use grouper_core::planner::ALWAYS_PERFECT_DOMAIN;
 
 use crate::config::{Backend, Engine, KeptLog};
@@ -246,8 +248,8 @@ fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool
             .is_some_and(|name| row_groups_in_order(&files, &name))
 }
 
-/// String values of one key up to which `auto` runs a string-keyed aggregation on grouper's
-/// CPU. Fresh processes over Parquet files in the page cache, 2 threads (this 2-core AMD EPYC
+/// String values of one key up to which `auto` runs a string-keyed aggregation with decimal
+/// arithmetic in its arguments on grouper's CPU. Fresh processes over Parquet files in the page cache, 2 threads (this 2-core AMD EPYC
 /// VM, 20M rows, medians of 5 interleaved runs, `bench/results/string-keys-local.json`): TPC-H
 /// Q1 (flags of 3 and 2 values, decimal arithmetic) 1.45x DataFusion alone (in memory 2.2x,
 /// `demo-local-2t-auto.json`); SUM, COUNT and AVG by 3 strings 0.94-1.07x, with a filter and
@@ -261,14 +263,30 @@ pub const FEW_STRINGS: usize = 4;
 pub const DICTIONARY_CHUNKS: usize = 1 << 14;
 
 /// The number of distinct values of key `i`, a string column read straight from the fused
-/// source, when there are at most [`FEW_STRINGS`]: listed by local Parquet files' dictionary
-/// pages (all of them), or found in a sample of an in-memory table's rows (likely; the second
-/// value is true then).
+/// source, when there are at most [`FEW_STRINGS`] and an aggregate argument is decimal
+/// arithmetic the fused pipeline computes: listed by local Parquet files' dictionary pages (all
+/// of them), or found in a sample of an in-memory table's rows (likely; the second value is
+/// true then).
 fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, bool)> {
     if !matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) {
         return None;
     }
     let fused = plan.fused.as_ref()?;
+    // Without decimal arithmetic to fuse, string keys of 3 values ran 0.77-0.93x DataFusion
+    // alone on the H100 host's 16 threads (`bench/results/string-keys-h100-16t.json`): the
+    // win is the 64-bit decimal pipeline, which DataFusion runs in 128 bits.
+    let decimal_arithmetic = fused.args.iter().flatten().any(|e| {
+        matches!(
+            e,
+            Expr::Binary {
+                data_type: DataType::Decimal128(..),
+                ..
+            }
+        )
+    });
+    if !decimal_arithmetic {
+        return None;
+    }
     let column = *fused.keys.get(i)?;
     if let Some(values) = sampled_strings(&fused.source, column, FEW_STRINGS) {
         return Some((values, true));

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Decimal128Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::physical_plan::{collect, displayable};
@@ -14,7 +14,7 @@ use grouper::{Backend, GrouperConfig};
 /// A Parquet file of `rows` rows: `small` (0..100, sorted: the first batch sees a sliver of
 /// it), `wide` (ids spread over 2^40), `s` (37 strings), `v`, `mid` (0..500,000), `ord` (4 ×
 /// the row number: sorted over a domain wider than a direct table, row group after row group),
-/// `flag` (3 one-letter strings, as TPC-H's flags).
+/// `flag` (3 one-letter strings, as TPC-H's flags), `price` (a decimal).
 fn parquet(rows: usize, name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("grouper-harm-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -27,6 +27,7 @@ fn parquet(rows: usize, name: &str) -> std::path::PathBuf {
         Field::new("mid", DataType::Int32, false),
         Field::new("ord", DataType::Int64, false),
         Field::new("flag", DataType::Utf8, false),
+        Field::new("price", DataType::Decimal128(12, 2), false),
     ]));
     let mut w = ArrowWriter::try_new(
         std::fs::File::create(&path).unwrap(),
@@ -60,6 +61,11 @@ fn parquet(rows: usize, name: &str) -> std::path::PathBuf {
                 Arc::new(StringArray::from_iter_values(
                     i().map(|r| ["A", "N", "R"][(r % 3) as usize]),
                 )),
+                Arc::new(
+                    Decimal128Array::from_iter_values(i().map(|r| i128::from(r % 100_000)))
+                        .with_precision_and_scale(12, 2)
+                        .unwrap(),
+                ),
             ],
         )
         .unwrap();
@@ -115,7 +121,7 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         // (query, file, grouper takes it under auto, why DataFusion keeps it otherwise)
-        let cases: [(&str, &std::path::Path, Option<&str>); 10] = [
+        let cases: [(&str, &std::path::Path, Option<&str>); 11] = [
             (
                 "SELECT small, sum(v), count(*) FROM t GROUP BY small",
                 &big,
@@ -128,11 +134,17 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
                 &big,
                 None,
             ),
-            // Strings: 3 values (the files' dictionary pages list them) are grouper's, 37 not.
+            // Strings: 3 values (the files' dictionary pages list them) with decimal arithmetic
+            // to fuse are grouper's; without it, or 37 values, DataFusion's.
+            (
+                "SELECT flag, sum(price * (1 - price)), count(*) FROM t GROUP BY flag",
+                &big,
+                None,
+            ),
             (
                 "SELECT flag, sum(v), count(*) FROM t GROUP BY flag",
                 &big,
-                None,
+                Some("key `flag` is"),
             ),
             (
                 "SELECT s, sum(v) FROM t GROUP BY s",
@@ -140,7 +152,7 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
                 Some("key `s` is"),
             ),
             (
-                "SELECT flag, s, sum(v) FROM t GROUP BY flag, s",
+                "SELECT flag, s, sum(price * (1 - price)) FROM t GROUP BY flag, s",
                 &big,
                 Some("key `s` is"),
             ),
@@ -230,7 +242,7 @@ fn more_workers_need_more_rows_each() {
 /// `rows` rows in `parts` in-memory partitions of 8192-row batches: `small` sorted over
 /// 0..100 but for one row of value 7,000 that no sampled window reads (row 1,500), `wide`
 /// (ids spread over 2^40), `v`, `flag` (3 strings, and a fourth, `Z`, at row 1,500), `s` (37
-/// strings).
+/// strings), `price` (a decimal).
 fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
     let schema = Arc::new(Schema::new(vec![
         Field::new("small", DataType::Int32, false),
@@ -238,6 +250,7 @@ fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
         Field::new("v", DataType::Int64, true),
         Field::new("flag", DataType::Utf8, false),
         Field::new("s", DataType::Utf8, false),
+        Field::new("price", DataType::Decimal128(12, 2), false),
     ]));
     let per = rows.div_ceil(parts);
     let partitions = (0..parts)
@@ -273,6 +286,13 @@ fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
                             Arc::new(StringArray::from_iter_values(
                                 i().map(|r| format!("s{}", r % 37)),
                             )),
+                            Arc::new(
+                                Decimal128Array::from_iter_values(
+                                    i().map(|r| i128::from(r % 100_000)),
+                                )
+                                .with_precision_and_scale(12, 2)
+                                .unwrap(),
+                            ),
                         ],
                     )
                     .unwrap()
@@ -298,7 +318,14 @@ fn in_memory_tables_are_planned_from_a_sample_of_their_rows() {
                 "SELECT wide, count(v) FROM t GROUP BY wide",
                 Some("domain from a sample of the in-memory rows"),
             ),
-            ("SELECT flag, sum(v), count(*) FROM t GROUP BY flag", None),
+            (
+                "SELECT flag, sum(price * (1 - price)), count(*) FROM t GROUP BY flag",
+                None,
+            ),
+            (
+                "SELECT flag, sum(v), count(*) FROM t GROUP BY flag",
+                Some("key `flag` is"),
+            ),
             ("SELECT s, sum(v) FROM t GROUP BY s", Some("key `s` is")),
         ];
         for (sql, kept) in cases {
