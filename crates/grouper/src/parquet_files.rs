@@ -19,6 +19,7 @@ use datafusion::parquet::file::metadata::ParquetMetaDataReader;
 use datafusion::parquet::file::reader::FileReader;
 use datafusion::parquet::file::serialized_reader::SerializedFileReader;
 use datafusion::parquet::file::statistics::Statistics;
+use datafusion::parquet::schema::types::SchemaDescriptor;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 
@@ -86,14 +87,19 @@ pub(crate) fn row_groups_in_order(files: &[PathBuf], name: &str) -> bool {
             .all(|f| file_in_order(f, name).unwrap_or(false))
 }
 
+/// The index of the top-level (not nested) leaf column `name` in a file's schema.
+fn top_level_column(schema: &SchemaDescriptor, name: &str) -> Option<usize> {
+    (0..schema.num_columns()).find(|&i| {
+        let c = schema.column(i);
+        c.path().parts().len() == 1 && c.name() == name
+    })
+}
+
 fn file_in_order(path: &PathBuf, name: &str) -> Option<bool> {
     let file = std::fs::File::open(path).ok()?;
     let meta = ParquetMetaDataReader::new().parse_and_finish(&file).ok()?;
     let schema = meta.file_metadata().schema_descr();
-    let column = (0..schema.num_columns()).find(|&i| {
-        let c = schema.column(i);
-        c.path().parts().len() == 1 && c.name() == name
-    })?;
+    let column = top_level_column(schema, name)?;
     let mut last: Option<i64> = None;
     for rg in meta.row_groups() {
         let (lo, hi) = match rg.column(column).statistics()? {
@@ -133,10 +139,7 @@ pub(crate) fn dictionary_values(
         let reader = SerializedFileReader::new(std::fs::File::open(path).ok()?).ok()?;
         let meta = reader.metadata();
         let schema = meta.file_metadata().schema_descr();
-        let column = (0..schema.num_columns()).find(|&i| {
-            let c = schema.column(i);
-            c.path().parts().len() == 1 && c.name() == name
-        })?;
+        let column = top_level_column(schema, name)?;
         if schema.column(column).physical_type() != PhysicalType::BYTE_ARRAY {
             return None;
         }
@@ -204,6 +207,12 @@ mod tests {
 
     /// A file of `keys` (and their text) in row groups of 4 rows.
     fn file(name: &str, keys: &[i32]) -> PathBuf {
+        let props = WriterProperties::builder().set_max_row_group_row_count(Some(4));
+        file_with(name, keys, props.build())
+    }
+
+    /// A file of `keys` (column `k`) and their text (`s`) written with `props`.
+    fn file_with(name: &str, keys: &[i32], props: WriterProperties) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("grouper-order-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
@@ -211,9 +220,6 @@ mod tests {
             Field::new("k", DataType::Int32, false),
             Field::new("s", DataType::Utf8, false),
         ]));
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(4))
-            .build();
         let mut w = ArrowWriter::try_new(
             std::fs::File::create(&path).unwrap(),
             Arc::clone(&schema),
@@ -259,21 +265,8 @@ mod tests {
         std::fs::write(&junk, b"not parquet").unwrap();
         assert_eq!(values(&[junk], "s", 8), None);
         // A column written without dictionaries says nothing.
-        let plain = a.with_file_name("dict-plain.parquet");
-        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, false)]));
-        let props = WriterProperties::builder()
-            .set_dictionary_enabled(false)
-            .build();
-        let mut w = ArrowWriter::try_new(
-            std::fs::File::create(&plain).unwrap(),
-            Arc::clone(&schema),
-            Some(props),
-        )
-        .unwrap();
-        let strings = StringArray::from_iter_values(["x", "y", "x"]);
-        w.write(&RecordBatch::try_new(schema, vec![Arc::new(strings)]).unwrap())
-            .unwrap();
-        w.close().unwrap();
+        let no_dictionary = WriterProperties::builder().set_dictionary_enabled(false);
+        let plain = file_with("dict-plain.parquet", &[1, 2, 1], no_dictionary.build());
         assert_eq!(values(&[plain], "s", 8), None);
     }
 
