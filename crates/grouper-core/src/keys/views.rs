@@ -35,9 +35,8 @@ fn view_hash(view: u128) -> u64 {
 /// values (two views sharing a slot evict each other row after row, each miss a hash-map probe;
 /// strings of 100 to 1,000 values ran 0.6x DataFusion's grouping).
 struct ViewTable {
+    /// `(view, local)`, a power of two of them; `NULL_SLOT` marks an empty one.
     entries: Vec<(u128, u32)>,
-    /// Bits of the hash that index `entries` (its length is `1 << bits`).
-    bits: u32,
     len: usize,
 }
 
@@ -51,7 +50,6 @@ impl ViewTable {
     fn with_entries(n: usize) -> Self {
         Self {
             entries: vec![(0, NULL_SLOT); n],
-            bits: n.trailing_zeros(),
             len: 0,
         }
     }
@@ -67,20 +65,25 @@ impl ViewTable {
         }
     }
 
+    /// The entry holding `view`, or the empty one where it goes: linear probing from the top
+    /// bits of its hash.
+    #[inline(always)]
+    fn slot(&self, view: u128) -> usize {
+        let mask = self.entries.len() - 1;
+        let bits = self.entries.len().trailing_zeros();
+        let mut i = (view_hash(view) >> (64 - bits)) as usize;
+        while self.entries[i].1 != NULL_SLOT && self.entries[i].0 != view {
+            i = (i + 1) & mask;
+        }
+        i
+    }
+
     /// The local of `view`, which becomes `firsts.len()` (and row `row` its first) when new.
     #[inline(always)]
     fn local(&mut self, view: u128, row: usize, firsts: &mut Vec<usize>) -> u32 {
-        let mask = self.entries.len() - 1;
-        let mut i = (view_hash(view) >> (64 - self.bits)) as usize;
-        loop {
-            let (v, local) = self.entries[i];
-            if local == NULL_SLOT {
-                break;
-            }
-            if v == view {
-                return local;
-            }
-            i = (i + 1) & mask;
+        let i = self.slot(view);
+        if self.entries[i].1 != NULL_SLOT {
+            return self.entries[i].1;
         }
         let local = firsts.len() as u32;
         firsts.push(row);
@@ -96,13 +99,8 @@ impl ViewTable {
     fn grow(&mut self) {
         let wider = vec![(0, NULL_SLOT); self.entries.len() * 2];
         let old = std::mem::replace(&mut self.entries, wider);
-        self.bits += 1;
-        let mask = self.entries.len() - 1;
         for (view, local) in old.into_iter().filter(|&(_, l)| l != NULL_SLOT) {
-            let mut i = (view_hash(view) >> (64 - self.bits)) as usize;
-            while self.entries[i].1 != NULL_SLOT {
-                i = (i + 1) & mask;
-            }
+            let i = self.slot(view);
             self.entries[i] = (view, local);
         }
     }
