@@ -4,9 +4,11 @@
 //! from the session's pool; then `Aggregation::finish` (or, co-processing, `finish_partial`)
 //! merges them on grouper's pool. Past the pool's limit the groups spill ([`super::spill`]).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::TaskContext;
@@ -118,14 +120,18 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     let source = fusion
         .as_ref()
         .map_or_else(|| Arc::clone(&input), |f| Arc::clone(&f.source));
-    let parts = source.output_partitioning().partition_count();
+    let threads = pool.current_num_threads();
+    let (source, parts, tasks_n) = morsels(source, threads, context)?;
     let spill = Spill::new(context);
     let dictionaries = Arc::new(
         MemoryConsumer::new("GroupByExec (key dictionaries)").register(context.memory_pool()),
     );
-    let mut tasks = Vec::with_capacity(parts);
-    for p in 0..parts {
-        let mut stream = source.execute(p, Arc::clone(context))?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(tasks_n);
+    for t in 0..tasks_n {
+        let source = Arc::clone(&source);
+        let context = Arc::clone(context);
+        let next = Arc::clone(&next);
         let fusion = fusion.clone();
         let mut scratch = Scratch::default();
         let plan = Arc::clone(plan);
@@ -134,35 +140,60 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         let compute = baseline.elapsed_compute().clone();
         let mut budget = Budget::new(
             context.memory_pool().memory_limit(),
-            MemoryConsumer::new(format!("GroupByExec[{p}]"))
+            MemoryConsumer::new(format!("GroupByExec[{t}]"))
                 .with_can_spill(spill.is_some())
                 .register(context.memory_pool()),
             Arc::clone(&dictionaries),
             spill.clone(),
             Arc::clone(&pool),
-            parts,
+            tasks_n,
         );
         tasks.push(tokio::spawn(async move {
-            while let Some(batch) = stream.next().await {
-                let batch = match &fusion {
-                    None => evaluate(&batch?, &plan)?,
-                    Some(f) => {
-                        let _timer = compute.timer();
-                        match f.evaluate(&mut scratch, &batch?)? {
-                            Some(b) => b,
-                            None => continue,
+            // `GROUPER_TRACE`: when each worker ends, and how its time divides between waiting
+            // on its input streams (the scan's decoding) and grouper's work.
+            let started = std::time::Instant::now();
+            let (mut waited, mut rows, mut taken) = (std::time::Duration::ZERO, 0usize, 0usize);
+            // Morsel-driven: the worker takes the next untaken partition whenever it finishes
+            // one, so a slow thread or a partition of more row groups holds no one else up.
+            while let Some(p) = claim(&next, parts) {
+                taken += 1;
+                let mut stream = source.execute(p, Arc::clone(&context))?;
+                loop {
+                    let asked = std::time::Instant::now();
+                    let Some(batch) = stream.next().await else {
+                        break;
+                    };
+                    waited += asked.elapsed();
+                    let batch = batch?;
+                    rows += batch.num_rows();
+                    let batch = match &fusion {
+                        None => evaluate(&batch, &plan)?,
+                        Some(f) => {
+                            let _timer = compute.timer();
+                            match f.evaluate(&mut scratch, &batch)? {
+                                Some(b) => b,
+                                None => continue,
+                            }
                         }
-                    }
-                };
-                let _timer = compute.timer();
-                worker.push(&batch).map_err(external)?;
-                budget.after_batch(&agg, &mut worker)?;
+                    };
+                    let _timer = compute.timer();
+                    worker.push(&batch).map_err(external)?;
+                    budget.after_batch(&agg, &mut worker)?;
+                }
             }
+            grouper_core::trace::event(|| {
+                let total = started.elapsed().as_secs_f64() * 1e3;
+                let waited = waited.as_secs_f64() * 1e3;
+                format!(
+                    "cpu worker {t}: {taken} of {parts} partitions, {rows} rows; {total:.1} ms, of which {waited:.1} waiting on input, {:.1} grouper's",
+                    total - waited
+                )
+            });
             Ok::<_, DataFusionError>((worker, budget))
         }));
     }
-    let mut workers = Vec::with_capacity(parts);
-    let mut reservations = Vec::with_capacity(parts);
+    let mut workers = Vec::with_capacity(tasks_n);
+    let mut reservations = Vec::with_capacity(tasks_n);
     for t in tasks {
         let (w, r) = t.await.map_err(external)??;
         workers.push(w);
@@ -205,6 +236,41 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     Ok(out)
 }
 
+/// Partitions per worker thread a scan is split into: finer pieces than one per thread let
+/// the workers even out what each one reads (a Parquet file's row groups fall unevenly into
+/// byte ranges; a thread may run slower than its siblings).
+const MORSELS_PER_THREAD: usize = 8;
+
+/// The source the workers read, its partition count and how many worker tasks read it. A scan
+/// (`DataSourceExec`: files or in-memory batches) is split into [`MORSELS_PER_THREAD`] times
+/// `threads` partitions where it can be, and `threads` workers take them one after another; any
+/// other input keeps one worker per partition, all started at once (a repartition's outputs
+/// must all be drained together).
+fn morsels(
+    source: Arc<dyn ExecutionPlan>,
+    threads: usize,
+    context: &TaskContext,
+) -> Result<(Arc<dyn ExecutionPlan>, usize, usize)> {
+    if source.downcast_ref::<DataSourceExec>().is_none() {
+        let parts = source.output_partitioning().partition_count();
+        return Ok((source, parts, parts));
+    }
+    let finer = source
+        .repartitioned(
+            threads.saturating_mul(MORSELS_PER_THREAD),
+            context.session_config().options(),
+        )?
+        .unwrap_or(source);
+    let parts = finer.output_partitioning().partition_count();
+    Ok((finer, parts, parts.min(threads.max(1))))
+}
+
+/// The next partition no worker has taken yet, if any.
+fn claim(next: &AtomicUsize, parts: usize) -> Option<usize> {
+    let p = next.fetch_add(1, Ordering::Relaxed);
+    (p < parts).then_some(p)
+}
+
 /// Evaluates the key and argument expressions of one input batch.
 pub(crate) fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputBatch> {
     let rows = batch.num_rows();
@@ -224,4 +290,97 @@ pub(crate) fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputB
         .collect::<Result<Vec<_>>>()?;
     InputBatch::try_new(&plan.spec, keys, args, rows)
         .map_err(|e| DataFusionError::External(Box::new(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    use arrow::array::{AsArray, Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+    use datafusion::catalog::MemTable;
+    use datafusion::physical_plan::{collect, ExecutionPlanProperties};
+
+    use super::{claim, morsels, MORSELS_PER_THREAD};
+    use crate::config::Backend;
+    use crate::test_support::physical_plan;
+    use crate::GrouperConfig;
+
+    /// 3 partitions of 20 batches of 100 rows: `k` = row % 7, `v` = row.
+    fn table() -> Arc<MemTable> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        let parts = (0..3i64)
+            .map(|p| {
+                (0..20i64)
+                    .map(|b| {
+                        let rows = (p * 2_000 + b * 100)..(p * 2_000 + (b + 1) * 100);
+                        RecordBatch::try_new(
+                            Arc::clone(&schema),
+                            vec![
+                                Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r % 7))),
+                                Arc::new(Int64Array::from_iter_values(rows)),
+                            ],
+                        )
+                        .unwrap()
+                    })
+                    .collect()
+            })
+            .collect();
+        Arc::new(MemTable::try_new(schema, parts).unwrap())
+    }
+
+    #[test]
+    fn claims_hand_out_each_partition_once() {
+        let next = AtomicUsize::new(0);
+        let got: Vec<_> = std::iter::from_fn(|| claim(&next, 5)).collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert_eq!(claim(&next, 5), None, "nothing after the last");
+    }
+
+    #[tokio::test]
+    async fn a_scan_split_finer_than_the_workers_is_read_whole() {
+        let ctx = datafusion::prelude::SessionContext::new();
+        ctx.register_table("t", table() as _).unwrap();
+        let scan = physical_plan(&ctx, "SELECT k, v FROM t").await;
+        assert_eq!(scan.output_partitioning().partition_count(), 3);
+        let (finer, parts, tasks) = morsels(scan, 2, &ctx.task_ctx()).unwrap();
+        assert_eq!(parts, 2 * MORSELS_PER_THREAD, "split to morsels");
+        assert_eq!(finer.output_partitioning().partition_count(), parts);
+        assert_eq!(tasks, 2, "one worker a thread");
+
+        // Two workers take the 16 morsels between them: every row counted once.
+        let sql = "SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k";
+        let cpu = crate::session_context(&GrouperConfig {
+            backend: Backend::Cpu,
+            threads: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
+        cpu.register_table("t", table() as _).unwrap();
+        let got = collect(physical_plan(&cpu, sql).await, cpu.task_ctx())
+            .await
+            .unwrap();
+        let mut rows: Vec<(i64, i64, i64)> = got
+            .iter()
+            .flat_map(|b| {
+                let col = |i: usize| b.column(i).as_primitive::<Int64Type>().clone();
+                let (k, n, s) = (col(0), col(1), col(2));
+                (0..b.num_rows())
+                    .map(|r| (k.value(r), n.value(r), s.value(r)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        rows.sort_unstable();
+        let want: Vec<(i64, i64, i64)> = (0..7i64)
+            .map(|k| {
+                let of_k = (0..6_000i64).filter(|r| r % 7 == k);
+                (k, of_k.clone().count() as i64, of_k.sum())
+            })
+            .collect();
+        assert_eq!(rows, want);
+    }
 }
