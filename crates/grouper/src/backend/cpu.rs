@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
@@ -121,7 +123,7 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         .as_ref()
         .map_or_else(|| Arc::clone(&input), |f| Arc::clone(&f.source));
     let threads = pool.current_num_threads();
-    let (source, parts, tasks_n) = morsels(source, threads, context)?;
+    let (source, parts, tasks_n) = morsels(source, threads, MIN_MORSEL_ROWS, context)?;
     let spill = Spill::new(context);
     let dictionaries = Arc::new(
         MemoryConsumer::new("GroupByExec (key dictionaries)").register(context.memory_pool()),
@@ -236,33 +238,69 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     Ok(out)
 }
 
-/// Partitions per worker thread a scan is split into: finer pieces than one per thread let
-/// the workers even out what each one reads (a Parquet file's row groups fall unevenly into
-/// byte ranges; a thread may run slower than its siblings).
+/// Partitions per worker thread a scan is split into, at most: finer pieces than one per
+/// thread let the workers even out what each one reads (a Parquet file's row groups fall
+/// unevenly into byte ranges; a thread may run slower than its siblings).
 const MORSELS_PER_THREAD: usize = 8;
 
+/// Rows an in-memory morsel holds at least: each partition costs a stream of its own, which a
+/// small input's few batches would not repay.
+const MIN_MORSEL_ROWS: usize = 1 << 18;
+
+/// Bytes of files a morsel covers at least (a byte range holds the row groups that start in it).
+const MIN_MORSEL_BYTES: u64 = 8 << 20;
+
+/// How many morsels `scan` is worth: its in-memory rows over `min_rows`, or its files' bytes
+/// over [`MIN_MORSEL_BYTES`]; `None` for other sources.
+fn worth(scan: &DataSourceExec, min_rows: usize) -> Option<usize> {
+    let source = scan.data_source().as_ref() as &dyn std::any::Any;
+    if let Some(memory) = source.downcast_ref::<MemorySourceConfig>() {
+        let rows: usize = memory
+            .partitions()
+            .iter()
+            .flatten()
+            .map(RecordBatch::num_rows)
+            .sum();
+        return Some(rows / min_rows.max(1));
+    }
+    let files = source.downcast_ref::<FileScanConfig>()?;
+    let bytes: u64 = files
+        .file_groups
+        .iter()
+        .flat_map(|g| g.iter())
+        .map(|f| {
+            f.range
+                .as_ref()
+                .map_or(f.object_meta.size, |r| (r.end - r.start).unsigned_abs())
+        })
+        .sum();
+    usize::try_from(bytes / MIN_MORSEL_BYTES).ok()
+}
+
 /// The source the workers read, its partition count and how many worker tasks read it. A scan
-/// (`DataSourceExec`: files or in-memory batches) is split into [`MORSELS_PER_THREAD`] times
-/// `threads` partitions where it can be, and `threads` workers take them one after another; any
-/// other input keeps one worker per partition, all started at once (a repartition's outputs
-/// must all be drained together).
+/// (`DataSourceExec`: files or in-memory batches) is split into up to [`MORSELS_PER_THREAD`]
+/// times `threads` partitions, none under `min_rows` rows ([`MIN_MORSEL_ROWS`]) or
+/// [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be, and
+/// `threads` workers take them one after another; any other input keeps one worker per
+/// partition, all started at once (a repartition's outputs must all be drained together).
 fn morsels(
     source: Arc<dyn ExecutionPlan>,
     threads: usize,
+    min_rows: usize,
     context: &TaskContext,
 ) -> Result<(Arc<dyn ExecutionPlan>, usize, usize)> {
-    if source.downcast_ref::<DataSourceExec>().is_none() {
+    let Some(scan) = source.downcast_ref::<DataSourceExec>() else {
         let parts = source.output_partitioning().partition_count();
         return Ok((source, parts, parts));
-    }
+    };
+    let threads = threads.max(1);
+    let most = threads.saturating_mul(MORSELS_PER_THREAD);
+    let target = worth(scan, min_rows).map_or(most, |n| n.clamp(threads, most));
     let finer = source
-        .repartitioned(
-            threads.saturating_mul(MORSELS_PER_THREAD),
-            context.session_config().options(),
-        )?
+        .repartitioned(target, context.session_config().options())?
         .unwrap_or(source);
     let parts = finer.output_partitioning().partition_count();
-    Ok((finer, parts, parts.min(threads.max(1))))
+    Ok((finer, parts, parts.min(threads)))
 }
 
 /// The next partition no worker has taken yet, if any.
@@ -347,12 +385,16 @@ mod tests {
         ctx.register_table("t", table() as _).unwrap();
         let scan = physical_plan(&ctx, "SELECT k, v FROM t").await;
         assert_eq!(scan.output_partitioning().partition_count(), 3);
-        let (finer, parts, tasks) = morsels(scan, 2, &ctx.task_ctx()).unwrap();
+        let (finer, parts, tasks) = morsels(Arc::clone(&scan), 2, 100, &ctx.task_ctx()).unwrap();
         assert_eq!(parts, 2 * MORSELS_PER_THREAD, "split to morsels");
         assert_eq!(finer.output_partitioning().partition_count(), parts);
         assert_eq!(tasks, 2, "one worker a thread");
+        let (_, parts, tasks) = morsels(Arc::clone(&scan), 2, 1_000, &ctx.task_ctx()).unwrap();
+        assert_eq!((parts, tasks), (6, 2), "no morsel under 1,000 rows");
+        let (_, parts, tasks) = morsels(scan, 2, 1 << 20, &ctx.task_ctx()).unwrap();
+        assert_eq!((parts, tasks), (3, 2), "a small scan as it was");
 
-        // Two workers take the 16 morsels between them: every row counted once.
+        // Two workers take the 3 partitions between them: every row counted once.
         let sql = "SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k";
         let cpu = crate::session_context(&GrouperConfig {
             backend: Backend::Cpu,
