@@ -440,6 +440,36 @@ fn gather<T: Copy, U: Copy>(
     }
 }
 
+/// The selected values (all when `None`) narrowed to 64 bits into `dst`, in one pass; whether
+/// every one fits (a NULL slot's value counts too, which can only cost the fast path). The
+/// misfit bits gather in a local the loop keeps in a register: and-ing a flag captured by the
+/// mapping closure made every value a load and store of it (a store-forwarding chain: 28% of
+/// TPC-H Q1's CPU in memory).
+fn narrow(dst: &mut Vec<i64>, wide: &[i128], sel: Option<&Selection>) -> bool {
+    // The high word of a value that fits is its low word's sign.
+    let misfit = |v: i128| ((v >> 64) as i64) ^ ((v as i64) >> 63);
+    let mut bad = 0i64;
+    dst.clear();
+    match sel {
+        None => {
+            dst.resize(wide.len(), 0);
+            for (d, &v) in dst.iter_mut().zip(wide) {
+                bad |= misfit(v);
+                *d = v as i64;
+            }
+        }
+        Some(s) => {
+            dst.resize(s.indices.len(), 0);
+            for (d, &i) in dst.iter_mut().zip(&s.indices) {
+                let v = wide[i as usize];
+                bad |= misfit(v);
+                *d = v as i64;
+            }
+        }
+    }
+    bad == 0
+}
+
 fn gather_nulls(nulls: Option<&NullBuffer>, sel: Option<&Selection>) -> Option<NullBuffer> {
     let n = nulls.filter(|n| n.null_count() > 0)?;
     Some(match sel {
@@ -496,15 +526,8 @@ fn load(a: &ArrayRef, sel: Option<&Selection>, out: &mut Slot) -> Result<()> {
         }
         DataType::Decimal128(..) => {
             let wide = a.as_primitive::<Decimal128Type>().values();
-            // One pass over the selected values: each narrowed, and whether every one fits
-            // (branchless; a NULL slot's value counts too, which can only cost the fast path).
-            let mut fits = true;
             out.kind = Kind::I64;
-            gather(&mut out.i64s, wide, sel, |v| {
-                fits &= v as i64 as i128 == v;
-                v as i64
-            });
-            if !fits {
+            if !narrow(&mut out.i64s, wide, sel) {
                 out.kind = Kind::I128;
                 gather(&mut out.i128s, wide, sel, |v| v);
             }

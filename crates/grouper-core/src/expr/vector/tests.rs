@@ -358,3 +358,28 @@ proptest! {
         prop_assert_eq!(Selection::new(&sliced).indices, want);
     }
 }
+
+#[test]
+fn narrowing_tells_which_values_fit_64_bits() {
+    let fits = [0, -1, 1, i64::MIN as i128, i64::MAX as i128];
+    let misfits = [
+        i64::MAX as i128 + 1,
+        i64::MIN as i128 - 1,
+        1 << 64,
+        -(1 << 64),
+        i128::MAX,
+    ];
+    let mut out = Vec::new();
+    assert!(narrow(&mut out, &fits, None));
+    assert_eq!(out, fits.iter().map(|&v| v as i64).collect::<Vec<_>>());
+    for m in misfits {
+        let wide = [3, m, 5];
+        assert!(!narrow(&mut out, &wide, None), "{m} fits?");
+        // Selected away, the misfit does not count; selected, it does.
+        let drop = Selection::new(&BooleanArray::from(vec![true, false, true]));
+        assert!(narrow(&mut out, &wide, Some(&drop)));
+        assert_eq!(out, vec![3, 5]);
+        let keep = Selection::new(&BooleanArray::from(vec![false, true, true]));
+        assert!(!narrow(&mut out, &wide, Some(&keep)), "{m} selected fits?");
+    }
+}
