@@ -212,8 +212,9 @@ fn few_rows(stats: &InputStats, threads: usize) -> Option<String> {
 /// keys in order: TPC-H Q18's subquery (`l_orderkey`, a 6M-value domain at SF 1) ran 0.09 s
 /// under grouper against DataFusion's 0.18 on 2 threads, and 0.25 against 0.42 at SF 10 on 16
 /// (`bench/results/q18-sorted-h100.json`), where over a domain that wide the rule above left
-/// it to DataFusion. Reads the files' footers (once per query plan, only here).
-fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool {
+/// it to DataFusion. Reads the files' footers (at planning, and again where the CPU workers
+/// decide whether to split the scan into morsels: `backend::cpu::morsels`).
+pub(crate) fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool {
     let signed = |t: &DataType| {
         matches!(
             t,

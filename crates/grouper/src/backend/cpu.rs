@@ -123,7 +123,16 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         .as_ref()
         .map_or_else(|| Arc::clone(&input), |f| Arc::clone(&f.source));
     let threads = pool.current_num_threads();
-    let (source, parts, tasks_n) = morsels(source, threads, MIN_MORSEL_ROWS, context)?;
+    // Files holding the key in order give each worker a run of keys from its own byte range,
+    // and workers whose ranges do not overlap skip the merge: morsels taken in turns would
+    // interleave the ranges (TPC-H Q18 at SF 1 on 2 threads, `--backend cpu`: 491 ms with one
+    // range a worker, 565 with morsels; 20 alternating runs each).
+    let (source, parts, tasks_n) = if crate::harm::key_in_file_order(&input, plan) {
+        let parts = source.output_partitioning().partition_count();
+        (source, parts, parts)
+    } else {
+        morsels(source, threads, MIN_MORSEL_ROWS, context)?
+    };
     let spill = Spill::new(context);
     let dictionaries = Arc::new(
         MemoryConsumer::new("GroupByExec (key dictionaries)").register(context.memory_pool()),
