@@ -1,5 +1,6 @@
-//! The CPU backend: every partition of the input pulled by its own task with a
-//! [`grouper_core::Worker`]; keys and arguments are evaluated and folded in as batches arrive
+//! The CPU backend: the input pulled by tasks with a [`grouper_core::Worker`] each (one a thread
+//! taking a scan's morsels in turn, [`morsels`]; otherwise one a partition); keys and arguments
+//! are evaluated and folded in as batches arrive
 //! (nothing is materialised for `perfect` and `thread_local`), each worker's memory reserved
 //! from the session's pool; then `Aggregation::finish` (or, co-processing, `finish_partial`)
 //! merges them on grouper's pool. Past the pool's limit the groups spill ([`super::spill`]).
@@ -127,12 +128,8 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     // and workers whose ranges do not overlap skip the merge: morsels taken in turns would
     // interleave the ranges (TPC-H Q18 at SF 1 on 2 threads, `--backend cpu`: 491 ms with one
     // range a worker, 565 with morsels; 20 alternating runs each).
-    let (source, parts, tasks_n) = if crate::harm::key_in_file_order(&input, plan) {
-        let parts = source.output_partitioning().partition_count();
-        (source, parts, parts)
-    } else {
-        morsels(source, threads, MIN_MORSEL_ROWS, context)?
-    };
+    let split = !crate::harm::key_in_file_order(&input, plan);
+    let (source, parts, tasks_n) = morsels(source, split, threads, MIN_MORSEL_ROWS, context)?;
     let spill = Spill::new(context);
     let dictionaries = Arc::new(
         MemoryConsumer::new("GroupByExec (key dictionaries)").register(context.memory_pool()),
@@ -290,15 +287,17 @@ fn worth(scan: &DataSourceExec, min_rows: usize) -> Option<usize> {
 /// (`DataSourceExec`: files or in-memory batches) is split into up to [`MORSELS_PER_THREAD`]
 /// times `threads` partitions, none under `min_rows` rows ([`MIN_MORSEL_ROWS`]) or
 /// [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be, and
-/// `threads` workers take them one after another; any other input keeps one worker per
-/// partition, all started at once (a repartition's outputs must all be drained together).
+/// `threads` workers take them one after another; any other input, or one not to `split`, keeps
+/// one worker per partition, all started at once (a repartition's outputs must all be drained
+/// together).
 fn morsels(
     source: Arc<dyn ExecutionPlan>,
+    split: bool,
     threads: usize,
     min_rows: usize,
     context: &TaskContext,
 ) -> Result<(Arc<dyn ExecutionPlan>, usize, usize)> {
-    let Some(scan) = source.downcast_ref::<DataSourceExec>() else {
+    let Some(scan) = source.downcast_ref::<DataSourceExec>().filter(|_| split) else {
         let parts = source.output_partitioning().partition_count();
         return Ok((source, parts, parts));
     };
@@ -394,14 +393,19 @@ mod tests {
         ctx.register_table("t", table() as _).unwrap();
         let scan = physical_plan(&ctx, "SELECT k, v FROM t").await;
         assert_eq!(scan.output_partitioning().partition_count(), 3);
-        let (finer, parts, tasks) = morsels(Arc::clone(&scan), 2, 100, &ctx.task_ctx()).unwrap();
+        let (finer, parts, tasks) =
+            morsels(Arc::clone(&scan), true, 2, 100, &ctx.task_ctx()).unwrap();
         assert_eq!(parts, 2 * MORSELS_PER_THREAD, "split to morsels");
         assert_eq!(finer.output_partitioning().partition_count(), parts);
         assert_eq!(tasks, 2, "one worker a thread");
-        let (_, parts, tasks) = morsels(Arc::clone(&scan), 2, 1_000, &ctx.task_ctx()).unwrap();
+        let (_, parts, tasks) =
+            morsels(Arc::clone(&scan), true, 2, 1_000, &ctx.task_ctx()).unwrap();
         assert_eq!((parts, tasks), (6, 2), "no morsel under 1,000 rows");
-        let (_, parts, tasks) = morsels(scan, 2, 1 << 20, &ctx.task_ctx()).unwrap();
+        let (_, parts, tasks) =
+            morsels(Arc::clone(&scan), true, 2, 1 << 20, &ctx.task_ctx()).unwrap();
         assert_eq!((parts, tasks), (3, 2), "a small scan as it was");
+        let (_, parts, tasks) = morsels(scan, false, 2, 100, &ctx.task_ctx()).unwrap();
+        assert_eq!((parts, tasks), (3, 3), "not split: a worker a partition");
 
         // Two workers take the 3 partitions between them: every row counted once.
         let sql = "SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k";
