@@ -348,6 +348,16 @@ fn joins_over_our_aggregate_stay_correct() {
 }
 
 #[test]
+fn an_aggregate_over_a_limited_subquery_counts_the_limits_rows() {
+    // The limit may sit in the scan itself, which the workers must then not split into morsels.
+    // Which 700 rows is not fixed; that there are 700 is.
+    let batch = table(3000, 40, 5);
+    let sql = "SELECT sum(c) FROM (SELECT k_i32, count(*) AS c FROM (SELECT * FROM t LIMIT 700) s \
+               GROUP BY k_i32) x";
+    check(&batch, sql, 0, None);
+}
+
+#[test]
 fn integer_sum_overflow_is_a_clear_error() {
     let k: ArrayRef = Arc::new(Int32Array::from(vec![1, 1]));
     let v: ArrayRef = Arc::new(Int64Array::from(vec![i64::MAX, 1]));

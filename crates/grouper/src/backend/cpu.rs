@@ -287,8 +287,8 @@ fn worth(scan: &DataSourceExec, min_rows: usize) -> Option<usize> {
 /// (`DataSourceExec`: files or in-memory batches) is split into up to [`MORSELS_PER_THREAD`]
 /// times `threads` partitions, none under `min_rows` rows ([`MIN_MORSEL_ROWS`]) or
 /// [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be, and
-/// `threads` workers take them one after another; any other input, or one not to `split`, keeps
-/// one worker per partition, all started at once (a repartition's outputs must all be drained
+/// `threads` workers take them one after another; any other input, one not to `split` or one
+/// with a row limit keeps one worker per partition, all started at once (a repartition's outputs must all be drained
 /// together).
 fn morsels(
     source: Arc<dyn ExecutionPlan>,
@@ -297,7 +297,10 @@ fn morsels(
     min_rows: usize,
     context: &TaskContext,
 ) -> Result<(Arc<dyn ExecutionPlan>, usize, usize)> {
-    let Some(scan) = source.downcast_ref::<DataSourceExec>().filter(|_| split) else {
+    // A scan with a row limit is never split: each piece would apply the limit on its own
+    // (DataFusion's in-memory split drops it altogether).
+    let whole = !split || source.fetch().is_some();
+    let Some(scan) = source.downcast_ref::<DataSourceExec>().filter(|_| !whole) else {
         let parts = source.output_partitioning().partition_count();
         return Ok((source, parts, parts));
     };
@@ -385,6 +388,43 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| claim(&next, 5)).collect();
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
         assert_eq!(claim(&next, 5), None, "nothing after the last");
+    }
+
+    #[tokio::test]
+    async fn a_scan_with_a_row_limit_is_not_split() {
+        // One partition of 80 batches of 8,192 rows (two morsels' worth): DataFusion puts the
+        // limit into the scan itself, and its in-memory split would drop it.
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let batches = (0..80i64)
+            .map(|b| {
+                let rows = (b * 8_192)..((b + 1) * 8_192);
+                let k = Arc::new(Int64Array::from_iter_values(rows.map(|r| r % 7)));
+                RecordBatch::try_new(Arc::clone(&schema), vec![k]).unwrap()
+            })
+            .collect();
+        let one = Arc::new(MemTable::try_new(schema, vec![batches]).unwrap());
+        let cpu = crate::session_context(&GrouperConfig {
+            backend: Backend::Cpu,
+            threads: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+        cpu.register_table("t", one as _).unwrap();
+        let scan = physical_plan(&cpu, "SELECT * FROM t LIMIT 1000").await;
+        let (_, parts, _) = morsels(scan, true, 1, 100, &cpu.task_ctx()).unwrap();
+        assert_eq!(parts, 1, "a limited scan stays whole");
+        let sql = "SELECT k, count(*) AS n FROM (SELECT * FROM t LIMIT 1000) s GROUP BY k";
+        let got = collect(physical_plan(&cpu, sql).await, cpu.task_ctx())
+            .await
+            .unwrap();
+        let counted: i64 = got
+            .iter()
+            .map(|b| {
+                let n = b.column(1).as_primitive::<Int64Type>();
+                n.iter().flatten().sum::<i64>()
+            })
+            .sum();
+        assert_eq!(counted, 1000, "the limit's rows, once");
     }
 
     #[tokio::test]
