@@ -213,7 +213,7 @@ fn few_rows(stats: &InputStats, threads: usize) -> Option<String> {
 /// under grouper against DataFusion's 0.18 on 2 threads, and 0.25 against 0.42 at SF 10 on 16
 /// (`bench/results/q18-sorted-h100.json`), where over a domain that wide the rule above left
 /// it to DataFusion. Reads the files' footers (at planning, and again where the CPU workers
-/// decide whether to split the scan into morsels: `backend::cpu::morsels`).
+/// would split such a scan into morsels: `backend::cpu::morsels`).
 pub(crate) fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool {
     let signed = |t: &DataType| {
         matches!(
@@ -250,11 +250,12 @@ pub(crate) fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPl
 }
 
 /// String values of one key up to which `auto` runs a string-keyed aggregation with decimal
-/// arithmetic in its arguments on grouper's CPU. Fresh processes over Parquet files in the page cache, 2 threads (this 2-core AMD EPYC
-/// VM, 20M rows, medians of 5 interleaved runs, `bench/results/string-keys-local.json`): TPC-H
-/// Q1 (flags of 3 and 2 values, decimal arithmetic) 1.45x DataFusion alone (in memory 2.2x,
-/// `demo-local-2t-auto.json`); SUM, COUNT and AVG by 3 strings 0.94-1.07x, with a filter and
-/// integer and float arithmetic 1.07x; by 8 strings 0.96x and 0.91-0.94x.
+/// arithmetic in its arguments on grouper's CPU. Fresh processes over Parquet files in the page
+/// cache, 2 threads (this 2-core AMD EPYC VM, 20M rows, medians of 5 interleaved runs,
+/// `bench/results/string-keys-local.json`): TPC-H Q1 (flags of 3 and 2 values, decimal
+/// arithmetic) 1.45x DataFusion alone (in memory 2.2x, `demo-local-2t-auto.json`); SUM, COUNT
+/// and AVG by 3 strings 0.94-1.07x, with a filter and integer and float arithmetic 1.07x; by 8
+/// strings 0.96x and 0.91-0.94x.
 pub const FEW_STRINGS: usize = 4;
 
 /// Column chunks whose dictionary pages [`few_strings`] reads at the most (one small read

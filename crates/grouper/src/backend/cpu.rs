@@ -127,9 +127,10 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     // Files holding the key in order give each worker a run of keys from its own byte range,
     // and workers whose ranges do not overlap skip the merge: morsels taken in turns would
     // interleave the ranges (TPC-H Q18 at SF 1 on 2 threads, `--backend cpu`: 491 ms with one
-    // range a worker, 565 with morsels; 20 alternating runs each).
-    let split = !crate::harm::key_in_file_order(&input, plan);
-    let (source, parts, tasks_n) = morsels(source, split, threads, MIN_MORSEL_ROWS, context)?;
+    // range a worker, 565 with morsels; 20 alternating runs each). Asked last, as it reads the
+    // files' footers.
+    let in_order = || crate::harm::key_in_file_order(&input, plan);
+    let (source, parts, tasks_n) = morsels(source, in_order, threads, MIN_MORSEL_ROWS, context)?;
     let spill = Spill::new(context);
     let dictionaries = Arc::new(
         MemoryConsumer::new("GroupByExec (key dictionaries)").register(context.memory_pool()),
@@ -286,21 +287,19 @@ fn worth(scan: &DataSourceExec, min_rows: usize) -> Option<usize> {
 /// The source the workers read, its partition count and how many worker tasks read it. A scan
 /// (`DataSourceExec`: files or in-memory batches) is split into up to [`MORSELS_PER_THREAD`]
 /// times `threads` partitions, none under `min_rows` rows ([`MIN_MORSEL_ROWS`]) or
-/// [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be, and
-/// `threads` workers take them one after another; any other input, one not to `split` or one
-/// with a row limit keeps one worker per partition, all started at once (a repartition's outputs must all be drained
-/// together).
+/// [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be, and `threads` workers take them
+/// one after another. Any other input, a scan with a row limit (each piece would apply it;
+/// DataFusion's in-memory split drops it) or one `keep_whole` asks to keep keeps one worker per
+/// partition, all started at once (a repartition's outputs must all be drained together).
 fn morsels(
     source: Arc<dyn ExecutionPlan>,
-    split: bool,
+    keep_whole: impl FnOnce() -> bool,
     threads: usize,
     min_rows: usize,
     context: &TaskContext,
 ) -> Result<(Arc<dyn ExecutionPlan>, usize, usize)> {
-    // A scan with a row limit is never split: each piece would apply the limit on its own
-    // (DataFusion's in-memory split drops it altogether).
-    let whole = !split || source.fetch().is_some();
-    let Some(scan) = source.downcast_ref::<DataSourceExec>().filter(|_| !whole) else {
+    let scan = source.downcast_ref::<DataSourceExec>();
+    let Some(scan) = scan.filter(|_| source.fetch().is_none() && !keep_whole()) else {
         let parts = source.output_partitioning().partition_count();
         return Ok((source, parts, parts));
     };
@@ -411,7 +410,7 @@ mod tests {
         .unwrap();
         cpu.register_table("t", one as _).unwrap();
         let scan = physical_plan(&cpu, "SELECT * FROM t LIMIT 1000").await;
-        let (_, parts, _) = morsels(scan, true, 1, 100, &cpu.task_ctx()).unwrap();
+        let (_, parts, _) = morsels(scan, || false, 1, 100, &cpu.task_ctx()).unwrap();
         assert_eq!(parts, 1, "a limited scan stays whole");
         let sql = "SELECT k, count(*) AS n FROM (SELECT * FROM t LIMIT 1000) s GROUP BY k";
         let got = collect(physical_plan(&cpu, sql).await, cpu.task_ctx())
@@ -434,17 +433,17 @@ mod tests {
         let scan = physical_plan(&ctx, "SELECT k, v FROM t").await;
         assert_eq!(scan.output_partitioning().partition_count(), 3);
         let (finer, parts, tasks) =
-            morsels(Arc::clone(&scan), true, 2, 100, &ctx.task_ctx()).unwrap();
+            morsels(Arc::clone(&scan), || false, 2, 100, &ctx.task_ctx()).unwrap();
         assert_eq!(parts, 2 * MORSELS_PER_THREAD, "split to morsels");
         assert_eq!(finer.output_partitioning().partition_count(), parts);
         assert_eq!(tasks, 2, "one worker a thread");
         let (_, parts, tasks) =
-            morsels(Arc::clone(&scan), true, 2, 1_000, &ctx.task_ctx()).unwrap();
+            morsels(Arc::clone(&scan), || false, 2, 1_000, &ctx.task_ctx()).unwrap();
         assert_eq!((parts, tasks), (6, 2), "no morsel under 1,000 rows");
         let (_, parts, tasks) =
-            morsels(Arc::clone(&scan), true, 2, 1 << 20, &ctx.task_ctx()).unwrap();
+            morsels(Arc::clone(&scan), || false, 2, 1 << 20, &ctx.task_ctx()).unwrap();
         assert_eq!((parts, tasks), (3, 2), "a small scan as it was");
-        let (_, parts, tasks) = morsels(scan, false, 2, 100, &ctx.task_ctx()).unwrap();
+        let (_, parts, tasks) = morsels(scan, || true, 2, 100, &ctx.task_ctx()).unwrap();
         assert_eq!((parts, tasks), (3, 3), "not split: a worker a partition");
 
         // Two workers take the 3 partitions between them: every row counted once.
