@@ -7,6 +7,7 @@
 //! lookups and the write lock only if it brings values not seen before.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use hashbrown::{DefaultHashBuilder, HashTable};
@@ -34,7 +35,13 @@ pub const ROW_SHARDS: usize = 64;
 pub struct Dictionary {
     shards: Vec<RwLock<Inner>>,
     hasher: DefaultHashBuilder,
+    /// Unique to this dictionary in the process: what a worker thread's cache of its codes
+    /// ([`super::views`]) is kept for.
+    id: u64,
 }
+
+/// The next [`Dictionary`]'s id.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Default for Dictionary {
     fn default() -> Self {
@@ -57,7 +64,13 @@ impl Dictionary {
         Self {
             shards: (0..n.max(1)).map(|_| RwLock::default()).collect(),
             hasher: DefaultHashBuilder::default(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// This dictionary's id, unique in the process.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     fn shard(&self, i: usize) -> RwLockReadGuard<'_, Inner> {

@@ -39,7 +39,7 @@ use arrow::row::{RowConverter, SortField};
 
 pub use dictionary::Dictionary;
 use ordinal::{encode_ordinal, Ordinal};
-use views::view_codes;
+use views::{view_codes, NULL_SLOT};
 
 use crate::error::{GrouperError, Result};
 use crate::strings::{string_array, ByteColumn};
@@ -552,14 +552,15 @@ impl KeyCodec {
             return Ok(None);
         };
         if let DataType::Utf8View = array.data_type() {
-            return Ok(view_codes(dict, array.as_string_view(), *capacity).map(
-                |(locals, codes)| {
-                    locals
-                        .iter()
-                        .map(|&l| codes.get(l as usize).copied().unwrap_or(0))
+            // A NULL row's code is 0, as the dictionary's path below gives it.
+            return Ok(
+                view_codes(dict, array.as_string_view(), *capacity).map(|codes| {
+                    codes
+                        .into_iter()
+                        .map(|c| if c == NULL_SLOT { 0 } else { c })
                         .collect()
-                },
-            ));
+                }),
+            );
         }
         let a = ByteColumn::new(array, "group key")?;
         let codes = dict.encode((0..array.len()).map(|r| a.get(r)), *capacity);
@@ -631,12 +632,11 @@ fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool 
         }
         Codec::Bytes { dict, capacity } => {
             if let DataType::Utf8View = array.data_type() {
-                let Some((locals, codes)) = view_codes(dict, array.as_string_view(), *capacity)
-                else {
+                let Some(codes) = view_codes(dict, array.as_string_view(), *capacity) else {
                     return false;
                 };
-                for (w, l) in words.iter_mut().zip(locals) {
-                    if let Some(&c) = codes.get(l as usize) {
+                for (w, c) in words.iter_mut().zip(codes) {
+                    if c != NULL_SLOT {
                         *w += (c as u64 + off) * mult;
                     }
                 }
