@@ -1,5 +1,6 @@
-//! Dictionary codes of Utf8View key columns, a batch at a time, through a small table of the
-//! batch's distinct views in front of the shared dictionary.
+//! Dictionary codes of Utf8View key columns, a batch at a time: short strings through the worker
+//! thread's cache of their codes by view, the rest through a small table of the batch's distinct
+//! views, both in front of the shared dictionary.
 
 use std::cell::RefCell;
 

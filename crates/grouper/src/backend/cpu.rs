@@ -398,30 +398,36 @@ mod tests {
     use crate::test_support::physical_plan;
     use crate::GrouperConfig;
 
-    /// 3 partitions of 20 batches of 100 rows: `k` = row % 7, `v` = row.
-    fn table() -> Arc<MemTable> {
-        let schema = Arc::new(Schema::new(vec![
+    /// The schema of [`kv_rows`].
+    fn kv_schema() -> Arc<Schema> {
+        Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, false),
             Field::new("v", DataType::Int64, false),
-        ]));
+        ]))
+    }
+
+    /// A batch of `rows`: `k` = row % 7, `v` = row.
+    fn kv_rows(rows: std::ops::Range<i64>) -> RecordBatch {
+        RecordBatch::try_new(
+            kv_schema(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r % 7))),
+                Arc::new(Int64Array::from_iter_values(rows)),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// 3 partitions of 20 batches of 100 rows ([`kv_rows`]).
+    fn table() -> Arc<MemTable> {
         let parts = (0..3i64)
             .map(|p| {
                 (0..20i64)
-                    .map(|b| {
-                        let rows = (p * 2_000 + b * 100)..(p * 2_000 + (b + 1) * 100);
-                        RecordBatch::try_new(
-                            Arc::clone(&schema),
-                            vec![
-                                Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r % 7))),
-                                Arc::new(Int64Array::from_iter_values(rows)),
-                            ],
-                        )
-                        .unwrap()
-                    })
+                    .map(|b| kv_rows((p * 2_000 + b * 100)..(p * 2_000 + (b + 1) * 100)))
                     .collect()
             })
             .collect();
-        Arc::new(MemTable::try_new(schema, parts).unwrap())
+        Arc::new(MemTable::try_new(kv_schema(), parts).unwrap())
     }
 
     #[test]
@@ -472,25 +478,14 @@ mod tests {
     #[tokio::test]
     async fn batches_fewer_than_the_morsels_are_sliced() {
         // 2 partitions of 2 batches of 1,000 rows: 4 batches for 16 morsels.
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, false),
-            Field::new("v", DataType::Int64, false),
-        ]));
-        let batch = |b: i64| {
-            let rows = (b * 1_000)..((b + 1) * 1_000);
-            RecordBatch::try_new(
-                Arc::clone(&schema),
-                vec![
-                    Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r % 7))),
-                    Arc::new(Int64Array::from_iter_values(rows)),
-                ],
-            )
-            .unwrap()
-        };
+        let batch = |b: i64| kv_rows((b * 1_000)..((b + 1) * 1_000));
         let parts = vec![vec![batch(0), batch(1)], vec![batch(2), batch(3)]];
         let ctx = datafusion::prelude::SessionContext::new();
-        ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap()))
-            .unwrap();
+        ctx.register_table(
+            "t",
+            Arc::new(MemTable::try_new(kv_schema(), parts).unwrap()),
+        )
+        .unwrap();
         // The projection (v alone) is kept.
         let scan = physical_plan(&ctx, "SELECT v FROM t").await;
         let (finer, parts, tasks) = morsels(scan, || false, 2, 100, &ctx.task_ctx()).unwrap();
