@@ -118,9 +118,8 @@ const CODE_CACHE_MAX: usize = 1 << 19;
 /// every batch, while a longer one's view points into its own batch's buffers.
 const INLINE_MAX: u32 = 12;
 
-/// A worker thread's codes of the short strings it has met, by view, kept from batch to batch
-/// for one dictionary at a time (`owner`): open addressing with linear probing, at most half
-/// full. A key of 100k strings (db-benchmark's `id3`) brings ~8,000 distinct values a batch,
+/// A worker thread's codes of the short strings of one dictionary (`owner`) it has met, by view,
+/// kept from batch to batch: open addressing with linear probing, at most half full. A key of 100k strings (db-benchmark's `id3`) brings ~8,000 distinct values a batch,
 /// each of which the batch's [`ViewTable`] found once and then looked up in the shared
 /// dictionary (a hash of its bytes, a probe, a `memcmp`): ~30% of q7's time on 2 cores.
 struct CodeCache {
