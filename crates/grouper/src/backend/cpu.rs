@@ -160,6 +160,8 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
         tasks.push(tokio::spawn(async move {
             // `GROUPER_TRACE`: when each worker ends, and how its time divides between waiting
             // on its input streams (the scan's decoding) and grouper's work.
+            // The clock is read per batch only when tracing.
+            let tracing = grouper_core::trace::enabled();
             let started = std::time::Instant::now();
             let (mut waited, mut rows, mut taken) = (std::time::Duration::ZERO, 0usize, 0usize);
             // Morsel-driven: the worker takes the next untaken partition whenever it finishes
@@ -168,11 +170,11 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
                 taken += 1;
                 let mut stream = source.execute(p, Arc::clone(&context))?;
                 loop {
-                    let asked = std::time::Instant::now();
+                    let asked = tracing.then(std::time::Instant::now);
                     let Some(batch) = stream.next().await else {
                         break;
                     };
-                    waited += asked.elapsed();
+                    waited += asked.map_or(std::time::Duration::ZERO, |a| a.elapsed());
                     let batch = batch?;
                     rows += batch.num_rows();
                     let batch = match &fusion {
@@ -257,19 +259,26 @@ const MIN_MORSEL_ROWS: usize = 1 << 18;
 /// Bytes of files a morsel covers at least (a byte range holds the row groups that start in it).
 const MIN_MORSEL_BYTES: u64 = 8 << 20;
 
+/// `scan`'s in-memory batches and their rows, when it reads batches from memory.
+fn in_memory(scan: &DataSourceExec) -> Option<(&MemorySourceConfig, usize)> {
+    let source = scan.data_source().as_ref() as &dyn std::any::Any;
+    let memory = source.downcast_ref::<MemorySourceConfig>()?;
+    let rows = memory
+        .partitions()
+        .iter()
+        .flatten()
+        .map(RecordBatch::num_rows)
+        .sum();
+    Some((memory, rows))
+}
+
 /// How many morsels `scan` is worth: its in-memory rows over `min_rows`, or its files' bytes
 /// over [`MIN_MORSEL_BYTES`]; `None` for other sources.
 fn worth(scan: &DataSourceExec, min_rows: usize) -> Option<usize> {
-    let source = scan.data_source().as_ref() as &dyn std::any::Any;
-    if let Some(memory) = source.downcast_ref::<MemorySourceConfig>() {
-        let rows: usize = memory
-            .partitions()
-            .iter()
-            .flatten()
-            .map(RecordBatch::num_rows)
-            .sum();
+    if let Some((_, rows)) = in_memory(scan) {
         return Some(rows / min_rows.max(1));
     }
+    let source = scan.data_source().as_ref() as &dyn std::any::Any;
     let files = source.downcast_ref::<FileScanConfig>()?;
     let bytes: u64 = files
         .file_groups
@@ -323,12 +332,10 @@ fn morsels(
 /// (`bench cpu-sweep` at 2^25 rows) on 16 threads stayed 16 partitions of two batches, one a
 /// worker, however unequal the threads' speeds.
 fn sliced(scan: &DataSourceExec, target: usize) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let source = scan.data_source().as_ref() as &dyn std::any::Any;
-    let Some(memory) = source.downcast_ref::<MemorySourceConfig>() else {
+    let Some((memory, rows)) = in_memory(scan) else {
         return Ok(None);
     };
     let batches = || memory.partitions().iter().flatten();
-    let rows: usize = batches().map(RecordBatch::num_rows).sum();
     if batches().count() >= target || !memory.sort_information().is_empty() || rows == 0 {
         return Ok(None);
     }
