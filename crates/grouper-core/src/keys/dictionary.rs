@@ -10,13 +10,22 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
+use arrow::buffer::NullBuffer;
 use hashbrown::{DefaultHashBuilder, HashTable};
+
+use super::view_map::{inline_view, is_inline, ViewMap};
 
 #[derive(Debug, Default)]
 struct Inner {
     values: Vec<Box<[u8]>>,
-    /// Local index (position in `values`) by hash.
+    /// Local index (position in `values`) of each value longer than a view holds inline, by
+    /// hash.
     index: HashTable<u32>,
+    /// Local index of each short value, by its view: Utf8View keys look their rows up here
+    /// with no hash of their bytes and no `memcmp` ([`Dictionary::inline_codes`]); a key of a
+    /// million short strings (db-benchmark's `id3` at 1e8 rows) found a third of them in each
+    /// worker's own cache of them and hashed, probed and compared the rest batch by batch.
+    inline: ViewMap,
     /// Bytes of the values.
     bytes: usize,
 }
@@ -110,6 +119,7 @@ impl Dictionary {
                 s.bytes
                     + s.values.capacity() * std::mem::size_of::<Box<[u8]>>()
                     + s.index.capacity() * (std::mem::size_of::<u32>() + 1)
+                    + s.inline.memory_bytes()
             })
             .sum()
     }
@@ -140,12 +150,12 @@ impl Dictionary {
         capacity: u64,
     ) -> Option<Vec<Option<u32>>> {
         let values: Vec<Option<&[u8]>> = values.collect();
+        let n = self.shards.len();
         let hashes: Vec<u64> = values
             .iter()
-            .map(|v| v.map_or(0, |v| self.hasher.hash_one(v)))
+            .map(|v| v.map_or(0, |v| self.hash(v)))
             .collect();
         // Rows by shard (counting sort), so each shard is locked once per batch.
-        let n = self.shards.len();
         let by_shard: Vec<Vec<u32>> = match n {
             1 => vec![(0..values.len() as u32).collect()],
             _ => {
@@ -220,7 +230,7 @@ impl Dictionary {
     pub fn extend<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> usize {
         let mut by_shard: Vec<Vec<(u64, &[u8])>> = vec![Vec::new(); self.shards.len()];
         for v in values {
-            let h = self.hasher.hash_one(v);
+            let h = self.hash(v);
             by_shard[self.shard_of(h)].push((h, v));
         }
         for (s, values) in by_shard.iter().enumerate() {
@@ -247,13 +257,68 @@ impl Dictionary {
         self.len()
     }
 
+    /// The hash of `v` that picks its shard and probes the shard's `index`: none (0) for a
+    /// short value of a one-shard dictionary, which needs neither.
+    fn hash(&self, v: &[u8]) -> u64 {
+        match self.shards.len() == 1 && inline_view(v).is_some() {
+            true => 0,
+            false => self.hasher.hash_one(v),
+        }
+    }
+
     fn append(&self, inner: &mut Inner, h: u64, v: &[u8]) -> u32 {
         let local = inner.values.len() as u32;
         inner.values.push(v.into());
         inner.bytes += v.len();
-        let Inner { values, index, .. } = inner;
-        index.insert_unique(h, local, |&c| self.hasher.hash_one(&values[c as usize]));
+        let Inner {
+            values,
+            index,
+            inline,
+            ..
+        } = inner;
+        match inline_view(v) {
+            Some(view) => {
+                inline.get_or_insert(view, local);
+            }
+            None => {
+                index.insert_unique(h, local, |&c| self.hasher.hash_one(&values[c as usize]));
+            }
+        }
         local
+    }
+
+    /// Codes of the rows of a Utf8View column whose short strings this dictionary holds, into
+    /// `out`, under one read lock and with one probe a row; every other row that is not NULL
+    /// (a long string, a value not yet here, and every row of a dictionary of several shards,
+    /// whose shard needs the hash of the bytes) is pushed to `rest`. Returns the largest code
+    /// given (0 if none).
+    pub(super) fn inline_codes(
+        &self,
+        views: &[u128],
+        nulls: Option<&NullBuffer>,
+        out: &mut [u32],
+        rest: &mut Vec<usize>,
+    ) -> u32 {
+        let valid = |r: usize| nulls.is_none_or(|n| n.is_valid(r));
+        if self.shards.len() != 1 {
+            rest.extend((0..views.len()).filter(|&r| valid(r)));
+            return 0;
+        }
+        let inner = self.shard(0);
+        let mut top = 0;
+        for (r, (o, &view)) in out.iter_mut().zip(views).enumerate() {
+            if !valid(r) {
+                continue;
+            }
+            match is_inline(view).then(|| inner.inline.get(view)).flatten() {
+                Some(local) => {
+                    *o = local;
+                    top = top.max(local);
+                }
+                None => rest.push(r),
+            }
+        }
+        top
     }
 
     /// Calls `f` with the value of each code.
@@ -270,12 +335,15 @@ impl Dictionary {
     }
 }
 
-/// The local index of `v` (hash `h`) in a shard.
+/// The local index of `v` (hash `h`, unused for a short value) in a shard.
 fn find(inner: &Inner, h: u64, v: &[u8]) -> Option<u32> {
-    inner
-        .index
-        .find(h, |&c| &*inner.values[c as usize] == v)
-        .copied()
+    match inline_view(v) {
+        Some(view) => inner.inline.get(view),
+        None => inner
+            .index
+            .find(h, |&c| &*inner.values[c as usize] == v)
+            .copied(),
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@
 
 mod dictionary;
 pub mod ordinal;
+mod view_map;
 mod views;
 
 use std::sync::Arc;
