@@ -228,7 +228,7 @@ impl Aggregation {
         if let Some(p) = guard.as_ref() {
             return Ok(p.clone());
         }
-        let codec = match self.bounded_codec(batch) {
+        let mut codec = match self.bounded_codec(batch) {
             Some(c) => c,
             None => KeyCodec::plan(&self.spec.key_types, &[&batch.keys])?,
         };
@@ -240,6 +240,11 @@ impl Aggregation {
         } else {
             planner::estimate(&[words], codec.domain(), self.hints)
         };
+        // A growing dictionary's codes reach about its estimated groups (an eighth more for
+        // the estimate's error), however few the first batch brought.
+        let room = estimate
+            .dictionary
+            .then(|| estimate.groups + estimate.groups / 8);
         let decision = planner::choose(
             estimate,
             &self.overrides,
@@ -247,6 +252,9 @@ impl Aggregation {
             self.profile.as_deref(),
         )?;
         if decision.strategy == Strategy::Perfect {
+            if let Some(Some(wider)) = room.map(|r| codec.with_dictionary_room(r)).transpose()? {
+                codec = wider;
+            }
             dense::check_domain(codec.domain())?;
             if self.overrides.strategy == Some(Strategy::Perfect)
                 && codec.domain() > self.forced_perfect_limit
