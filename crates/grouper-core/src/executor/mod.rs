@@ -241,10 +241,14 @@ impl Aggregation {
             planner::estimate(&[words], codec.domain(), self.hints)
         };
         // A growing dictionary's codes reach about its estimated groups (an eighth more for
-        // the estimate's error), however few the first batch brought.
-        let room = estimate
-            .dictionary
-            .then(|| estimate.groups + estimate.groups / 8);
+        // the estimate's error), however few the first batch brought; the domain that makes
+        // stays within the projection the planner chose by and the dense bound.
+        let room = estimate.dictionary.then(|| {
+            (
+                estimate.groups + estimate.groups / 8,
+                estimate.domain.min(self.dense_limit()),
+            )
+        });
         let decision = planner::choose(
             estimate,
             &self.overrides,
@@ -252,8 +256,10 @@ impl Aggregation {
             self.profile.as_deref(),
         )?;
         if decision.strategy == Strategy::Perfect {
-            if let Some(Some(wider)) = room.map(|r| codec.with_dictionary_room(r)).transpose()? {
-                codec = wider;
+            if let Some((codes, bound)) = room {
+                if let Some(wider) = codec.with_dictionary_room(codes, bound)? {
+                    codec = wider;
+                }
             }
             dense::check_domain(codec.domain())?;
             if self.overrides.strategy == Some(Strategy::Perfect)

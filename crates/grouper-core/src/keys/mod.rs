@@ -222,11 +222,12 @@ impl KeyCodec {
     }
 
     /// This codec with room for `codes` values in its one string column's dictionary, when it
-    /// packs exactly one (and still packs): a direct-index table over a growing dictionary is
-    /// otherwise rebuilt at every doubling of its capacity, each worker's groups decoded and
-    /// coded again (db-benchmark's `id3` at a million strings: 7 doublings from the first
-    /// batch's 16,384, a fifth of the query). `None` when there is nothing to reserve.
-    pub fn with_dictionary_room(&self, codes: u64) -> Result<Option<Self>> {
+    /// packs exactly one and its domain stays within `max_domain`: a direct-index table over a
+    /// growing dictionary is otherwise rebuilt at every doubling of its capacity, each worker's
+    /// groups decoded and coded again (db-benchmark's `id3` at a million strings: 7 doublings
+    /// from the first batch's 16,384, a fifth of the query). `None` when there is nothing to
+    /// reserve or no room within the bound.
+    pub fn with_dictionary_room(&self, codes: u64, max_domain: u64) -> Result<Option<Self>> {
         let Layout::Packed(cols) = &self.layout else {
             return Ok(None);
         };
@@ -252,7 +253,10 @@ impl KeyCodec {
             cols[c].nulls,
         );
         let codec = Self::pack(&self.key_types, grown)?;
-        Ok(matches!(codec.layout, Layout::Packed(_)).then_some(codec))
+        Ok(
+            (matches!(codec.layout, Layout::Packed(_)) && codec.domain <= max_domain)
+                .then_some(codec),
+        )
     }
 
     fn plan_with(key_types: &[DataType], batches: &[&[ArrayRef]], headroom: bool) -> Result<Self> {
@@ -743,7 +747,8 @@ mod tests {
 
     /// Room reserved in a string column's dictionary widens the codec's domain by it, keeps
     /// the codes already given, and takes values up to it; with two string columns (whose
-    /// share of the room is unknown) or room already there, nothing changes.
+    /// share of the room is unknown), room already there or a domain past the bound, nothing
+    /// changes.
     #[test]
     fn dictionary_room_takes_values_up_to_it() {
         let types = [DataType::Int32, DataType::Utf8];
@@ -751,8 +756,11 @@ mod tests {
         let strings: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
         let codec = KeyCodec::plan(&types, &[&[Arc::clone(&ints), Arc::clone(&strings)]]).unwrap();
         let capacity = codec.dictionary_capacity(1).unwrap();
-        assert!(codec.with_dictionary_room(capacity).unwrap().is_none());
-        let roomy = codec.with_dictionary_room(1000).unwrap().unwrap();
+        assert!(codec
+            .with_dictionary_room(capacity, u64::MAX)
+            .unwrap()
+            .is_none());
+        let roomy = codec.with_dictionary_room(1000, u64::MAX).unwrap().unwrap();
         assert_eq!(roomy.dictionary_capacity(1), Some(1000));
         assert_eq!(roomy.domain(), codec.domain() / capacity * 1000);
         assert_eq!(
@@ -769,7 +777,13 @@ mod tests {
             &[&[Arc::clone(&strings), Arc::clone(&strings)]],
         )
         .unwrap();
-        assert!(two.with_dictionary_room(1000).unwrap().is_none());
+        assert!(two.with_dictionary_room(1000, u64::MAX).unwrap().is_none());
+        // Room whose domain passes the bound (the planner's projection) is not taken: the
+        // integer key multiplies it.
+        assert!(codec
+            .with_dictionary_room(1000, roomy.domain() - 1)
+            .unwrap()
+            .is_none());
     }
 
     /// A codec planned from statistics covers exactly what they say: ordinal keys within
