@@ -153,6 +153,9 @@ pub(crate) enum NoGpu {
     },
     /// An in-memory table whose sampled key domain is wider than [`HYBRID_MAX_DOMAIN`].
     Wide(u128),
+    /// A Parquet scan large enough for its pages to go to the GPU, with this string key's values
+    /// not listed by its dictionary pages ([`pages::PAGES_MAX_STRINGS`]).
+    Strings(String),
 }
 
 #[cfg(feature = "gpu")]
@@ -170,6 +173,10 @@ impl NoGpu {
             NoGpu::Unfit(why) => why,
             NoGpu::Wide(domain) => format!(
                 "the in-memory table's keys span {domain} values in a sample of its rows, over {HYBRID_MAX_DOMAIN}: co-processing that many groups lost to the CPU alone"
+            ),
+            NoGpu::Strings(key) => format!(
+                "the Parquet files' dictionary pages do not list the values of string key `{key}` (at most {}): the GPU's page decoder codes only values its plan's dictionary holds",
+                pages::PAGES_MAX_STRINGS
             ),
             NoGpu::Small { rows, pages } => format!(
                 "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
@@ -196,15 +203,18 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
         (Some(f), true) => in_memory_rows(&f.source),
         _ => None,
     };
-    let pages = match (&plan.fused, fused) {
+    let source = match (&plan.fused, fused) {
         (Some(f), true) if engine.gpu.pages && !engine.gpu.resident => {
             pages::page_source(&f.source)
-                .and_then(|_| gpu::stream_bounds(&f.source, &query))
-                .and_then(|(_, rows)| rows)
+                .and_then(|p| Some((p, gpu::stream_bounds(&f.source, &query)?.1?)))
         }
         _ => None,
     };
-    let route = if pages.is_some_and(|p| p >= pages::PAGES_MIN_ROWS) {
+    let pages = source.as_ref().map(|(_, rows)| *rows);
+    let route = if let Some((source, _)) = source.filter(|(_, r)| *r >= pages::PAGES_MIN_ROWS) {
+        if let Some(key) = pages::unlisted_string_key(plan, &source) {
+            return AutoGpu::No(NoGpu::Strings(key));
+        }
         AutoGpu::Pages { query, fused }
     } else if rows.is_some_and(|r| r >= HYBRID_MIN_ROWS) {
         match plan.fused.as_ref().and_then(sampled_domain) {

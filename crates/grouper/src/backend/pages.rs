@@ -14,7 +14,8 @@ use grouper_gpu::{ColumnBounds, GpuQuery, Prepared};
 
 use super::external;
 use crate::config::Engine;
-use crate::parquet_files::{local_parquet_files, scan_columns};
+use crate::group_by::GroupByPlan;
+use crate::parquet_files::{dictionary_values, local_parquet_files, scan_columns};
 
 /// The files and column names of `source` when it is a scan the GPU can read as pages: local
 /// Parquet files, whole (no limit, no partition columns, no filter pushed into the reader), its
@@ -36,6 +37,51 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
 /// ms: ~3.9 ns a row against ~12 on top of the GPU's ~0.4 s start, so the GPU is ahead from
 /// about 50M rows; 2^26 (67M) leaves room for hosts and queries where the CPU does better.
 pub const PAGES_MIN_ROWS: u64 = 1 << 26;
+
+/// Distinct values a string key may have for `auto` to send a Parquet scan to the GPU as pages,
+/// listed by the files' dictionary pages. The page decoder codes a string key's dictionary pages
+/// through the plan's dictionary, seeded from the first batch; a key of more values than that
+/// holds is outside the plan at run time, and the scan went to grouper's CPU instead of
+/// DataFusion's aggregation, which `auto` would have kept for such keys: db-benchmark at 1e8
+/// rows from Parquet (H100 host, 16 threads, `q10-1e8-parquet-h100-16t.json`) q3 (a million
+/// `id3` strings) 3.2 s and q10 (six keys) 20.5 s, against 0.58 and 2.4 s for DataFusion alone.
+pub const PAGES_MAX_STRINGS: usize = 1024;
+
+/// Column chunks whose dictionary pages [`unlisted_string_key`] reads at the most (one small
+/// read each).
+const PAGES_DICTIONARY_CHUNKS: usize = 1 << 14;
+
+/// The first string key of `plan` whose values `pages`' dictionary pages do not list, at most
+/// [`PAGES_MAX_STRINGS`] of them (a key of more, or of plain-encoded pages), by name; `None`
+/// when every string key is listed (or there is none).
+pub(crate) fn unlisted_string_key(plan: &GroupByPlan, pages: &PageSource) -> Option<String> {
+    let fused = plan.fused.as_ref()?;
+    plan.spec
+        .key_types
+        .iter()
+        .zip(&fused.keys)
+        .zip(&plan.keys)
+        .filter(|((t, _), _)| {
+            matches!(
+                t,
+                arrow::datatypes::DataType::Utf8
+                    | arrow::datatypes::DataType::Utf8View
+                    | arrow::datatypes::DataType::LargeUtf8
+            )
+        })
+        .find(|((_, &column), _)| {
+            pages.columns.get(column).is_none_or(|name| {
+                dictionary_values(
+                    &pages.files,
+                    name,
+                    PAGES_MAX_STRINGS,
+                    PAGES_DICTIONARY_CHUNKS,
+                )
+                .is_none()
+            })
+        })
+        .map(|(_, (_, name))| name.clone())
+}
 
 /// Runs `query` over `pages` on the GPU, planned from `bounds` and the first batch of
 /// `source`'s scan. The inner error is the engine's: [`grouper_core::GrouperError::OutsidePlan`]
@@ -87,7 +133,7 @@ pub(crate) async fn run_pages(
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{Int32Array, Int64Array, RecordBatch};
+    use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::prelude::ParquetReadOptions;
@@ -96,11 +142,91 @@ mod tests {
     use crate::exec::GroupByExec;
     use crate::{Backend, GrouperConfig};
 
-    fn fused_source(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    /// grouper's operator in `plan`.
+    fn group_by_exec(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         match plan.downcast_ref::<GroupByExec>() {
-            Some(g) => g.group_by().fused.as_ref().map(|f| Arc::clone(&f.source)),
-            None => plan.children().into_iter().find_map(fused_source),
+            Some(_) => Some(Arc::clone(plan)),
+            None => plan.children().into_iter().find_map(group_by_exec),
         }
+    }
+
+    fn fused_source(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+        let exec = group_by_exec(plan)?;
+        let g = exec.downcast_ref::<GroupByExec>()?;
+        g.group_by().fused.as_ref().map(|f| Arc::clone(&f.source))
+    }
+
+    /// A string key whose values the files' dictionary pages list (3 of them) may go to the GPU
+    /// as pages; one of more values than [`PAGES_MAX_STRINGS`] (their pages dictionary-encoded
+    /// or, past the writer's dictionary size, plain) is named, whichever key it is.
+    #[tokio::test]
+    async fn string_keys_beyond_the_dictionary_pages_are_named() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("few", DataType::Utf8, false),
+            Field::new("many", DataType::Utf8, false),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        let n = 3 * PAGES_MAX_STRINGS as i64;
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| ["a", "b", "c"][i as usize % 3]),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("value {i}")),
+                )),
+                Arc::new(Int64Array::from_iter_values(0..n)),
+            ],
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("grouper-pages-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("keys.parquet");
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&path).unwrap(),
+            Arc::clone(&schema),
+            None,
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let ctx = crate::session_context(&GrouperConfig {
+            backend: Backend::Auto,
+            grouper_only: true,
+            ..Default::default()
+        })
+        .unwrap();
+        ctx.register_parquet(
+            "t",
+            path.to_string_lossy().as_ref(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        for (sql, unlisted) in [
+            ("SELECT few, sum(v) FROM t GROUP BY few", None),
+            (
+                "SELECT few, many, sum(v) FROM t GROUP BY few, many",
+                Some("many"),
+            ),
+            (
+                "SELECT many, few, count(*) FROM t GROUP BY many, few",
+                Some("many"),
+            ),
+        ] {
+            let plan = crate::test_support::physical_plan(&ctx, sql).await;
+            let exec = group_by_exec(&plan).expect("grouper's operator");
+            let plan = exec.downcast_ref::<GroupByExec>().unwrap().group_by();
+            let source = Arc::clone(&plan.fused.as_ref().expect("a fused source").source);
+            let pages = page_source(&source).expect("a page source");
+            assert_eq!(
+                unlisted_string_key(plan, &pages).as_deref(),
+                unlisted,
+                "{sql}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A scan of local Parquet files names them and the file columns it reads; a filter the
