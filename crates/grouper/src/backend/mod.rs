@@ -62,7 +62,7 @@ pub const HYBRID_MAX_DOMAIN: u128 = 1 << 20;
 impl Route {
     /// The route for `plan` under `engine`'s backend: the GPU when asked for (its absence is an
     /// error); hybrid likewise. `auto` sends a query the GPU fuses over a Parquet scan it reads
-    /// as pages to the GPU alone from [`pages::PAGES_MIN_ROWS`] rows; co-processes (hybrid) a
+    /// as pages to the GPU alone from [`pages::PAGES_MIN_VALUES`] values; co-processes (hybrid) a
     /// query the GPU fuses over an in-memory table of at least [`HYBRID_MIN_ROWS`] rows, where
     /// the GPU's share outruns its set-up (compile, encode; the encoded input is cached for the
     /// next query), unless a sample of its rows shows keys wider than [`HYBRID_MAX_DOMAIN`];
@@ -128,8 +128,8 @@ impl Route {
 /// GPU, and an input too small for it does not even load the driver library.
 #[cfg(feature = "gpu")]
 pub(crate) enum AutoGpu {
-    /// The GPU alone, reading a Parquet scan (of at least [`pages::PAGES_MIN_ROWS`] rows) as
-    /// pages.
+    /// The GPU alone, reading a Parquet scan (of at least [`pages::PAGES_MIN_VALUES`] values)
+    /// as pages.
     Pages { query: GpuQuery, fused: bool },
     /// Co-processing over an in-memory table.
     Hybrid { query: GpuQuery },
@@ -146,10 +146,11 @@ pub(crate) enum NoGpu {
     NoDriver,
     /// The GPU cannot run the plan.
     Unfit(String),
-    /// The input is too small for the GPU to pay: in-memory rows, or Parquet pages' rows.
+    /// The input is too small for the GPU to pay: in-memory rows, or Parquet pages' rows and
+    /// values (rows × columns).
     Small {
         rows: Option<usize>,
-        pages: Option<u64>,
+        pages: Option<(u64, u64)>,
     },
     /// An in-memory table whose sampled key domain is wider than [`HYBRID_MAX_DOMAIN`].
     Wide(u128),
@@ -179,12 +180,12 @@ impl NoGpu {
                 pages::PAGES_MAX_STRINGS
             ),
             NoGpu::Small { rows, pages } => format!(
-                "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} rows (input: {})",
+                "the GPU{} was not started: co-processing pays only for a fused query over an in-memory table of at least {HYBRID_MIN_ROWS} rows, the GPU alone for a Parquet scan it reads as pages of at least {} values, rows times columns (input: {})",
                 crate::device_facts::known().map(|i| format!(" ({})", i.name)).unwrap_or_default(),
-                pages::PAGES_MIN_ROWS,
+                pages::PAGES_MIN_VALUES,
                 match (rows, pages) {
                     (Some(r), _) => format!("an in-memory table of {r} rows"),
-                    (None, Some(p)) => format!("Parquet pages of {p} rows"),
+                    (None, Some((r, v))) => format!("Parquet pages of {r} rows, {v} values"),
                     (None, None) => "neither".to_string(),
                 }
             ),
@@ -210,8 +211,12 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
         }
         _ => None,
     };
-    let pages = source.as_ref().map(|(_, rows)| *rows);
-    let route = if let Some((source, _)) = source.filter(|(_, r)| *r >= pages::PAGES_MIN_ROWS) {
+    let pages = source
+        .as_ref()
+        .map(|(p, rows)| (*rows, pages::page_values(p, *rows)));
+    let route = if let Some((source, _)) =
+        source.filter(|(p, rows)| pages::page_values(p, *rows) >= pages::PAGES_MIN_VALUES)
+    {
         if let Some(key) = pages::unlisted_string_key(plan, &source) {
             return AutoGpu::No(NoGpu::Strings(key));
         }

@@ -31,12 +31,21 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
     Some(PageSource { files, columns })
 }
 
-/// Rows from which `auto` sends a Parquet scan the GPU reads as pages to the GPU alone. On the
-/// H100 machine (16 host threads, fresh processes, bench/results/files-h100-pages-q1.json) Q1's
-/// pages took the GPU 1156 ms at SF 30 (180M rows) and 2787 ms at SF 100, the CPU 1925 and 7061
-/// ms: ~3.9 ns a row against ~12 on top of the GPU's ~0.4 s start, so the GPU is ahead from
-/// about 50M rows; 2^26 (67M) leaves room for hosts and queries where the CPU does better.
-pub const PAGES_MIN_ROWS: u64 = 1 << 26;
+/// Values (rows × the scan's columns) from which `auto` sends a Parquet scan the GPU reads as
+/// pages to the GPU alone. The GPU's start in a fresh process is a fixed ~0.4-0.6 s that its
+/// faster decoding pays back only over enough values, and the host decodes few columns quickly:
+/// on the H100 machine (16 host threads, fresh processes) TPC-H Q1's pages (7 columns) took the
+/// GPU 1156 ms at SF 30 (180M rows, 1.26G values) against the CPU's 1925
+/// (`files-h100-pages-q1.json`), while db-benchmark q1 (2 columns) at 1e8 rows (200M values),
+/// sent to the GPU by the rule of 2^26 rows before this one, took it 797 ms against grouper's CPU
+/// 174 and DataFusion alone 169 (`pages-harm-1e8-h100-16t.json`). About 0.45 ns a value on the
+/// GPU against 0.9-1.5 on the host's threads puts the crossing between 0.6G and 1.4G values.
+pub const PAGES_MIN_VALUES: u64 = 1 << 30;
+
+/// Values of a scan of `rows` rows over `pages`' columns, for [`PAGES_MIN_VALUES`].
+pub(crate) fn page_values(pages: &PageSource, rows: u64) -> u64 {
+    rows.saturating_mul(pages.columns.len().max(1) as u64)
+}
 
 /// Distinct values a string key may have for `auto` to send a Parquet scan to the GPU as pages,
 /// listed by the files' dictionary pages. The page decoder codes a string key's dictionary pages
