@@ -1,0 +1,76 @@
+//! Tests of key codecs: plans bounded by statistics, and room reserved in a dictionary.
+
+use arrow::array::{Int32Array, StringArray};
+
+use super::*;
+
+/// Room reserved in a string column's dictionary widens the codec's domain by it, keeps
+/// the codes already given, and takes values up to it; with two string columns (whose
+/// share of the room is unknown), room already there or a domain past the bound, nothing
+/// changes.
+#[test]
+fn dictionary_room_takes_values_up_to_it() {
+    let types = [DataType::Int32, DataType::Utf8];
+    let ints: ArrayRef = Arc::new(Int32Array::from(vec![0, 1, 2]));
+    let strings: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
+    let codec = KeyCodec::plan(&types, &[&[Arc::clone(&ints), Arc::clone(&strings)]]).unwrap();
+    let capacity = codec.dictionary_capacity(1).unwrap();
+    assert!(codec
+        .with_dictionary_room(capacity, u64::MAX)
+        .unwrap()
+        .is_none());
+    let roomy = codec.with_dictionary_room(1000, u64::MAX).unwrap().unwrap();
+    assert_eq!(roomy.dictionary_capacity(1), Some(1000));
+    assert_eq!(roomy.domain(), codec.domain() / capacity * 1000);
+    assert_eq!(
+        roomy.dictionary_codes(1, &strings).unwrap(),
+        codec.dictionary_codes(1, &strings).unwrap()
+    );
+    let many: Vec<String> = (0..900).map(|i| format!("s{i}")).collect();
+    let many: ArrayRef = Arc::new(StringArray::from(many));
+    assert!(codec.dictionary_codes(1, &many).unwrap().is_none());
+    let codes = roomy.dictionary_codes(1, &many).unwrap().unwrap();
+    assert!(codes.iter().all(|&c| c < 1000));
+    let two = KeyCodec::plan(
+        &[DataType::Utf8, DataType::Utf8],
+        &[&[Arc::clone(&strings), Arc::clone(&strings)]],
+    )
+    .unwrap();
+    assert!(two.with_dictionary_room(1000, u64::MAX).unwrap().is_none());
+    // Room whose domain passes the bound (the planner's projection) is not taken: the
+    // integer key multiplies it.
+    assert!(codec
+        .with_dictionary_room(1000, roomy.domain() - 1)
+        .unwrap()
+        .is_none());
+}
+
+/// A codec planned from statistics covers exactly what they say: ordinal keys within
+/// their bounds, NULLs only where allowed, string keys up to their dictionary's room.
+#[test]
+fn bounded_plans_cover_their_bounds_only() {
+    let types = [DataType::Int32, DataType::Utf8];
+    let sample: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", "c"]));
+    let ints: ArrayRef = Arc::new(Int32Array::from(vec![10, 12, 20]));
+    let codec = KeyCodec::plan_bounded(
+        &types,
+        &[Some((10, 20)), None],
+        &[false, true],
+        &[&[Arc::clone(&ints), Arc::clone(&sample)]],
+    )
+    .unwrap();
+    // 11 integers, then 8 codes (3 seen, room doubled to a power of two) and NULL's.
+    assert_eq!(codec.domain(), 11 * 9);
+    assert_eq!(codec.dictionary_capacity(1), Some(8));
+    assert!(codec.covers(0, &ints));
+    let outside: ArrayRef = Arc::new(Int32Array::from(vec![9, 15]));
+    let null: ArrayRef = Arc::new(Int32Array::from(vec![Some(11), None]));
+    assert!(!codec.covers(0, &outside));
+    assert!(!codec.covers(0, &null));
+    let five_more: ArrayRef = Arc::new(StringArray::from(vec!["d", "e", "f", "g", "h"]));
+    assert!(codec.dictionary_codes(1, &five_more).unwrap().is_some());
+    let ninth: ArrayRef = Arc::new(StringArray::from(vec!["i"]));
+    assert!(codec.dictionary_codes(1, &ninth).unwrap().is_none());
+    // An ordinal key without bounds cannot be planned ahead.
+    assert!(KeyCodec::plan_bounded(&types, &[None, None], &[true, true], &[]).is_err());
+}
