@@ -13,9 +13,9 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 use arrow::buffer::NullBuffer;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use super::view_map::{inline_view, is_inline, ViewMap};
+use super::view_map::{inline_view, is_inline, ViewMap, MIN_SLOTS};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
     values: Vec<Box<[u8]>>,
     /// Local index (position in `values`) of each value longer than a view holds inline, by
@@ -23,7 +23,7 @@ struct Inner {
     index: HashTable<u32>,
     /// Local index of each short value, by its view: Utf8View keys look their rows up here
     /// with no hash of their bytes and no `memcmp` ([`Dictionary::inline_codes`]); a key of a
-    /// million short strings (db-benchmark's `id3` at 1e8 rows) found a third of them in each
+    /// million short strings (db-benchmark's `id3` at 1e8 rows) found a quarter of them in each
     /// worker's own cache of them and hashed, probed and compared the rest batch by batch.
     inline: ViewMap,
     /// Bytes of the values.
@@ -70,8 +70,21 @@ impl Dictionary {
     }
 
     fn with_shards(n: usize) -> Self {
+        // A string column's one shard starts its map of short values at the size that keeps a
+        // few values apart ([`MIN_SLOTS`]); the shards of interned rows, rarely short, start
+        // small (64 of 20 KiB each were written for every interned plan).
+        let slots = if n > 1 { 2 } else { MIN_SLOTS };
         Self {
-            shards: (0..n.max(1)).map(|_| RwLock::default()).collect(),
+            shards: (0..n.max(1))
+                .map(|_| {
+                    RwLock::new(Inner {
+                        values: Vec::new(),
+                        index: HashTable::new(),
+                        inline: ViewMap::with_slots(slots),
+                        bytes: 0,
+                    })
+                })
+                .collect(),
             hasher: DefaultHashBuilder::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }

@@ -67,16 +67,11 @@ impl std::fmt::Debug for ViewMap {
     }
 }
 
-/// Slots a map starts with by default: so many more than the values of a low-cardinality key
-/// that two of them rarely share a slot (one that does costs a mispredicted probe on every row
-/// of either, rows coming in no order: 8 strings in 256 slots ran 15% slower than 3), in 20 KiB.
+/// Slots a map of a key's values starts with: so many more than the values of a
+/// low-cardinality key that two of them rarely share a slot (one that does costs a mispredicted
+/// probe on every row of either, rows coming in no order: 8 strings in 256 slots ran 15% slower
+/// than 3), in 20 KiB.
 pub(super) const MIN_SLOTS: usize = 1024;
-
-impl Default for ViewMap {
-    fn default() -> Self {
-        Self::with_slots(MIN_SLOTS)
-    }
-}
 
 impl ViewMap {
     /// An empty map of `n` slots (rounded up to a power of two).
