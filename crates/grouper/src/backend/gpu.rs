@@ -394,12 +394,9 @@ pub(crate) fn summary(r: &GpuReport, fused: bool) -> String {
 mod tests {
     use arrow::array::{Date32Array, Decimal128Array, Int32Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::parquet::arrow::ArrowWriter;
-    use datafusion::prelude::ParquetReadOptions;
 
     use super::*;
     use crate::exec::GroupByExec;
-    use crate::{Backend, GrouperConfig};
 
     fn find_group_by(plan: &Arc<dyn ExecutionPlan>) -> Option<&GroupByExec> {
         plan.downcast_ref::<GroupByExec>()
@@ -434,24 +431,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("grouper-bounds-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.parquet");
-        let mut w =
-            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
         // Not the CPU backend: the rule fuses only where a GPU may run (planned, not run).
-        let ctx = crate::session_context(&GrouperConfig {
-            backend: Backend::Auto,
-            grouper_only: true,
-            ..Default::default()
-        })
-        .unwrap();
-        ctx.register_parquet(
-            "t",
-            path.to_string_lossy().as_ref(),
-            ParquetReadOptions::default(),
-        )
-        .await
-        .unwrap();
+        let ctx = crate::test_support::grouper_over_parquet(&path, &batch).await;
         let sql = "SELECT s, k, sum(d) FROM t WHERE dt <= DATE '1970-08-01' GROUP BY s, k";
         let plan = crate::test_support::physical_plan(&ctx, sql).await;
         let fused = find_group_by(&plan)

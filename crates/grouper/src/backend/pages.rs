@@ -192,27 +192,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("grouper-pages-keys-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("keys.parquet");
-        let mut w = ArrowWriter::try_new(
-            std::fs::File::create(&path).unwrap(),
-            Arc::clone(&schema),
-            None,
-        )
-        .unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        let ctx = crate::session_context(&GrouperConfig {
-            backend: Backend::Auto,
-            grouper_only: true,
-            ..Default::default()
-        })
-        .unwrap();
-        ctx.register_parquet(
-            "t",
-            path.to_string_lossy().as_ref(),
-            ParquetReadOptions::default(),
-        )
-        .await
-        .unwrap();
+        let ctx = crate::test_support::grouper_over_parquet(&path, &batch).await;
         for (sql, unlisted) in [
             ("SELECT few, sum(v) FROM t GROUP BY few", None),
             (
