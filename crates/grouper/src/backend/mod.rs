@@ -173,7 +173,7 @@ impl NoGpu {
             NoGpu::NoDriver => no_driver(),
             NoGpu::Unfit(why) => why,
             NoGpu::Wide(domain) => format!(
-                "the in-memory table's keys span {domain} values in a sample of its rows, over {HYBRID_MAX_DOMAIN}: co-processing that many groups lost to the CPU alone"
+                "the in-memory table's keys span at least {domain} values in a sample of its rows, over {HYBRID_MAX_DOMAIN}: co-processing that many groups lost to the CPU alone"
             ),
             NoGpu::Strings(key) => format!(
                 "the Parquet files' dictionary pages do not list the values of string key `{key}` (at most {}): the GPU's page decoder codes only values its plan's dictionary holds",
@@ -383,13 +383,23 @@ pub(crate) fn over_budget(e: DataFusionError) -> DataFusionError {
     ))
 }
 
-/// The key domain a sample of an in-memory source's rows shows (the product of the keys'
-/// sampled ranges), when every key is an ordinal column of it.
+/// The key domain a sample of an in-memory source's rows shows at the least: the product of the
+/// ordinal keys' sampled ranges, a key without one (strings, floats) counted as one value;
+/// `None` when no key has a range. Strings once made it `None` and `auto` co-processed any table
+/// with a string key: db-benchmark q10 at 1e8 rows (three string keys beside integers spanning
+/// 1e10 values) took ~141 s in its first run, DataFusion alone ~2 s
+/// (`q10-1e8-memory-trace-h100.json`).
 #[cfg(feature = "gpu")]
 fn sampled_domain(fused: &crate::fuse::Fused) -> Option<u128> {
-    fused.keys.iter().try_fold(1u128, |domain, &k| {
-        let (lo, hi) = crate::stats::sampled_range(&fused.source, k)?;
-        Some(domain.saturating_mul((hi - lo) as u128 + 1))
+    let ranges: Vec<(i128, i128)> = fused
+        .keys
+        .iter()
+        .filter_map(|&k| crate::stats::sampled_range(&fused.source, k))
+        .collect();
+    (!ranges.is_empty()).then(|| {
+        ranges
+            .iter()
+            .fold(1u128, |d, (lo, hi)| d.saturating_mul((hi - lo) as u128 + 1))
     })
 }
 
@@ -410,7 +420,7 @@ pub(crate) fn in_memory_rows(source: &Arc<dyn ExecutionPlan>) -> Option<usize> {
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::array::{Int64Array, RecordBatch, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use datafusion::prelude::SessionContext;
 
@@ -422,29 +432,37 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![
             Field::new("a", DataType::Int64, false),
             Field::new("b", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, false),
         ]));
         let batch = RecordBatch::try_new(
             Arc::clone(&schema),
             vec![
                 Arc::new(Int64Array::from_iter_values(10..20)),
                 Arc::new(Int64Array::from_iter_values((0..10).map(|r| r * 100))),
+                Arc::new(StringArray::from_iter_values(
+                    (0..10).map(|r| format!("s{r}")),
+                )),
             ],
         )
         .unwrap();
         let ctx = SessionContext::new();
         let table = datafusion::catalog::MemTable::try_new(schema, vec![vec![batch]]).unwrap();
         ctx.register_table("t", Arc::new(table)).unwrap();
-        let source = crate::test_support::physical_plan(&ctx, "SELECT a, b FROM t").await;
+        let source = crate::test_support::physical_plan(&ctx, "SELECT a, b, s FROM t").await;
         let fused = |keys: Vec<usize>| Fused {
             source: Arc::clone(&source),
             filter: None,
             keys,
             args: vec![],
-            columns: vec![DataType::Int64, DataType::Int64],
+            columns: vec![DataType::Int64, DataType::Int64, DataType::Utf8],
         };
         assert_eq!(sampled_domain(&fused(vec![0])), Some(10));
         assert_eq!(sampled_domain(&fused(vec![1])), Some(901));
         assert_eq!(sampled_domain(&fused(vec![0, 1])), Some(9010));
-        assert_eq!(sampled_domain(&fused(vec![2])), None, "no such column");
+        assert_eq!(sampled_domain(&fused(vec![3])), None, "no such column");
+        // A string key counts one value: the domain is at least the integers'.
+        assert_eq!(sampled_domain(&fused(vec![2])), None, "only a string key");
+        assert_eq!(sampled_domain(&fused(vec![2, 1])), Some(901));
+        assert_eq!(sampled_domain(&fused(vec![0, 2, 1])), Some(9010));
     }
 }
