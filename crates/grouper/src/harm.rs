@@ -42,7 +42,7 @@ use grouper_core::planner::ALWAYS_PERFECT_DOMAIN;
 use crate::config::{Backend, Engine, KeptLog};
 use crate::group_by::GroupByPlan;
 use crate::parquet_files::{
-    dictionary_values, local_parquet_files, row_groups_in_order, scan_columns,
+    dictionary_values, local_parquet_files, row_groups_in_order, scan_columns, string_type,
 };
 use crate::stats::{input_stats, sampled_strings, InputStats};
 
@@ -258,8 +258,8 @@ pub(crate) fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPl
 /// strings 0.96x and 0.91-0.94x.
 pub const FEW_STRINGS: usize = 4;
 
-/// Column chunks whose dictionary pages [`few_strings`] reads at the most (one small read
-/// each; Q1's two keys over SF 1's 53 row groups added no measurable planning time, `--timing`
+/// Column chunks whose dictionary pages [`few_strings`] (and the GPU page route's check of string
+/// keys, `backend::pages::unlisted_string_key`) reads at the most (one small read each; Q1's two keys over SF 1's 53 row groups added no measurable planning time, `--timing`
 /// plan 5-8 ms as under `--backend cpu`). TPC-H lineitem at SF 100 from tpchgen-cli would have
 /// ~5,300 row groups; a scan of more chunks stays DataFusion's rather than pause planning.
 pub const DICTIONARY_CHUNKS: usize = 1 << 14;
@@ -270,7 +270,7 @@ pub const DICTIONARY_CHUNKS: usize = 1 << 14;
 /// of them), or found in a sample of an in-memory table's rows (likely; the second value is
 /// true then).
 fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, bool)> {
-    if !matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) {
+    if !string_type(t) {
         return None;
     }
     let fused = plan.fused.as_ref()?;

@@ -120,6 +120,12 @@ fn file_in_order(path: &PathBuf, name: &str) -> Option<bool> {
 /// takes tens of bytes; one of a high-cardinality column takes up to a megabyte.
 const SMALL_DICTIONARY_PAGE: i64 = 4 << 10;
 
+/// Whether a key of type `t` is a string, whose values [`dictionary_values`] may list.
+pub(crate) fn string_type(t: &arrow::datatypes::DataType) -> bool {
+    use arrow::datatypes::DataType;
+    matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
+}
+
 /// The distinct values of the top-level string column `name` over every column chunk of
 /// `files`, read from their dictionary pages, when each chunk has a small one (the footer
 /// bounds it before a page is read), its data pages are all dictionary-encoded (where the

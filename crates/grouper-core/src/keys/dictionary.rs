@@ -13,7 +13,7 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 use arrow::buffer::NullBuffer;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use super::view_map::{inline_view, is_inline, ViewMap, MIN_SLOTS};
+use super::view_map::{inline_view, is_inline, ViewMap, INLINE_MAX, MIN_SLOTS};
 
 #[derive(Debug)]
 struct Inner {
@@ -273,7 +273,7 @@ impl Dictionary {
     /// The hash of `v` that picks its shard and probes the shard's `index`: none (0) for a
     /// short value of a one-shard dictionary, which needs neither.
     fn hash(&self, v: &[u8]) -> u64 {
-        match self.shards.len() == 1 && inline_view(v).is_some() {
+        match self.shards.len() == 1 && v.len() <= INLINE_MAX {
             true => 0,
             false => self.hasher.hash_one(v),
         }
@@ -304,21 +304,21 @@ impl Dictionary {
     /// `out`, under one read lock and with one probe a row; every other row that is not NULL
     /// (a long string, a value not yet here, and every row of a dictionary of several shards,
     /// whose shard needs the hash of the bytes) is pushed to `rest`. Returns the largest code
-    /// given (0 if none).
+    /// given, if any.
     pub(super) fn inline_codes(
         &self,
         views: &[u128],
         nulls: Option<&NullBuffer>,
         out: &mut [u32],
         rest: &mut Vec<usize>,
-    ) -> u32 {
+    ) -> Option<u32> {
         let valid = |r: usize| nulls.is_none_or(|n| n.is_valid(r));
         if self.shards.len() != 1 {
             rest.extend((0..views.len()).filter(|&r| valid(r)));
-            return 0;
+            return None;
         }
         let inner = self.shard(0);
-        let mut top = 0;
+        let mut top = None;
         for (r, (o, &view)) in out.iter_mut().zip(views).enumerate() {
             if !valid(r) {
                 continue;
@@ -326,7 +326,7 @@ impl Dictionary {
             match is_inline(view).then(|| inner.inline.get(view)).flatten() {
                 Some(local) => {
                     *o = local;
-                    top = top.max(local);
+                    top = top.max(Some(local));
                 }
                 None => rest.push(r),
             }

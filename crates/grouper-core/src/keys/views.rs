@@ -6,7 +6,7 @@ use std::cell::RefCell;
 
 use arrow::array::{Array, StringViewArray};
 
-use super::view_map::{is_inline, ViewMap, EMPTY, MIN_SLOTS};
+use super::view_map::{ViewMap, EMPTY, MIN_SLOTS};
 use super::Dictionary;
 
 /// A row [`view_codes`] gives no code: a NULL key.
@@ -66,13 +66,9 @@ pub(super) fn view_codes(
     }
     let mut out = vec![NULL_SLOT; views.len()];
     let mut rest: Vec<usize> = Vec::new();
-    if views.iter().any(|&v| is_inline(v)) {
-        let top = dict.inline_codes(views, nulls, &mut out, &mut rest);
-        if u64::from(top) >= capacity {
-            return None;
-        }
-    } else {
-        rest.extend((0..views.len()).filter(|&r| nulls.is_none_or(|n| n.is_valid(r))));
+    let top = dict.inline_codes(views, nulls, &mut out, &mut rest);
+    if top.is_some_and(|top| u64::from(top) >= capacity) {
+        return None;
     }
     if rest.is_empty() {
         return Some(out);

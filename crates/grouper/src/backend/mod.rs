@@ -215,7 +215,7 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
         .as_ref()
         .map(|(p, rows)| (*rows, pages::page_values(p, *rows)));
     let route = if let Some((source, _)) =
-        source.filter(|(p, rows)| pages::page_values(p, *rows) >= pages::PAGES_MIN_VALUES)
+        source.filter(|_| pages.is_some_and(|(_, values)| values >= pages::PAGES_MIN_VALUES))
     {
         if let Some(key) = pages::unlisted_string_key(plan, &source) {
             return AutoGpu::No(NoGpu::Strings(key));

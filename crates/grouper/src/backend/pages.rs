@@ -15,7 +15,8 @@ use grouper_gpu::{ColumnBounds, GpuQuery, Prepared};
 use super::external;
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
-use crate::parquet_files::{dictionary_values, local_parquet_files, scan_columns};
+use crate::harm::DICTIONARY_CHUNKS;
+use crate::parquet_files::{dictionary_values, local_parquet_files, scan_columns, string_type};
 
 /// The files and column names of `source` when it is a scan the GPU can read as pages: local
 /// Parquet files, whole (no limit, no partition columns, no filter pushed into the reader), its
@@ -56,10 +57,6 @@ pub(crate) fn page_values(pages: &PageSource, rows: u64) -> u64 {
 /// `id3` strings) 3.2 s and q10 (six keys) 20.5 s, against 0.58 and 2.4 s for DataFusion alone.
 pub const PAGES_MAX_STRINGS: usize = 1024;
 
-/// Column chunks whose dictionary pages [`unlisted_string_key`] reads at the most (one small
-/// read each).
-const PAGES_DICTIONARY_CHUNKS: usize = 1 << 14;
-
 /// The first string key of `plan` whose values `pages`' dictionary pages do not list, at most
 /// [`PAGES_MAX_STRINGS`] of them (a key of more, or of plain-encoded pages), by name; `None`
 /// when every string key is listed (or there is none).
@@ -70,23 +67,11 @@ pub(crate) fn unlisted_string_key(plan: &GroupByPlan, pages: &PageSource) -> Opt
         .iter()
         .zip(&fused.keys)
         .zip(&plan.keys)
-        .filter(|((t, _), _)| {
-            matches!(
-                t,
-                arrow::datatypes::DataType::Utf8
-                    | arrow::datatypes::DataType::Utf8View
-                    | arrow::datatypes::DataType::LargeUtf8
-            )
-        })
+        .filter(|((t, _), _)| string_type(t))
         .find(|((_, &column), _)| {
             pages.columns.get(column).is_none_or(|name| {
-                dictionary_values(
-                    &pages.files,
-                    name,
-                    PAGES_MAX_STRINGS,
-                    PAGES_DICTIONARY_CHUNKS,
-                )
-                .is_none()
+                dictionary_values(&pages.files, name, PAGES_MAX_STRINGS, DICTIONARY_CHUNKS)
+                    .is_none()
             })
         })
         .map(|(_, (_, name))| name.clone())
