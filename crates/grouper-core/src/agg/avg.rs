@@ -17,8 +17,10 @@ use super::{
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
 
-/// Per-group state of an AVG.
+/// Per-group state of an AVG. Packed to 8-byte alignment as [`super::sum::SumState`] is: a
+/// decimal's 128-bit sum and its count take 24 bytes, not 32.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C, packed(8))]
 pub struct AvgState<N> {
     /// Sum of the non-NULL values.
     pub sum: N,

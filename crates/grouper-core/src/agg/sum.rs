@@ -265,7 +265,15 @@ impl<'a, N: SumNative> Dense<'a, N> {
 type Acc<T> = <<T as ArrowPrimitiveType>::Native as SumNative>::Acc;
 
 /// Per-group state of a SUM.
+///
+/// Packed to 8-byte alignment: a 128-bit sum (integers, decimals) and its flag take 24 bytes
+/// instead of the 32 that `i128`'s 16-byte alignment pads them to. A direct-index table is read
+/// at random, one state a row and aggregate, so its bytes are its cost once it leaves the
+/// cache: db-benchmark q5 (three SUMs over 100,000 groups, 2 threads, in memory) went from
+/// 0.76-0.97x to 1.0-1.15x DataFusion alone. Fields are read and written by value (a packed
+/// field may not be borrowed), which the algebra does anyway.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C, packed(8))]
 pub struct SumState<N> {
     /// The running sum of the values seen.
     pub sum: N,
@@ -543,6 +551,16 @@ pub(super) fn from_words(
 mod tests {
     use super::*;
     use arrow::array::{Array, Int64Array};
+
+    /// A direct table's bytes are its cost: 128-bit states stay packed (24 bytes, not 32).
+    #[test]
+    fn wide_states_take_24_bytes() {
+        assert_eq!(std::mem::size_of::<SumState<i128>>(), 24);
+        assert_eq!(std::mem::size_of::<crate::agg::avg::AvgState<i128>>(), 24);
+        assert_eq!(std::mem::size_of::<SumState<f64>>(), 16);
+        let t = Groups::new(SumDecimal::new(DataType::Decimal128(38, 2)));
+        assert_eq!(t.state_bytes(), 24);
+    }
 
     #[test]
     fn sums_skip_nulls_and_null_when_empty() {
