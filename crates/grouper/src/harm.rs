@@ -36,6 +36,7 @@ use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
+use grouper_core::agg::AggKind;
 use grouper_core::expr::Expr;
 use grouper_core::planner::ALWAYS_PERFECT_DOMAIN;
 
@@ -98,13 +99,19 @@ pub const MIN_ROWS_PER_WORKER: u64 = 1 << 19;
 pub const ROWS_PER_SLOT: u128 = 8;
 
 /// Bytes of one worker's direct table (domain × aggregate state) above which `auto` leaves an
-/// in-memory table's aggregation (its domain from a sample) to DataFusion. In memory there is
-/// no scan for grouper's fused pipeline to save, and DataFusion's hash table of native
-/// accumulators keeps up once grouper's wider states leave the cache. Measured on 2 threads
-/// (this 2-core AMD EPYC VM, `bench cpu-sweep` and `bench groupby`, 2^24 and 1e7 rows):
-/// SUM+COUNT over 1 to 65,536 groups (at most 2.6 MB a worker) ran 1.2-2.4x DataFusion alone
-/// under `perfect`; db-benchmark q5 (100k groups of 3 sums, 9.6 MB a worker) 0.6-0.65x.
-/// Between 2.6 and 9.6 MB nothing is measured yet.
+/// in-memory table's aggregation (its domain from a sample) to DataFusion where grouper's
+/// states per group outweigh DataFusion's ([`datafusion_group_bytes`]). In memory there is no
+/// scan for grouper's fused pipeline to save; once the tables leave the cache each row costs a
+/// cache miss per state array either way, and what remains is whose bytes are fewer: grouper's
+/// direct index saves DataFusion's hash entry, its exact states (128-bit integer sums) cost
+/// more than DataFusion's native ones. Measured in memory (medians, alternating builds):
+/// - 2 threads, this 2-core AMD EPYC VM, `bench cpu-sweep` (SUM of a double and COUNT(*), 24
+///   bytes a group against DataFusion's ~40): 2^18 and 2^20 groups (6 and 24 MB a worker) ran
+///   3.4-5.4x DataFusion alone under `perfect` (before this rule kept them DataFusion's:
+///   0.92-1.05x); db-benchmark q5 (three SUMs over 100,000 groups, 64 bytes a group against
+///   ~48; 6.4 MB) 0.9-1.1x, so it stays DataFusion's, as before.
+/// - 16 threads, the H200 host (`cpu-sweep-h200-16t-wide-packed.json`): the sweep at 2^18
+///   groups 1.2-1.5x under `perfect`; q5 0.68-0.75x (kept by [`ROWS_PER_SLOT`] there).
 pub const SAMPLED_TABLE_BYTES: u128 = 4 << 20;
 
 /// Why grouper's CPU strategies would not beat DataFusion's hash aggregation over `input`, or
@@ -172,9 +179,10 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
             .map(|accs| accs.iter().map(|a| a.state_bytes()).sum())
             .unwrap_or(usize::MAX);
         let table = domain.saturating_mul(state_bytes as u128);
-        if table > SAMPLED_TABLE_BYTES {
+        let theirs = datafusion_group_bytes(plan);
+        if table > SAMPLED_TABLE_BYTES && state_bytes as u128 > theirs {
             return Some(format!(
-                "an in-memory table whose keys' domain ({domain}) makes each worker's direct table {table} bytes, over {SAMPLED_TABLE_BYTES}: DataFusion's aggregation of in-memory batches is as fast there"
+                "an in-memory table whose keys' domain ({domain}) makes each worker's direct table {table} bytes, over {SAMPLED_TABLE_BYTES}, of {state_bytes} bytes a group where DataFusion's hash aggregation keeps about {theirs}: DataFusion's aggregation of in-memory batches is as fast there"
             ));
         }
     }
@@ -185,6 +193,30 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         ));
     }
     None
+}
+
+/// About how many bytes a group takes in DataFusion's own aggregation of `plan` (DataFusion
+/// 55's group values and `GroupsAccumulator`s): a hash table entry (hash and group index, 16
+/// bytes) and each key's native value, then each aggregate's native state (a SUM or MIN/MAX
+/// value of its output type, an AVG's sum and count, a count), NULL bits aside. An estimate from
+/// those structures, compared only with grouper's state bytes ([`SAMPLED_TABLE_BYTES`]).
+fn datafusion_group_bytes(plan: &GroupByPlan) -> u128 {
+    let width = |t: &DataType| t.primitive_width().unwrap_or(16) as u128;
+    let keys: u128 = plan.spec.key_types.iter().map(width).sum();
+    let states: u128 = plan
+        .spec
+        .aggregates
+        .iter()
+        .map(|a| {
+            let value = a.output_type().map_or(16, |t| width(&t));
+            match a.kind {
+                AggKind::CountStar | AggKind::Count => 8,
+                AggKind::Avg => value + 8,
+                AggKind::Sum | AggKind::Min | AggKind::Max => value,
+            }
+        })
+        .sum();
+    16 + keys + states
 }
 
 /// Why the input's rows are too few for grouper's CPU (by [`MIN_ROWS`] and
