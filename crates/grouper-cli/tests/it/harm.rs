@@ -382,9 +382,10 @@ fn in_memory_tables_are_planned_from_a_sample_of_their_rows() {
                 }
             }
             assert_eq!(answers[0], answers[1], "{sql}");
-            let hidden = if sql.contains("flag") {
+            // The value no sampled window reads, where the query groups by its column.
+            let hidden = if sql.ends_with("GROUP BY flag") {
                 Some("| Z ")
-            } else if sql.contains("small") {
+            } else if sql.ends_with("GROUP BY small") {
                 Some("| 7000 ")
             } else {
                 None

@@ -391,16 +391,13 @@ pub(crate) fn over_budget(e: DataFusionError) -> DataFusionError {
 /// (`q10-1e8-memory-trace-h100.json`).
 #[cfg(feature = "gpu")]
 fn sampled_domain(fused: &crate::fuse::Fused) -> Option<u128> {
-    let ranges: Vec<(i128, i128)> = fused
+    fused
         .keys
         .iter()
         .filter_map(|&k| crate::stats::sampled_range(&fused.source, k))
-        .collect();
-    (!ranges.is_empty()).then(|| {
-        ranges
-            .iter()
-            .fold(1u128, |d, (lo, hi)| d.saturating_mul((hi - lo) as u128 + 1))
-    })
+        .fold(None, |d: Option<u128>, (lo, hi)| {
+            Some(d.unwrap_or(1).saturating_mul((hi - lo) as u128 + 1))
+        })
 }
 
 /// Rows of `source` when it is an in-memory table.
