@@ -74,3 +74,58 @@ fn bounded_plans_cover_their_bounds_only() {
     // An ordinal key without bounds cannot be planned ahead.
     assert!(KeyCodec::plan_bounded(&types, &[None, None], &[true, true], &[]).is_err());
 }
+
+proptest::proptest! {
+    /// The three string layouts code alike: a key column as Utf8, LargeUtf8 and Utf8View (its
+    /// views built over the first's buffer, as the codec does) gives one codec the same words,
+    /// batch after batch, and the words decode back to the strings: short and long values,
+    /// NULLs, values first seen in a later batch.
+    #[test]
+    fn string_layouts_code_alike(
+        batches in proptest::collection::vec(
+            proptest::collection::vec(proptest::option::weighted(0.9, 0usize..300), 0..400),
+            1..4,
+        ),
+    ) {
+        use arrow::array::LargeStringArray;
+        let value = |i: usize| match i % 3 {
+            0 => format!("id{i:010}"),
+            1 => format!("{i}"),
+            _ => format!("a value longer than twelve bytes {i}"),
+        };
+        let layouts = |b: &[Option<usize>]| -> [ArrayRef; 3] {
+            let s: Vec<Option<String>> = b.iter().map(|p| p.map(value)).collect();
+            [
+                Arc::new(StringArray::from(s.clone())),
+                Arc::new(LargeStringArray::from(s.clone())),
+                Arc::new(StringViewArray::from(s)),
+            ]
+        };
+        let first = layouts(&batches[0]);
+        let codecs: Vec<KeyCodec> = (0..3)
+            .map(|l| {
+                let t = first[l].data_type().clone();
+                KeyCodec::plan(&[t], &[&[Arc::clone(&first[l])]]).unwrap()
+            })
+            .collect();
+        for b in &batches {
+            let arrays = layouts(b);
+            let mut words = Vec::new();
+            for (codec, a) in codecs.iter().zip(&arrays) {
+                match codec.encode(std::slice::from_ref(a), a.len()).unwrap() {
+                    Some(w) => {
+                        let back = codec.decode(&w).unwrap();
+                        let back = arrow::compute::cast(&back[0], &DataType::Utf8).unwrap();
+                        let want = arrow::compute::cast(a, &DataType::Utf8).unwrap();
+                        proptest::prop_assert_eq!(back.as_ref(), want.as_ref());
+                        words.push(Some(w));
+                    }
+                    // A dictionary past its capacity: every layout must say so alike.
+                    None => words.push(None),
+                }
+            }
+            proptest::prop_assert_eq!(&words[0], &words[1]);
+            proptest::prop_assert_eq!(&words[0], &words[2]);
+        }
+    }
+}
