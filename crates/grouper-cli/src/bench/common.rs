@@ -84,6 +84,7 @@ pub(crate) async fn time_interleaved(
 pub(crate) async fn time_sql_once(ctx: &SessionContext, sql: &str) -> Result<f64> {
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
     let t = Instant::now();
+    grouper_core::trace::event(|| "bench: timed run starts".into());
     collect(plan, ctx.task_ctx()).await?;
     Ok(t.elapsed().as_secs_f64() * 1e3)
 }
