@@ -87,7 +87,8 @@ impl InputBatch {
     }
 
     /// The same rows with every argument in its aggregate's own type: 64-bit decimal lanes
-    /// ([`crate::agg::AggregateSpec::lanes_type`]) widened to Decimal128. Strategies that keep
+    /// ([`crate::agg::AggregateSpec::lanes_type`]) widened to Decimal128, narrower integers
+    /// ([`crate::agg::AggregateSpec::narrow_type`]) cast to their aggregate's type. Strategies that keep
     /// batches to gather them later (arrow's `interleave` and `concat` take one type per
     /// column) keep these.
     pub fn widened(&self, spec: &QuerySpec) -> Self {
@@ -108,6 +109,11 @@ impl InputBatch {
                             .unary::<_, Decimal128Type>(i128::from)
                             .with_data_type(t.clone()),
                     ) as ArrayRef),
+                    // A narrower integer argument, exactly as DataFusion's cast makes it.
+                    (None, Some(t)) if a.as_ref().is_some_and(|a| a.data_type() != t) => a
+                        .as_ref()
+                        .and_then(|a| arrow::compute::cast(a, t).ok())
+                        .or_else(|| a.clone()),
                     _ => a.clone(),
                 }
             })

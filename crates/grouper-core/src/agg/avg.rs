@@ -1,5 +1,6 @@
 //! `AVG(x)`: state = (sum, count); finalize divides. DataFusion casts integer arguments to Float64
-//! before AVG, so the inputs are Float64 or Decimal128. The decimal result has scale
+//! before AVG, so the inputs are Float64 or Decimal128 (or an Int32 column whose cast the CPU
+//! skips, [`super::AggregateSpec::narrow_type`]: each value becomes its double as it is added). The decimal result has scale
 //! `min(38, s + 4)` and is `sum * 10^(scale - s) / count`, truncated, as DataFusion computes it.
 
 use std::sync::Arc;
@@ -8,11 +9,11 @@ use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 
 use super::columns::{load_pairs, save_pairs};
-use super::sum::{Dense, SumNative};
+use super::sum::{f64_sum_at, Dense, SumNative};
 use super::words::{overflow, FieldWords, Input, Op};
 use super::{
-    decimal_lanes, downcast_input, fold_runs, fold_valid, for_each_valid, update_one_by_ids,
-    without_nulls, Aggregate, Runs,
+    decimal_lanes, downcast_input, fold_runs, fold_valid, for_each_valid, narrow_ints,
+    update_one_by_ids, without_nulls, Aggregate, Runs,
 };
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
@@ -52,6 +53,13 @@ impl Aggregate for Avg {
         gids: &[u32],
         input: Option<&ArrayRef>,
     ) -> Result<()> {
+        if let Some(narrow) = narrow_ints(input) {
+            let values = narrow.values();
+            return for_each_valid(narrow.nulls(), gids, |g, row| {
+                Avg::update(&mut states[g], f64::from(values[row]));
+                Ok(())
+            });
+        }
         let array = downcast_input::<Float64Array>(input, "avg")?;
         let values = array.values();
         for_each_valid(array.nulls(), gids, |g, row| {
@@ -65,10 +73,21 @@ impl Aggregate for Avg {
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
+        // In row order, as the row loop adds.
+        if let Some(narrow) = narrow_ints(input) {
+            if narrow.null_count() > 0 {
+                return update_one_by_ids(self, state, rows, input);
+            }
+            state.sum = narrow
+                .values()
+                .iter()
+                .fold(state.sum, |s, &v| s + f64::from(v));
+            state.count += narrow.len() as i64;
+            return Ok(());
+        }
         let Some(array) = without_nulls::<Float64Array>(input, "avg")? else {
             return update_one_by_ids(self, state, rows, input);
         };
-        // In row order, as the row loop adds.
         state.sum = array.values().iter().fold(state.sum, |s, &v| s + v);
         state.count += array.len() as i64;
         Ok(())
@@ -79,6 +98,17 @@ impl Aggregate for Avg {
         runs: &Runs<'_>,
         input: Option<&ArrayRef>,
     ) -> Result<bool> {
+        if let Some(narrow) = narrow_ints(input) {
+            if narrow.null_count() > 0 {
+                return Ok(false);
+            }
+            for (g, rows) in runs.groups() {
+                let s = &mut states[g];
+                s.sum = f64_sum_at(s.sum, narrow.values(), rows, f64::from);
+                s.count += rows.len() as i64;
+            }
+            return Ok(true);
+        }
         let Some(array) = without_nulls::<Float64Array>(input, "avg")? else {
             return Ok(false);
         };

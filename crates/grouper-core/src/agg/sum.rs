@@ -15,8 +15,8 @@ use arrow::datatypes::{
 use super::columns::{load_pairs, save_pairs, StateValue};
 use super::words::{overflow, FieldWords, Input, Op};
 use super::{
-    decimal_lanes, downcast_input, fold_runs, fold_valid, update_one_by_ids, without_nulls,
-    Aggregate, Runs,
+    decimal_lanes, downcast_input, fold_runs, fold_valid, narrow_ints, update_one_by_ids,
+    without_nulls, Aggregate, Runs,
 };
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
@@ -58,6 +58,19 @@ pub trait SumNative: Copy + Default + Send + Sync + 'static {
     /// [`SumNative::add_at`] over a decimal argument's 64-bit lanes.
     fn add_lanes_at(acc: Self::Acc, values: &[i64], rows: &[u32]) -> (Self::Acc, bool) {
         let at = rows.iter().map(|&r| Self::from_lane(values[r as usize]));
+        fold_sum(acc, at, Self::add_overflowing)
+    }
+    /// `acc` plus every value of a narrower integer argument (none NULL;
+    /// [`super::AggregateSpec::narrow_type`]), and whether an addition overflowed.
+    fn add_narrow(acc: Self::Acc, values: &[i32]) -> (Self::Acc, bool) {
+        let widened = values.iter().map(|&v| Self::from_lane(v.into()));
+        fold_sum(acc, widened, Self::add_overflowing)
+    }
+    /// [`SumNative::add_narrow`] of `values[r]` for every `r` of `rows`.
+    fn add_narrow_at(acc: Self::Acc, values: &[i32], rows: &[u32]) -> (Self::Acc, bool) {
+        let at = rows
+            .iter()
+            .map(|&r| Self::from_lane(values[r as usize].into()));
         fold_sum(acc, at, Self::add_overflowing)
     }
     /// `acc` plus every value of `values` (none NULL), and whether an addition overflowed:
@@ -156,6 +169,23 @@ macro_rules! exact_sum_native {
                 fn add_at(acc: i128, values: &[Self], rows: &[u32]) -> (i128, bool) {
                     acc.overflowing_add(split_sum_at(values, rows, $high, $low))
                 }
+                /// Summed in 64 bits first: 2^31 values of 32 bits cannot leave them.
+                fn add_narrow(acc: i128, values: &[i32]) -> (i128, bool) {
+                    let total = values
+                        .chunks(1 << 31)
+                        .map(|c| i128::from(c.iter().map(|&v| i64::from(v)).sum::<i64>()))
+                        .sum();
+                    acc.overflowing_add(total)
+                }
+                fn add_narrow_at(acc: i128, values: &[i32], rows: &[u32]) -> (i128, bool) {
+                    let total = rows
+                        .chunks(1 << 31)
+                        .map(|c| {
+                            i128::from(c.iter().map(|&r| i64::from(values[r as usize])).sum::<i64>())
+                        })
+                        .sum();
+                    acc.overflowing_add(total)
+                }
             )?
         }
     };
@@ -186,26 +216,34 @@ impl SumNative for f64 {
     fn from_lane(v: i64) -> f64 {
         v as f64
     }
-    /// Four partial sums, joined at the end: one chain of additions waits ~4 cycles a row on
-    /// the last. The rounding differs from adding in row order, as float sums do between
-    /// strategies, threads and the GPU.
+    /// Four partial sums ([`f64_sum_at`]).
     fn add_at(acc: f64, values: &[f64], rows: &[u32]) -> (f64, bool) {
-        let mut parts = [0.0f64; 4];
-        let quads = rows.chunks_exact(4);
-        let tail = quads
-            .remainder()
-            .iter()
-            .fold(0.0, |a, &r| a + values[r as usize]);
-        for q in quads {
-            for (p, &r) in parts.iter_mut().zip(q) {
-                *p += values[r as usize];
-            }
-        }
-        (
-            acc + ((parts[0] + parts[1]) + (parts[2] + parts[3]) + tail),
-            false,
-        )
+        (f64_sum_at(acc, values, rows, |v| v), false)
     }
+}
+
+/// `acc` plus `to_f64(values[r])` for every `r` of `rows`, in four partial sums joined at the
+/// end: one chain of additions waits ~4 cycles a row on the last. The rounding differs from
+/// adding in row order, as float sums do between strategies, threads and the GPU.
+#[inline(always)]
+pub(super) fn f64_sum_at<V: Copy>(
+    acc: f64,
+    values: &[V],
+    rows: &[u32],
+    to_f64: impl Fn(V) -> f64,
+) -> f64 {
+    let mut parts = [0.0f64; 4];
+    let quads = rows.chunks_exact(4);
+    let tail = quads
+        .remainder()
+        .iter()
+        .fold(0.0, |a, &r| a + to_f64(values[r as usize]));
+    for q in quads {
+        for (p, &r) in parts.iter_mut().zip(q) {
+            *p += to_f64(values[r as usize]);
+        }
+    }
+    acc + ((parts[0] + parts[1]) + (parts[2] + parts[3]) + tail)
 }
 
 /// A SUM's or AVG's argument holding no NULL, as their reductions over many rows read it: its
@@ -216,6 +254,8 @@ pub(super) enum Dense<'a, N> {
     Values(&'a [N]),
     /// A decimal argument's values in 64 bits.
     Lanes(&'a [i64]),
+    /// A narrower integer argument's values ([`super::AggregateSpec::narrow_type`]).
+    Narrow(&'a [i32]),
 }
 
 impl<'a, N: SumNative> Dense<'a, N> {
@@ -231,6 +271,9 @@ impl<'a, N: SumNative> Dense<'a, N> {
         if let Some(lanes) = decimal_lanes(input) {
             return Ok((lanes.null_count() == 0).then(|| Dense::Lanes(lanes.values())));
         }
+        if let Some(narrow) = narrow_ints(input) {
+            return Ok((narrow.null_count() == 0).then(|| Dense::Narrow(narrow.values())));
+        }
         let array = without_nulls::<PrimitiveArray<T>>(input, name)?;
         Ok(array.map(|a| Dense::Values(&a.values()[..])))
     }
@@ -240,6 +283,7 @@ impl<'a, N: SumNative> Dense<'a, N> {
         match self {
             Dense::Values(v) => v.is_empty(),
             Dense::Lanes(v) => v.is_empty(),
+            Dense::Narrow(v) => v.is_empty(),
         }
     }
 
@@ -249,6 +293,7 @@ impl<'a, N: SumNative> Dense<'a, N> {
         match self {
             Dense::Values(v) => N::add_all(acc, v),
             Dense::Lanes(v) => N::add_lanes(acc, v),
+            Dense::Narrow(v) => N::add_narrow(acc, v),
         }
     }
 
@@ -257,6 +302,7 @@ impl<'a, N: SumNative> Dense<'a, N> {
         match self {
             Dense::Values(v) => N::add_at(acc, v, rows),
             Dense::Lanes(v) => N::add_lanes_at(acc, v, rows),
+            Dense::Narrow(v) => N::add_narrow_at(acc, v, rows),
         }
     }
 }
@@ -400,6 +446,16 @@ where
                 lanes.values(),
                 lanes.nulls(),
                 |s, v| self.update_acc(s, T::Native::from_lane(v)),
+                || self.overflow(),
+            );
+        }
+        if let Some(narrow) = narrow_ints(input) {
+            return fold_valid(
+                states,
+                gids,
+                narrow.values(),
+                narrow.nulls(),
+                |s, v| self.update_acc(s, T::Native::from_lane(v.into())),
                 || self.overflow(),
             );
         }

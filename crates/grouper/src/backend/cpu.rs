@@ -9,15 +9,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::Schema;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::CastExpr;
 use datafusion::physical_plan::metrics::BaselineMetrics;
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr};
 use futures::StreamExt;
+use grouper_core::agg::AggregateSpec;
 use grouper_core::expr::vector::Scratch;
 use grouper_core::planner::{Hints, KeyBounds};
 use grouper_core::InputBatch;
@@ -376,6 +379,26 @@ fn claim(next: &AtomicUsize, parts: usize) -> Option<usize> {
     (p < parts).then_some(p)
 }
 
+/// `arg` without the cast DataFusion put over it, where `spec` reads the uncast values as they
+/// are ([`AggregateSpec::narrow_type`]: `SUM(CAST(v AS BIGINT))` and `AVG(CAST(v AS DOUBLE))`
+/// of an Int32 `v`), so no cast array is written per batch.
+fn uncast<'a>(
+    arg: &'a Arc<dyn PhysicalExpr>,
+    spec: &AggregateSpec,
+    schema: &Schema,
+) -> Result<&'a Arc<dyn PhysicalExpr>> {
+    let Some(cast) = arg.downcast_ref::<CastExpr>() else {
+        return Ok(arg);
+    };
+    let narrow = spec.narrow_type();
+    Ok(
+        match narrow.is_some() && narrow == Some(cast.expr().data_type(schema)?) {
+            true => cast.expr(),
+            false => arg,
+        },
+    )
+}
+
 /// Evaluates the key and argument expressions of one input batch.
 pub(crate) fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputBatch> {
     let rows = batch.num_rows();
@@ -387,9 +410,13 @@ pub(crate) fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputB
     let args = plan
         .args
         .iter()
-        .map(|a| {
+        .zip(&plan.spec.aggregates)
+        .map(|(a, spec)| {
             a.as_ref()
-                .map(|e| e.evaluate(batch)?.into_array(rows))
+                .map(|e| {
+                    let e = uncast(e, spec, &batch.schema())?;
+                    e.evaluate(batch)?.into_array(rows)
+                })
                 .transpose()
         })
         .collect::<Result<Vec<_>>>()?;
