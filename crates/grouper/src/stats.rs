@@ -147,11 +147,11 @@ pub(crate) const SAMPLE_WINDOWS: usize = 32;
 /// The range of column `index` of `input` in a sample of its rows, when `input` is an in-memory
 /// table (DataFusion keeps no minimum or maximum for those): [`SAMPLE_WINDOWS`] windows of
 /// [`SAMPLE_WINDOW_ROWS`] rows shared among its partitions, each partition's first and last rows
-/// included (so a sorted key shows its whole range). Without it `auto` left every in-memory aggregation to DataFusion
-/// (no statistics bound the keys), although grouper's `perfect` ran 1.3–2.3× faster over 1 to 256
-/// groups of 2^24 rows (`bench cpu-sweep`, 2 threads). It reads about 32k rows (2k a partition
-/// at least): microseconds, where an exact minimum and maximum (a pass over the whole column) would cost a
-/// third of such a query. A sample is not a bound: a batch outside it widens the key codec.
+/// included (so a sorted key shows its whole range). Without it `auto` left every in-memory
+/// aggregation to DataFusion (no statistics bound the keys), although grouper's `perfect` ran
+/// 1.3–2.3× faster over 1 to 256 groups of 2^24 rows (`bench cpu-sweep`, 2 threads). It reads
+/// about 32k rows (2k a partition at least): microseconds, where an exact minimum and maximum
+/// (a pass over the whole column) would cost a third of such a query. A sample is not a bound: a batch outside it widens the key codec.
 ///
 /// Filters and repartitions above the table are looked through: they drop or move rows, so
 /// the table's range still bounds theirs.

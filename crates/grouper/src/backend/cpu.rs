@@ -301,8 +301,7 @@ fn worth(scan: &DataSourceExec, min_rows: usize) -> Option<usize> {
 /// (`DataSourceExec`: files or in-memory batches) is split into up to [`MORSELS_PER_THREAD`]
 /// times `threads` partitions, a multiple of `threads`, none under about `min_rows` rows
 /// ([`MIN_MORSEL_ROWS`]) or [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be, and
-/// `threads` workers take them
-/// one after another. Any other input, a scan with a row limit (each piece would apply it;
+/// `threads` workers take them one after another. Any other input, a scan with a row limit (each piece would apply it;
 /// DataFusion's in-memory split drops it) or one `keep_whole` asks to keep keeps one worker per
 /// partition, all started at once (a repartition's outputs must all be drained together).
 fn morsels(
@@ -390,13 +389,11 @@ fn uncast<'a>(
     let Some(cast) = arg.downcast_ref::<CastExpr>() else {
         return Ok(arg);
     };
-    let narrow = spec.narrow_type();
-    Ok(
-        match narrow.is_some() && narrow == Some(cast.expr().data_type(schema)?) {
-            true => cast.expr(),
-            false => arg,
-        },
-    )
+    let inner = cast.expr();
+    Ok(match spec.narrow_type() {
+        Some(t) if inner.data_type(schema)? == t => inner,
+        _ => arg,
+    })
 }
 
 /// Evaluates the key and argument expressions of one input batch.
