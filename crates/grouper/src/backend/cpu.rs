@@ -431,7 +431,7 @@ mod tests {
     use datafusion::catalog::MemTable;
     use datafusion::physical_plan::{collect, collect_partitioned, ExecutionPlanProperties};
 
-    use super::{claim, morsels, MORSELS_PER_THREAD};
+    use super::{claim, morsels, PhysicalExpr, MORSELS_PER_THREAD};
     use crate::config::Backend;
     use crate::test_support::physical_plan;
     use crate::GrouperConfig;
@@ -466,6 +466,38 @@ mod tests {
             })
             .collect();
         Arc::new(MemTable::try_new(kv_schema(), parts).unwrap())
+    }
+
+    /// The cast DataFusion puts over an Int32 argument of SUM (to Int64) or AVG (to Float64) is
+    /// skipped; any other cast, or one under another aggregate, stays.
+    #[test]
+    fn only_casts_of_int32_under_sum_and_avg_are_skipped() {
+        use datafusion::physical_expr::expressions::{cast, col};
+        use grouper_core::agg::{AggKind, AggregateSpec};
+        let schema = Schema::new(vec![
+            Field::new("i", DataType::Int32, true),
+            Field::new("l", DataType::Int64, true),
+        ]);
+        let cast_of = |c: &str, t: DataType| cast(col(c, &schema).unwrap(), &schema, t).unwrap();
+        let skipped = |arg: &Arc<dyn PhysicalExpr>, kind, t| {
+            let spec = AggregateSpec::new(kind, t);
+            !Arc::ptr_eq(super::uncast(arg, &spec, &schema).unwrap(), arg)
+        };
+        let (sum_i, avg_i) = (
+            cast_of("i", DataType::Int64),
+            cast_of("i", DataType::Float64),
+        );
+        assert!(skipped(&sum_i, AggKind::Sum, DataType::Int64));
+        assert!(skipped(&avg_i, AggKind::Avg, DataType::Float64));
+        assert!(!skipped(&sum_i, AggKind::Min, DataType::Int64));
+        assert!(!skipped(&avg_i, AggKind::Sum, DataType::Float64));
+        let avg_l = cast_of("l", DataType::Float64);
+        assert!(
+            !skipped(&avg_l, AggKind::Avg, DataType::Float64),
+            "Int64 is no narrower type"
+        );
+        let plain = col("l", &schema).unwrap();
+        assert!(!skipped(&plain, AggKind::Sum, DataType::Int64), "no cast");
     }
 
     #[test]
