@@ -151,7 +151,8 @@ pub(crate) const SAMPLE_WINDOWS: usize = 32;
 /// aggregation to DataFusion (no statistics bound the keys), although grouper's `perfect` ran
 /// 1.3–2.3× faster over 1 to 256 groups of 2^24 rows (`bench cpu-sweep`, 2 threads). It reads
 /// about 32k rows (2k a partition at least): microseconds, where an exact minimum and maximum
-/// (a pass over the whole column) would cost a third of such a query. A sample is not a bound: a batch outside it widens the key codec.
+/// (a pass over the whole column) would cost a third of such a query. A sample is not a bound:
+/// a batch outside it widens the key codec.
 ///
 /// Filters and repartitions above the table are looked through: they drop or move rows, so
 /// the table's range still bounds theirs.

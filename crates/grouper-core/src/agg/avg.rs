@@ -1,19 +1,20 @@
 //! `AVG(x)`: state = (sum, count); finalize divides. DataFusion casts integer arguments to Float64
 //! before AVG, so the inputs are Float64 or Decimal128 (or an Int32 column whose cast the CPU
-//! skips, [`super::AggregateSpec::narrow_type`]: each value becomes its double as it is added). The decimal result has scale
+//! skips, [`super::AggregateSpec::narrow_type`]: each value becomes its double as it is added).
+//! The decimal result has scale
 //! `min(38, s + 4)` and is `sum * 10^(scale - s) / count`, truncated, as DataFusion computes it.
 
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Decimal128Array, Float64Array};
-use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
+use arrow::datatypes::{DataType, Decimal128Type, DecimalType, Float64Type};
 
 use super::columns::{load_pairs, save_pairs};
-use super::sum::{f64_sum_at, Dense, SumNative};
+use super::sum::Dense;
 use super::words::{overflow, FieldWords, Input, Op};
 use super::{
     decimal_lanes, downcast_input, fold_runs, fold_valid, for_each_valid, narrow_ints,
-    update_one_by_ids, without_nulls, Aggregate, Runs,
+    update_one_by_ids, Aggregate, Runs,
 };
 use super::{AggregateSpec, GroupAccumulator, Groups};
 use crate::error::{GrouperError, Result};
@@ -73,23 +74,12 @@ impl Aggregate for Avg {
         rows: usize,
         input: Option<&ArrayRef>,
     ) -> Result<()> {
-        // In row order, as the row loop adds.
-        if let Some(narrow) = narrow_ints(input) {
-            if narrow.null_count() > 0 {
-                return update_one_by_ids(self, state, rows, input);
-            }
-            state.sum = narrow
-                .values()
-                .iter()
-                .fold(state.sum, |s, &v| s + f64::from(v));
-            state.count += narrow.len() as i64;
-            return Ok(());
-        }
-        let Some(array) = without_nulls::<Float64Array>(input, "avg")? else {
+        // In row order, as the row loop adds (`f64`'s `add_all`, `add_narrow`).
+        let Some(values) = Dense::of::<Float64Type>(input, "avg")? else {
             return update_one_by_ids(self, state, rows, input);
         };
-        state.sum = array.values().iter().fold(state.sum, |s, &v| s + v);
-        state.count += array.len() as i64;
+        state.sum = values.add_all(state.sum).0;
+        state.count += rows as i64;
         Ok(())
     }
     fn update_runs(
@@ -98,23 +88,12 @@ impl Aggregate for Avg {
         runs: &Runs<'_>,
         input: Option<&ArrayRef>,
     ) -> Result<bool> {
-        if let Some(narrow) = narrow_ints(input) {
-            if narrow.null_count() > 0 {
-                return Ok(false);
-            }
-            for (g, rows) in runs.groups() {
-                let s = &mut states[g];
-                s.sum = f64_sum_at(s.sum, narrow.values(), rows, f64::from);
-                s.count += rows.len() as i64;
-            }
-            return Ok(true);
-        }
-        let Some(array) = without_nulls::<Float64Array>(input, "avg")? else {
+        let Some(values) = Dense::of::<Float64Type>(input, "avg")? else {
             return Ok(false);
         };
         for (g, rows) in runs.groups() {
             let s = &mut states[g];
-            s.sum = f64::add_at(s.sum, array.values(), rows).0;
+            s.sum = values.add_at(s.sum, rows).0;
             s.count += rows.len() as i64;
         }
         Ok(true)

@@ -220,18 +220,17 @@ impl SumNative for f64 {
     fn add_at(acc: f64, values: &[f64], rows: &[u32]) -> (f64, bool) {
         (f64_sum_at(acc, values, rows, |v| v), false)
     }
+    /// Four partial sums, as [`SumNative::add_at`] adds the cast values.
+    fn add_narrow_at(acc: f64, values: &[i32], rows: &[u32]) -> (f64, bool) {
+        (f64_sum_at(acc, values, rows, f64::from), false)
+    }
 }
 
 /// `acc` plus `to_f64(values[r])` for every `r` of `rows`, in four partial sums joined at the
 /// end: one chain of additions waits ~4 cycles a row on the last. The rounding differs from
 /// adding in row order, as float sums do between strategies, threads and the GPU.
 #[inline(always)]
-pub(super) fn f64_sum_at<V: Copy>(
-    acc: f64,
-    values: &[V],
-    rows: &[u32],
-    to_f64: impl Fn(V) -> f64,
-) -> f64 {
+fn f64_sum_at<V: Copy>(acc: f64, values: &[V], rows: &[u32], to_f64: impl Fn(V) -> f64) -> f64 {
     let mut parts = [0.0f64; 4];
     let quads = rows.chunks_exact(4);
     let tail = quads

@@ -301,9 +301,10 @@ fn worth(scan: &DataSourceExec, min_rows: usize) -> Option<usize> {
 /// (`DataSourceExec`: files or in-memory batches) is split into up to [`MORSELS_PER_THREAD`]
 /// times `threads` partitions, a multiple of `threads`, none under about `min_rows` rows
 /// ([`MIN_MORSEL_ROWS`]) or [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be, and
-/// `threads` workers take them one after another. Any other input, a scan with a row limit (each piece would apply it;
-/// DataFusion's in-memory split drops it) or one `keep_whole` asks to keep keeps one worker per
-/// partition, all started at once (a repartition's outputs must all be drained together).
+/// `threads` workers take them one after another. Any other input, a scan with a row limit
+/// (each piece would apply it; DataFusion's in-memory split drops it) or one `keep_whole` asks
+/// to keep keeps one worker per partition, all started at once (a repartition's outputs must
+/// all be drained together).
 fn morsels(
     source: Arc<dyn ExecutionPlan>,
     keep_whole: impl FnOnce() -> bool,
@@ -404,6 +405,7 @@ pub(crate) fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputB
         .iter()
         .map(|(e, _)| e.evaluate(batch)?.into_array(rows))
         .collect::<Result<Vec<_>>>()?;
+    let schema = batch.schema();
     let args = plan
         .args
         .iter()
@@ -411,7 +413,7 @@ pub(crate) fn evaluate(batch: &RecordBatch, plan: &GroupByPlan) -> Result<InputB
         .map(|(a, spec)| {
             a.as_ref()
                 .map(|e| {
-                    let e = uncast(e, spec, &batch.schema())?;
+                    let e = uncast(e, spec, &schema)?;
                     e.evaluate(batch)?.into_array(rows)
                 })
                 .transpose()
