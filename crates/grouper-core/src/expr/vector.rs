@@ -150,6 +150,32 @@ impl Program {
         })
     }
 
+    /// The source columns this program reads only into lanes (never passes through as they
+    /// are): where such a column is declared Decimal128 of at most 18 digits, a `Decimal64`
+    /// array of the same values loads into the same lanes, so a scan may produce one instead
+    /// (no 128-bit copy written per batch, and none narrowed back).
+    pub fn lane_columns(&self) -> Vec<usize> {
+        let passed: Vec<usize> = self
+            .outputs
+            .iter()
+            .filter_map(|o| match o {
+                Some(Output::Column(c)) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        let mut out: Vec<usize> = self
+            .nodes
+            .iter()
+            .filter_map(|n| match n {
+                Node::Column(c, _) if !passed.contains(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Number of distinct computed nodes (common subexpressions count once).
     pub fn node_count(&self) -> usize {
         self.nodes.len()
@@ -525,6 +551,8 @@ fn load(a: &ArrayRef, sel: Option<&Selection>, out: &mut Slot) -> Result<()> {
                 |v| v,
             )
         }
+        // A Parquet scan's 64-bit decimals ([`Program::lane_columns`]): the lanes as they are.
+        DataType::Decimal64(..) => ints!(Decimal64Type),
         DataType::Decimal128(..) => {
             let wide = a.as_primitive::<Decimal128Type>().values();
             out.kind = Kind::I64;

@@ -28,6 +28,7 @@ use rayon::prelude::*;
 
 use super::external;
 use super::fusion::CpuFusion;
+use super::narrow_scan;
 use super::spill::{Budget, Spill, SpilledGroups};
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
@@ -52,7 +53,15 @@ pub(crate) async fn run_cpu(
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
 ) -> Result<(Finished<grouper_core::AggregateParts>, Option<String>)> {
-    let fusion = may_fuse.then(|| CpuFusion::new(plan, &input)).flatten();
+    let fusion = may_fuse
+        .then(|| CpuFusion::new(plan, &input))
+        .flatten()
+        .map(
+            |f| match narrow_scan::narrowed(&f.source, &f.lane_only_decimals()) {
+                Some((scan, n)) => f.over(scan, n),
+                None => f,
+            },
+        );
     let fused = fusion.as_ref().map(CpuFusion::describe);
     let out = run_cpu_with(
         input,

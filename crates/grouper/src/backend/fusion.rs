@@ -14,6 +14,7 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, DECIMAL64_MAX_PRECISION};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use grouper_core::expr::select::{fully_vectorised, selection};
@@ -33,6 +34,8 @@ pub(crate) struct CpuFusion {
     keys: Vec<usize>,
     program: Program,
     spec: QuerySpec,
+    /// Decimal columns the source reads as `Decimal64` ([`super::narrow_scan`]).
+    narrowed: usize,
 }
 
 impl CpuFusion {
@@ -65,13 +68,49 @@ impl CpuFusion {
             keys: fused.keys.clone(),
             program,
             spec: plan.spec.clone(),
+            narrowed: 0,
         })
+    }
+
+    /// The source columns the workers read only as the program's 64-bit lanes: declared
+    /// decimals of at most 18 digits that no filter, key or passed-through argument reads. A
+    /// scan may produce them as `Decimal64` ([`super::narrow_scan`]).
+    pub(crate) fn lane_only_decimals(&self) -> Vec<usize> {
+        let mut elsewhere = self.keys.clone();
+        if let Some(f) = &self.filter {
+            f.columns(&mut elsewhere);
+        }
+        let schema = self.source.schema();
+        self.program
+            .lane_columns()
+            .into_iter()
+            .filter(|c| !elsewhere.contains(c))
+            .filter(|&c| {
+                schema.fields().get(c).is_some_and(|f| {
+                    matches!(f.data_type(), DataType::Decimal128(p, _) if *p <= DECIMAL64_MAX_PRECISION)
+                })
+            })
+            .collect()
+    }
+
+    /// The same fusion over `source` (the same columns, in the same order), which reads
+    /// `narrowed` of them as `Decimal64`.
+    pub(crate) fn over(self, source: Arc<dyn ExecutionPlan>, narrowed: usize) -> Self {
+        Self {
+            source,
+            narrowed,
+            ..self
+        }
     }
 
     /// What `--explain` says of the fusion.
     pub(crate) fn describe(&self) -> String {
+        let narrowed = match self.narrowed {
+            0 => String::new(),
+            n => format!(" ({n} decimal columns read as 64-bit)"),
+        };
         format!(
-            "fused: {}{} nodes over {}",
+            "fused: {}{} nodes over {}{narrowed}",
             if self.filter.is_some() {
                 "filter + "
             } else {

@@ -14,6 +14,7 @@ mod fusion;
 pub mod gpu;
 #[cfg(feature = "gpu")]
 pub mod hybrid;
+mod narrow_scan;
 #[cfg(feature = "gpu")]
 pub mod pages;
 pub mod spill;

@@ -206,6 +206,7 @@ proptest! {
         select in any::<bool>(),
         wide in any::<bool>(),
         lanes in any::<bool>(),
+        narrow in any::<bool>(),
     ) {
         let mut r = Rng(seed);
         // Columns passed through twice (as Q1's SUM and AVG of a column): an integer, and a
@@ -234,6 +235,25 @@ proptest! {
         // they are the reference's values.
         let program = Program::compile_with_lanes(&refs, &vec![lanes; refs.len()])
             .expect("every generated node compiles");
+        // A scan may hand the columns read only as lanes over as Decimal64 (values of 64 bits).
+        let cols: Vec<ArrayRef> = match narrow && !wide {
+            false => cols,
+            true => {
+                let lane = program.lane_columns();
+                cols.iter()
+                    .enumerate()
+                    .map(|(i, c)| match c.data_type() {
+                        DataType::Decimal128(p, s) if lane.contains(&i) => Arc::new(
+                            c.as_primitive::<Decimal128Type>()
+                                .unary::<_, Decimal64Type>(|v| v as i64)
+                                .with_precision_and_scale(*p, *s)
+                                .unwrap(),
+                        ) as ArrayRef,
+                        _ => Arc::clone(c),
+                    })
+                    .collect()
+            }
+        };
         let got = program.run(&mut Scratch::default(), &cols, sel.as_ref(), n);
         let want: Result<Vec<ArrayRef>> = exprs.iter().map(|e| e.evaluate(&kept, m)).collect();
         match (got, want) {
@@ -300,6 +320,10 @@ fn common_subexpressions_compile_once() {
     assert_eq!(read_scalar(charge_out, 1), Scalar::Null);
     // The pass-through column is the input array itself.
     assert!(Arc::ptr_eq(out[2].as_ref().unwrap(), &cols[0]));
+    // Discount and tax are read only as lanes; the price is also passed through as it is.
+    assert_eq!(p.lane_columns(), vec![1, 2]);
+    let lanes = Program::compile_with_lanes(&[Some(&disc_price), Some(&d(0))], &[true, true]);
+    assert_eq!(lanes.unwrap().lane_columns(), vec![0, 1]);
 }
 
 #[test]
