@@ -67,7 +67,16 @@ impl InputBatch {
             )));
         }
         for (k, t) in keys.iter().zip(&spec.key_types) {
-            check_column(k, t, rows, "key")?;
+            // A declared string key may come dictionary-encoded (Int32 keys), as a Parquet
+            // scan reads a column of few values for the fused pipeline: the codec codes the
+            // dictionary's values once; strategies that keep batches get the declared type
+            // ([`InputBatch::widened`]).
+            let dictionary = matches!(k.data_type(), DataType::Dictionary(..))
+                && matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+                && keys::is_string_column(k);
+            if !(dictionary && k.len() == rows) {
+                check_column(k, t, rows, "key")?;
+            }
         }
         for (a, s) in args.iter().zip(&spec.aggregates) {
             match (a, &s.input_type) {
@@ -118,8 +127,21 @@ impl InputBatch {
                 }
             })
             .collect();
+        // Dictionary-encoded keys in their declared type (the cast is arrow's: one view or
+        // string per row).
+        let keys = self
+            .keys
+            .iter()
+            .zip(&spec.key_types)
+            .map(|(k, t)| match k.data_type() {
+                DataType::Dictionary(..) => {
+                    arrow::compute::cast(k, t).unwrap_or_else(|_| Arc::clone(k))
+                }
+                _ => Arc::clone(k),
+            })
+            .collect();
         Self {
-            keys: self.keys.clone(),
+            keys,
             args,
             rows: self.rows,
         }

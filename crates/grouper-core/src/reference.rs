@@ -31,7 +31,10 @@ pub fn aggregate(spec: &QuerySpec, batches: &[InputBatch]) -> Result<Vec<ArrayRe
         let rows = if spec.key_types.is_empty() {
             None
         } else {
-            Some(converter.convert_columns(&batch.keys)?)
+            Some(
+                converter
+                    .convert_columns(&crate::keys::as_declared(&batch.keys, &spec.key_types)?)?,
+            )
         };
         for r in 0..batch.num_rows() {
             let key = match &rows {

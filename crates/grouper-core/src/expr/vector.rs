@@ -176,6 +176,25 @@ impl Program {
         out
     }
 
+    /// Every source column this program reads, as lanes or passed through.
+    pub fn source_columns(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = self
+            .outputs
+            .iter()
+            .filter_map(|o| match o {
+                Some(Output::Column(c)) => Some(*c),
+                _ => None,
+            })
+            .chain(self.nodes.iter().filter_map(|n| match n {
+                Node::Column(c, _) => Some(*c),
+                _ => None,
+            }))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Number of distinct computed nodes (common subexpressions count once).
     pub fn node_count(&self) -> usize {
         self.nodes.len()

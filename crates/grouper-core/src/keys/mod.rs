@@ -25,25 +25,26 @@
 //! words of their groups (decode with the old codec, encode with the new), which happens
 //! O(log range) times at most.
 
+mod columns;
 mod dictionary;
 pub mod ordinal;
 mod view_map;
 mod views;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use arrow::array::{
-    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, StringViewArray,
-};
+use arrow::array::{new_empty_array, Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
 
+pub(crate) use columns::as_declared;
+pub(crate) use columns::is_string_column;
+use columns::{seeded_dictionary, string_codes};
 pub use dictionary::Dictionary;
 use ordinal::{encode_ordinal, Ordinal};
-use views::{view_codes, NULL_SLOT};
+use views::NULL_SLOT;
 
 use crate::error::{GrouperError, Result};
 use crate::strings::{string_array, ByteColumn};
@@ -301,7 +302,7 @@ impl KeyCodec {
             // In parallel over the batches: the dictionary's shards take the appends.
             let converter = codec.row_converter()?;
             batches.par_iter().try_for_each(|b| -> Result<()> {
-                let r = converter.convert_columns(b)?;
+                let r = converter.convert_columns(&as_declared(b, key_types)?)?;
                 rows.encode((0..r.num_rows()).map(|i| Some(r.row(i).data())), u64::MAX);
                 Ok(())
             })?;
@@ -435,7 +436,7 @@ impl KeyCodec {
                 rows: dict,
                 capacity,
             } => {
-                let r = converter.convert_columns(keys)?;
+                let r = converter.convert_columns(&as_declared(keys, &self.key_types)?)?;
                 Ok(dict
                     .encode((0..r.num_rows()).map(|i| Some(r.row(i).data())), *capacity)
                     .map(|codes| codes.into_iter().map(|c| c.unwrap_or(0) as u64).collect()))
@@ -593,58 +594,19 @@ impl KeyCodec {
         else {
             return Ok(None);
         };
-        let Some(views) = string_views(array) else {
+        if !is_string_column(array) {
             // Not a string column: the error names its type.
             ByteColumn::new(array, "group key")?;
             return Ok(None);
-        };
+        }
         // A NULL row's code is 0.
-        Ok(view_codes(dict, &views, *capacity).map(|codes| {
+        Ok(string_codes(dict, array, *capacity).map(|codes| {
             codes
                 .into_iter()
                 .map(|c| if c == NULL_SLOT { 0 } else { c })
                 .collect()
         }))
     }
-}
-
-/// A string column as Utf8View, for [`view_codes`]: borrowed when it is one; a Utf8 or
-/// LargeUtf8 column gets views over its own value buffer (no byte is copied), so its short
-/// strings code through the dictionary's map of inline views too, with no hash of their bytes
-/// and no `memcmp`. Coding them through the dictionary's hash of the bytes took a quarter of
-/// db-benchmark q3's time on 2 threads (1e5 strings `id0000000001`.., in memory as Utf8).
-/// `None` for any other type.
-fn string_views(array: &ArrayRef) -> Option<Cow<'_, StringViewArray>> {
-    Some(match array.data_type() {
-        DataType::Utf8View => Cow::Borrowed(array.as_string_view()),
-        DataType::Utf8 => Cow::Owned(StringViewArray::from(array.as_string::<i32>())),
-        DataType::LargeUtf8 => Cow::Owned(StringViewArray::from(array.as_string::<i64>())),
-        _ => return None,
-    })
-}
-
-/// A dictionary of the distinct strings of column `c` of `batches`, seeded in parallel over the
-/// batches (the dictionary's shards take concurrent appends): seeding all of a buffered input on
-/// one thread took a quarter of db-benchmark q10's time on 2 threads.
-fn seeded_dictionary(batches: &[&[ArrayRef]], c: usize) -> Result<Arc<Dictionary>> {
-    let dict = Arc::new(Dictionary::new());
-    batches.par_iter().try_for_each(|b| -> Result<()> {
-        if let Some(views) = b[c].as_string_view_opt() {
-            // Equal views are equal strings: hash 16 bytes per row, and each
-            // distinct string once.
-            let mut seen = hashbrown::HashSet::new();
-            dict.extend(
-                (0..views.len())
-                    .filter(|&r| views.is_valid(r) && seen.insert(views.views()[r]))
-                    .map(|r| views.value(r).as_bytes()),
-            );
-            return Ok(());
-        }
-        let col = ByteColumn::new(&b[c], "group key")?;
-        dict.extend((0..b[c].len()).filter_map(|r| col.get(r)));
-        Ok(())
-    })?;
-    Ok(dict)
 }
 
 /// The range of ordinals a type can hold.
@@ -686,10 +648,7 @@ fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool 
             true
         }
         Codec::Bytes { dict, capacity } => {
-            let Some(views) = string_views(array) else {
-                return false;
-            };
-            let Some(codes) = view_codes(dict, &views, *capacity) else {
+            let Some(codes) = string_codes(dict, array, *capacity) else {
                 return false;
             };
             for (w, c) in words.iter_mut().zip(codes) {

@@ -1,6 +1,7 @@
 //! Tests of key codecs: plans bounded by statistics, and room reserved in a dictionary.
 
-use arrow::array::{Int32Array, StringArray};
+use arrow::array::{DictionaryArray, Int32Array, StringArray, StringViewArray};
+use arrow::datatypes::Int32Type;
 
 use super::*;
 
@@ -76,8 +77,9 @@ fn bounded_plans_cover_their_bounds_only() {
 }
 
 proptest::proptest! {
-    /// The three string layouts code alike: a key column as Utf8, LargeUtf8 and Utf8View (its
-    /// views built over the first's buffer, as the codec does) gives one codec the same words,
+    /// The string layouts code alike: a key column as Utf8, LargeUtf8 and Utf8View (its
+    /// views built over the first's buffer, as the codec does), or dictionary-encoded (its
+    /// values coded once) gives one codec the same words,
     /// batch after batch, and the words decode back to the strings: short and long values,
     /// NULLs, values first seen in a later batch.
     #[test]
@@ -93,18 +95,23 @@ proptest::proptest! {
             1 => format!("{i}"),
             _ => format!("a value longer than twelve bytes {i}"),
         };
-        let layouts = |b: &[Option<usize>]| -> [ArrayRef; 3] {
+        let layouts = |b: &[Option<usize>]| -> [ArrayRef; 4] {
             let s: Vec<Option<String>> = b.iter().map(|p| p.map(value)).collect();
             [
                 Arc::new(StringArray::from(s.clone())),
                 Arc::new(LargeStringArray::from(s.clone())),
-                Arc::new(StringViewArray::from(s)),
+                Arc::new(StringViewArray::from(s.clone())),
+                // As a Parquet scan reads a column of few values for the fused pipeline.
+                Arc::new(s.iter().map(Option::as_deref).collect::<DictionaryArray<Int32Type>>()),
             ]
         };
         let first = layouts(&batches[0]);
-        let codecs: Vec<KeyCodec> = (0..3)
+        let codecs: Vec<KeyCodec> = (0..4)
             .map(|l| {
-                let t = first[l].data_type().clone();
+                let t = match first[l].data_type() {
+                    DataType::Dictionary(..) => DataType::Utf8View,
+                    t => t.clone(),
+                };
                 KeyCodec::plan(&[t], &[&[Arc::clone(&first[l])]]).unwrap()
             })
             .collect();
@@ -126,6 +133,7 @@ proptest::proptest! {
             }
             proptest::prop_assert_eq!(&words[0], &words[1]);
             proptest::prop_assert_eq!(&words[0], &words[2]);
+            proptest::prop_assert_eq!(&words[0], &words[3]);
         }
     }
 }

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array,
-    Int64Array, StringArray, StringViewArray, UInt64Array,
+    Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, DictionaryArray, Float64Array,
+    Int32Array, Int64Array, StringArray, StringViewArray, UInt64Array,
 };
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Int32Type};
 use grouper_core::agg::{AggKind, AggregateSpec};
 use grouper_core::compare::same_groups;
 use grouper_core::cpu::Strategy;
@@ -24,6 +24,9 @@ enum KeyKind {
     U64Wide,
     Str,
     StrView,
+    /// Strings dictionary-encoded (Int32 keys), standing for a declared Utf8View key, as a
+    /// Parquet scan of a column of few values hands them to the fused pipeline.
+    StrDict,
     Bool,
     Date,
     Dec,
@@ -96,6 +99,18 @@ fn key_column(kind: KeyKind, idx: &[u64], valid: &[bool]) -> ArrayRef {
                 .enumerate()
                 .map(|(i, &g)| opt(i).then(|| format!("a-rather-long-key-{g}"))),
         )),
+        KeyKind::StrDict => {
+            let s: Vec<Option<String>> = idx
+                .iter()
+                .enumerate()
+                .map(|(i, &g)| opt(i).then(|| format!("d{g}")))
+                .collect();
+            Arc::new(
+                s.iter()
+                    .map(Option::as_deref)
+                    .collect::<DictionaryArray<Int32Type>>(),
+            )
+        }
         KeyKind::Bool => Arc::new(BooleanArray::from_iter(
             idx.iter()
                 .enumerate()
@@ -124,7 +139,10 @@ fn key_column(kind: KeyKind, idx: &[u64], valid: &[bool]) -> ArrayRef {
 }
 
 fn key_type(kind: KeyKind) -> DataType {
-    key_column(kind, &[0], &[true]).data_type().clone()
+    match kind {
+        KeyKind::StrDict => DataType::Utf8View,
+        _ => key_column(kind, &[0], &[true]).data_type().clone(),
+    }
 }
 
 /// A query over `rows` rows: the given key kinds, then a fixed mix of aggregates over five value
@@ -356,6 +374,7 @@ fn key_kind() -> impl proptest::strategy::Strategy<Value = KeyKind> {
         Just(KeyKind::U64Wide),
         Just(KeyKind::Str),
         Just(KeyKind::StrView),
+        Just(KeyKind::StrDict),
         Just(KeyKind::Bool),
         Just(KeyKind::Date),
         Just(KeyKind::Dec),

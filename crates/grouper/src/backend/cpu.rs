@@ -27,8 +27,8 @@ use grouper_core::InputBatch;
 use rayon::prelude::*;
 
 use super::external;
+use super::fused_scan;
 use super::fusion::CpuFusion;
-use super::narrow_scan;
 use super::spill::{Budget, Spill, SpilledGroups};
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
@@ -56,12 +56,13 @@ pub(crate) async fn run_cpu(
     let fusion = may_fuse
         .then(|| CpuFusion::new(plan, &input))
         .flatten()
-        .map(
-            |f| match narrow_scan::narrowed(&f.source, &f.lane_only_decimals()) {
+        .map(|f| {
+            let (decimals, keys) = (f.lane_only_decimals(), f.key_only_strings());
+            match fused_scan::rebuilt(&f.source, &decimals, &keys, context) {
                 Some((scan, n)) => f.over(scan, n),
                 None => f,
-            },
-        );
+            }
+        });
     let fused = fusion.as_ref().map(CpuFusion::describe);
     let out = run_cpu_with(
         input,

@@ -23,6 +23,7 @@ use grouper_core::expr::Expr;
 use grouper_core::{InputBatch, QuerySpec};
 
 use super::external;
+use super::fused_scan::Narrowed;
 use crate::group_by::GroupByPlan;
 
 /// How the CPU reads a fused aggregate's input.
@@ -34,8 +35,8 @@ pub(crate) struct CpuFusion {
     keys: Vec<usize>,
     program: Program,
     spec: QuerySpec,
-    /// Decimal columns the source reads as `Decimal64` ([`super::narrow_scan`]).
-    narrowed: usize,
+    /// Columns the source reads in another form ([`super::fused_scan`]).
+    narrowed: Narrowed,
 }
 
 impl CpuFusion {
@@ -68,13 +69,13 @@ impl CpuFusion {
             keys: fused.keys.clone(),
             program,
             spec: plan.spec.clone(),
-            narrowed: 0,
+            narrowed: Narrowed::default(),
         })
     }
 
     /// The source columns the workers read only as the program's 64-bit lanes: declared
     /// decimals of at most 18 digits that no filter, key or passed-through argument reads. A
-    /// scan may produce them as `Decimal64` ([`super::narrow_scan`]).
+    /// scan may produce them as `Decimal64` ([`super::fused_scan`]).
     pub(crate) fn lane_only_decimals(&self) -> Vec<usize> {
         let mut elsewhere = self.keys.clone();
         if let Some(f) = &self.filter {
@@ -93,9 +94,31 @@ impl CpuFusion {
             .collect()
     }
 
-    /// The same fusion over `source` (the same columns, in the same order), which reads
-    /// `narrowed` of them as `Decimal64`.
-    pub(crate) fn over(self, source: Arc<dyn ExecutionPlan>, narrowed: usize) -> Self {
+    /// The source's string columns the workers read only as group keys (no filter or
+    /// argument reads them), which a scan may produce dictionary-encoded
+    /// ([`super::fused_scan`]): the key codec codes a dictionary's values once a batch.
+    pub(crate) fn key_only_strings(&self) -> Vec<usize> {
+        let mut elsewhere = self.program.source_columns();
+        if let Some(f) = &self.filter {
+            f.columns(&mut elsewhere);
+        }
+        let schema = self.source.schema();
+        self.keys
+            .iter()
+            .copied()
+            .filter(|c| !elsewhere.contains(c))
+            .filter(|&c| {
+                schema
+                    .fields()
+                    .get(c)
+                    .is_some_and(|f| matches!(f.data_type(), DataType::Utf8 | DataType::Utf8View))
+            })
+            .collect()
+    }
+
+    /// The same fusion over `source` (the same columns, in the same order), which reads the
+    /// columns `narrowed` counts in another form.
+    pub(crate) fn over(self, source: Arc<dyn ExecutionPlan>, narrowed: Narrowed) -> Self {
         Self {
             source,
             narrowed,
@@ -105,9 +128,24 @@ impl CpuFusion {
 
     /// What `--explain` says of the fusion.
     pub(crate) fn describe(&self) -> String {
-        let narrowed = match self.narrowed {
-            0 => String::new(),
-            n => format!(" ({n} decimal columns read as 64-bit)"),
+        let Narrowed {
+            decimals,
+            keys,
+            mapped,
+        } = self.narrowed;
+        let mut read = Vec::new();
+        if decimals > 0 {
+            read.push(format!("{decimals} decimal columns read as 64-bit"));
+        }
+        if keys > 0 {
+            read.push(format!("{keys} keys as dictionaries"));
+        }
+        if mapped {
+            read.push("files mapped".to_string());
+        }
+        let narrowed = match read.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", read.join(", ")),
         };
         format!(
             "fused: {}{} nodes over {}{narrowed}",

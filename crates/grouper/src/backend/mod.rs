@@ -9,12 +9,13 @@
 //! where `auto` allows ([`Attempt::FallBack`]), so a GPU failure never fails an `auto` query.
 
 pub mod cpu;
+mod fused_scan;
 mod fusion;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 #[cfg(feature = "gpu")]
 pub mod hybrid;
-mod narrow_scan;
+mod mapped;
 #[cfg(feature = "gpu")]
 pub mod pages;
 pub mod spill;
