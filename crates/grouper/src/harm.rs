@@ -17,6 +17,9 @@
 //!   pages, or found in a sample of an in-memory table), counted as such a domain, where an
 //!   argument is decimal arithmetic for the fused pipeline: TPC-H Q1 (1.45x DataFusion from
 //!   Parquet on 2 cores, 1.57x on 16);
+//! - string keys of at most [`DICTIONARY_STRINGS`] values each that a scan of local Parquet
+//!   files under the aggregation reads dictionary-encoded (plain key columns no argument
+//!   reads), counted as such a domain;
 //! - one key, an integer column that local Parquet files hold in order over their row groups,
 //!   over a domain of any width, with as many rows: per-worker tables in key order, unhashed,
 //!   and no merge ([`key_in_file_order`]; TPC-H Q18's subquery 1.7–2× DataFusion).
@@ -32,6 +35,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::ExecutionPlan;
@@ -136,7 +140,9 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         if !ordinal(t) {
             // A string key of a few values (the Parquet files' dictionary pages list them, or a
             // sample of an in-memory table finds them).
-            match few_strings(plan, i, t) {
+            let few = few_strings(plan, i, t)
+                .or_else(|| scanned_dictionary_strings(input, plan, i).map(|v| (v, false)));
+            match few {
                 Some((values, from_sample)) => {
                     domain = domain.saturating_mul(values as u128 + u128::from(key.may_null));
                     sampled |= from_sample;
@@ -328,6 +334,39 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
     let (cfg, _, files) = local_parquet_files(&fused.source)?;
     let name = scan_columns(cfg, &fused.source)?.into_iter().nth(column)?;
     dictionary_values(&files, &name, FEW_STRINGS, DICTIONARY_CHUNKS).map(|values| (values, false))
+}
+
+/// String values of one key up to which `auto` runs an aggregation straight over a scan of
+/// local Parquet files on grouper's CPU, where that scan reads the key dictionary-encoded (a
+/// plain column no argument reads; [`crate::backend`]'s rebuilt scan): the key codec then codes
+/// each batch's dictionary once. Fresh processes, files in the page cache, against DataFusion
+/// alone (medians of 5; `bench/results/dictionary-keys-h200-16t.json`): on the H200 host's 16
+/// threads SUM, COUNT and AVG by 3, 8 and 100 strings (20M rows) 1.13x, 1.13x and 1.11x, and
+/// db-benchmark's q1 (`id1`, 100 values) 1.02x and q2 (`id1`, `id2`) 1.25x; on this 2-core VM
+/// q1 1.21x and q2 1.53x. At 10,000 values (a dictionary page too large to read it so) or
+/// with a filter between (not read so either) it stays DataFusion's.
+pub const DICTIONARY_STRINGS: usize = 128;
+
+/// The number of distinct values of key `i` when it is a plain string column of `input`, a
+/// scan of local Parquet files, that no aggregate argument reads, and the files' dictionary
+/// pages list at most [`DICTIONARY_STRINGS`] of them: the scan then reads it as a dictionary.
+fn scanned_dictionary_strings(
+    input: &Arc<dyn ExecutionPlan>,
+    plan: &GroupByPlan,
+    i: usize,
+) -> Option<usize> {
+    let column = plan.keys.get(i)?.0.downcast_ref::<Column>()?.index();
+    let read_by_args = plan
+        .args
+        .iter()
+        .flatten()
+        .any(|a| collect_columns(a).iter().any(|c| c.index() == column));
+    if read_by_args {
+        return None;
+    }
+    let (cfg, _, files) = local_parquet_files(input)?;
+    let name = scan_columns(cfg, input)?.into_iter().nth(column)?;
+    dictionary_values(&files, &name, DICTIONARY_STRINGS, DICTIONARY_CHUNKS)
 }
 
 /// Whether keys of type `t` code as integers from their range (no dictionary, no float bits).

@@ -63,7 +63,18 @@ pub(crate) async fn run_cpu(
                 None => f,
             }
         });
-    let fused = fusion.as_ref().map(CpuFusion::describe);
+    // Unfused, the workers read `input` itself: a scan of local Parquet files is read as they
+    // use it too (files mapped, string keys of small dictionaries as dictionaries).
+    let (input, fused) = match &fusion {
+        Some(f) => (input, Some(f.describe())),
+        None => match may_fuse
+            .then(|| fused_scan::unfused(&input, plan, context))
+            .flatten()
+        {
+            Some((scan, read)) => (scan, Some(format!("read: {read}"))),
+            None => (input, None),
+        },
+    };
     let out = run_cpu_with(
         input,
         fusion,

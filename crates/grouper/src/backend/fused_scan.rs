@@ -29,6 +29,7 @@
 //! rebuilt; anything else keeps DataFusion's scan.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -44,10 +45,12 @@ use datafusion::execution::TaskContext;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::basic::Type as PhysicalType;
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::mapped::MappedReaderFactory;
+use crate::group_by::GroupByPlan;
 use crate::parquet_files::{local_parquet_files, scan_columns};
 
 /// Bytes (page header included) of the largest dictionary page a key column may have in any
@@ -69,6 +72,54 @@ pub(crate) struct Narrowed {
     pub(crate) keys: usize,
     /// Whether column chunks come from memory maps of the files.
     pub(crate) mapped: bool,
+}
+
+impl fmt::Display for Narrowed {
+    /// What `--explain` says of the scan: "4 decimal columns read as 64-bit, 2 keys as
+    /// dictionaries, files mapped" (empty when nothing changed).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut read = Vec::new();
+        if self.decimals > 0 {
+            read.push(format!("{} decimal columns read as 64-bit", self.decimals));
+        }
+        if self.keys > 0 {
+            read.push(format!("{} keys as dictionaries", self.keys));
+        }
+        if self.mapped {
+            read.push("files mapped".to_string());
+        }
+        write!(f, "{}", read.join(", "))
+    }
+}
+
+/// `input` rebuilt as [`rebuilt`] does, for an aggregation that reads it directly (nothing
+/// fused: its keys and arguments are DataFusion's expressions over `input`'s columns): files
+/// mapped, and string keys that are plain columns no argument reads dictionary-encoded.
+pub(crate) fn unfused(
+    input: &Arc<dyn ExecutionPlan>,
+    plan: &GroupByPlan,
+    context: &TaskContext,
+) -> Option<(Arc<dyn ExecutionPlan>, Narrowed)> {
+    let read_by_args: Vec<usize> = plan
+        .args
+        .iter()
+        .flatten()
+        .flat_map(|a| collect_columns(a).into_iter().map(|c| c.index()))
+        .collect();
+    let schema = input.schema();
+    let keys: Vec<usize> = plan
+        .keys
+        .iter()
+        .filter_map(|(e, _)| e.downcast_ref::<Column>().map(Column::index))
+        .filter(|c| !read_by_args.contains(c))
+        .filter(|&c| {
+            schema
+                .fields()
+                .get(c)
+                .is_some_and(|f| matches!(f.data_type(), DataType::Utf8 | DataType::Utf8View))
+        })
+        .collect();
+    rebuilt(input, &[], &keys, context)
 }
 
 /// `source` rebuilt to read its files through memory maps and to produce its output columns

@@ -128,24 +128,9 @@ impl CpuFusion {
 
     /// What `--explain` says of the fusion.
     pub(crate) fn describe(&self) -> String {
-        let Narrowed {
-            decimals,
-            keys,
-            mapped,
-        } = self.narrowed;
-        let mut read = Vec::new();
-        if decimals > 0 {
-            read.push(format!("{decimals} decimal columns read as 64-bit"));
-        }
-        if keys > 0 {
-            read.push(format!("{keys} keys as dictionaries"));
-        }
-        if mapped {
-            read.push("files mapped".to_string());
-        }
-        let narrowed = match read.is_empty() {
-            true => String::new(),
-            false => format!(" ({})", read.join(", ")),
+        let narrowed = match self.narrowed.to_string() {
+            read if read.is_empty() => read,
+            read => format!(" ({read})"),
         };
         format!(
             "fused: {}{} nodes over {}{narrowed}",
