@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::PhysicalExpr;
 use grouper_core::QuerySpec;
 
@@ -27,4 +29,23 @@ pub struct GroupByPlan {
     /// The same aggregation over a source further down, when the filter and projections
     /// between translate into the IR (the GPU evaluates them in its kernel).
     pub fused: Option<Fused>,
+}
+
+impl GroupByPlan {
+    /// The input columns that are group keys as they are and that no aggregate argument reads:
+    /// a scan may hand them over in another form only the key codec reads (a string key as a
+    /// dictionary).
+    pub fn key_only_columns(&self) -> Vec<usize> {
+        let read_by_args: Vec<usize> = self
+            .args
+            .iter()
+            .flatten()
+            .flat_map(|a| collect_columns(a).into_iter().map(|c| c.index()))
+            .collect();
+        self.keys
+            .iter()
+            .filter_map(|(e, _)| e.downcast_ref::<Column>().map(Column::index))
+            .filter(|c| !read_by_args.contains(c))
+            .collect()
+    }
 }

@@ -35,7 +35,6 @@ use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::ExecutionPlan;
@@ -356,12 +355,7 @@ fn scanned_dictionary_strings(
     i: usize,
 ) -> Option<usize> {
     let column = plan.keys.get(i)?.0.downcast_ref::<Column>()?.index();
-    let read_by_args = plan
-        .args
-        .iter()
-        .flatten()
-        .any(|a| collect_columns(a).iter().any(|c| c.index() == column));
-    if read_by_args {
+    if !plan.key_only_columns().contains(&column) {
         return None;
     }
     let (cfg, _, files) = local_parquet_files(input)?;

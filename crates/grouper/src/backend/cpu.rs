@@ -57,7 +57,7 @@ pub(crate) async fn run_cpu(
         .then(|| CpuFusion::new(plan, &input))
         .flatten()
         .map(|f| {
-            let (decimals, keys) = (f.lane_only_decimals(), f.key_only_strings());
+            let (decimals, keys) = (f.lane_only_columns(), f.key_only_columns());
             match fused_scan::rebuilt(&f.source, &decimals, &keys, context) {
                 Some((scan, n)) => f.over(scan, n),
                 None => f,

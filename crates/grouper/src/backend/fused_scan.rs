@@ -45,7 +45,6 @@ use datafusion::execution::TaskContext;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::basic::Type as PhysicalType;
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::ExecutionPlan;
 
@@ -94,37 +93,18 @@ impl fmt::Display for Narrowed {
 
 /// `input` rebuilt as [`rebuilt`] does, for an aggregation that reads it directly (nothing
 /// fused: its keys and arguments are DataFusion's expressions over `input`'s columns): files
-/// mapped, and string keys that are plain columns no argument reads dictionary-encoded.
+/// mapped, and string keys no argument reads dictionary-encoded.
 pub(crate) fn unfused(
     input: &Arc<dyn ExecutionPlan>,
     plan: &GroupByPlan,
     context: &TaskContext,
 ) -> Option<(Arc<dyn ExecutionPlan>, Narrowed)> {
-    let read_by_args: Vec<usize> = plan
-        .args
-        .iter()
-        .flatten()
-        .flat_map(|a| collect_columns(a).into_iter().map(|c| c.index()))
-        .collect();
-    let schema = input.schema();
-    let keys: Vec<usize> = plan
-        .keys
-        .iter()
-        .filter_map(|(e, _)| e.downcast_ref::<Column>().map(Column::index))
-        .filter(|c| !read_by_args.contains(c))
-        .filter(|&c| {
-            schema
-                .fields()
-                .get(c)
-                .is_some_and(|f| matches!(f.data_type(), DataType::Utf8 | DataType::Utf8View))
-        })
-        .collect();
-    rebuilt(input, &[], &keys, context)
+    rebuilt(input, &[], &plan.key_only_columns(), context)
 }
 
 /// `source` rebuilt to read its files through memory maps and to produce its output columns
-/// `decimals` (declared Decimal128 of at most 18 digits) as `Decimal64` and `keys` (declared
-/// strings) dictionary-encoded where the files allow, or `None` where it is not a scan of
+/// `decimals` as `Decimal64` (those declared Decimal128 of at most 18 digits) and `keys`
+/// dictionary-encoded (those declared Utf8 or Utf8View) where the files allow, or `None` where it is not a scan of
 /// local Parquet files that can be (see the module's doc); with what changed. The output keeps
 /// its columns, names and order.
 pub(crate) fn rebuilt(

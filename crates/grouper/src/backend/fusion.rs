@@ -14,7 +14,6 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, DECIMAL64_MAX_PRECISION};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use grouper_core::expr::select::{fully_vectorised, selection};
@@ -73,47 +72,36 @@ impl CpuFusion {
         })
     }
 
-    /// The source columns the workers read only as the program's 64-bit lanes: declared
-    /// decimals of at most 18 digits that no filter, key or passed-through argument reads. A
-    /// scan may produce them as `Decimal64` ([`super::fused_scan`]).
-    pub(crate) fn lane_only_decimals(&self) -> Vec<usize> {
-        let mut elsewhere = self.keys.clone();
-        if let Some(f) = &self.filter {
-            f.columns(&mut elsewhere);
-        }
-        let schema = self.source.schema();
-        self.program
-            .lane_columns()
-            .into_iter()
-            .filter(|c| !elsewhere.contains(c))
-            .filter(|&c| {
-                schema.fields().get(c).is_some_and(|f| {
-                    matches!(f.data_type(), DataType::Decimal128(p, _) if *p <= DECIMAL64_MAX_PRECISION)
-                })
-            })
-            .collect()
+    /// The source columns the workers read only as the program's 64-bit lanes (no filter, key
+    /// or passed-through argument reads them): a scan may produce its decimals among them as
+    /// `Decimal64` ([`super::fused_scan`]).
+    pub(crate) fn lane_only_columns(&self) -> Vec<usize> {
+        let elsewhere = self.columns_read(true);
+        let mut lanes = self.program.lane_columns();
+        lanes.retain(|c| !elsewhere.contains(c));
+        lanes
     }
 
-    /// The source's string columns the workers read only as group keys (no filter or
-    /// argument reads them), which a scan may produce dictionary-encoded
-    /// ([`super::fused_scan`]): the key codec codes a dictionary's values once a batch.
-    pub(crate) fn key_only_strings(&self) -> Vec<usize> {
-        let mut elsewhere = self.program.source_columns();
+    /// The source columns the workers read only as group keys (no filter or argument reads
+    /// them): a scan may produce its strings among them dictionary-encoded
+    /// ([`super::fused_scan`]), which only the key codec reads.
+    pub(crate) fn key_only_columns(&self) -> Vec<usize> {
+        let elsewhere = self.columns_read(false);
+        let mut keys = self.keys.clone();
+        keys.retain(|c| !elsewhere.contains(c));
+        keys
+    }
+
+    /// The source columns the filter reads, with the keys' (`keys`) or the program's.
+    fn columns_read(&self, keys: bool) -> Vec<usize> {
+        let mut read = match keys {
+            true => self.keys.clone(),
+            false => self.program.source_columns(),
+        };
         if let Some(f) = &self.filter {
-            f.columns(&mut elsewhere);
+            f.columns(&mut read);
         }
-        let schema = self.source.schema();
-        self.keys
-            .iter()
-            .copied()
-            .filter(|c| !elsewhere.contains(c))
-            .filter(|&c| {
-                schema
-                    .fields()
-                    .get(c)
-                    .is_some_and(|f| matches!(f.data_type(), DataType::Utf8 | DataType::Utf8View))
-            })
-            .collect()
+        read
     }
 
     /// The same fusion over `source` (the same columns, in the same order), which reads the
