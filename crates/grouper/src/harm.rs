@@ -337,29 +337,30 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
 
 /// String values of one key up to which `auto` runs an aggregation straight over a scan of
 /// local Parquet files on grouper's CPU, where that scan reads the key dictionary-encoded (a
-/// plain column no argument reads; [`crate::backend`]'s rebuilt scan): the key codec then codes
+/// column no filter or argument reads; [`crate::backend`]'s rebuilt scan): the key codec then codes
 /// each batch's dictionary once. Fresh processes, files in the page cache, against DataFusion
 /// alone (medians of 5; `bench/results/dictionary-keys-h200-16t.json`): on the H200 host's 16
 /// threads SUM, COUNT and AVG by 3, 8 and 100 strings (20M rows) 1.13x, 1.13x and 1.11x, and
 /// db-benchmark's q1 (`id1`, 100 values) 1.02x and q2 (`id1`, `id2`) 1.25x; on this 2-core VM
-/// q1 1.21x and q2 1.53x. At 10,000 values (a dictionary page too large to read it so) or
-/// with a filter between (not read so either) it stays DataFusion's.
+/// q1 1.21x and q2 1.53x; under an integer or date filter the CPU fuses (the fused source
+/// read so) 1.09-1.92x on the H200 host (db-benchmark and TPC-H lineitem shapes, 1.0x with a
+/// MAX of doubles; `dictionary-keys-fused-h200-16t.json`). At 10,000 values (a dictionary page
+/// too large to read it so) or under a filter the CPU does not fuse it stays DataFusion's.
 pub const DICTIONARY_STRINGS: usize = 128;
 
-/// The number of distinct values of key `i` when it is a plain string column of `input`, a
-/// scan of local Parquet files, that no aggregate argument reads, and the files' dictionary
-/// pages list at most [`DICTIONARY_STRINGS`] of them: the scan then reads it as a dictionary.
+/// The number of distinct values of key `i` when grouper's CPU workers would read it from a
+/// scan of local Parquet files (`input`, or the fused source below it) as a column no filter or
+/// argument reads, and the files' dictionary pages list at most [`DICTIONARY_STRINGS`] of them:
+/// that scan then reads it as a dictionary.
 fn scanned_dictionary_strings(
     input: &Arc<dyn ExecutionPlan>,
     plan: &GroupByPlan,
     i: usize,
 ) -> Option<usize> {
-    let column = plan.keys.get(i)?.0.downcast_ref::<Column>()?.index();
-    if !plan.key_only_columns().contains(&column) {
-        return None;
-    }
-    let (cfg, _, files) = local_parquet_files(input)?;
-    let name = scan_columns(cfg, input)?.into_iter().nth(column)?;
+    let (scan, keys) = crate::backend::fused_scan::workers_key_columns(plan, input);
+    let column = (*keys.get(i)?)?;
+    let (cfg, _, files) = local_parquet_files(&scan)?;
+    let name = scan_columns(cfg, &scan)?.into_iter().nth(column)?;
     dictionary_values(&files, &name, DICTIONARY_STRINGS, DICTIONARY_CHUNKS)
 }
 

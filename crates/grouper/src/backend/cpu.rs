@@ -59,7 +59,7 @@ pub(crate) async fn run_cpu(
         .map(|f| {
             let (decimals, keys) = (f.lane_only_columns(), f.key_only_columns());
             match fused_scan::rebuilt(&f.source, &decimals, &keys, context) {
-                Some((scan, n)) => f.over(scan, n),
+                Some((scan, read)) => f.over(scan, read.to_string()),
                 None => f,
             }
         });

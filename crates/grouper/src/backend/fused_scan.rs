@@ -5,13 +5,13 @@
 //!   DataFusion's reader widens every value to a 128-bit `Decimal128` (a copy of each column,
 //!   twice its size), and the fused program then narrows each value back to a 64-bit lane
 //!   ([`grouper_core::expr::vector::Program`]). Where the workers read such a column only as
-//!   lanes ([`super::fusion::CpuFusion::lane_only_decimals`]), the scan produces it as
+//!   lanes ([`super::fusion::CpuFusion::lane_only_columns`]), the scan produces it as
 //!   `Decimal64`: arrow's reader hands over the stored INT64 values without a copy and the
 //!   program loads them as they are. TPC-H Q1 reads four such columns.
 //! - **String keys dictionary-encoded.** A string column of few values is stored as a small
 //!   dictionary page and each row's index into it; DataFusion's reader builds a 16-byte view
 //!   per row, which the workers filter and code row by row. Where a column is read only as a
-//!   group key ([`super::fusion::CpuFusion::key_only_strings`]) and every column chunk's
+//!   group key ([`super::fusion::CpuFusion::key_only_columns`]) and every column chunk's
 //!   dictionary page is small, the scan produces it as `Dictionary(Int32, Utf8)`: the reader
 //!   hands over the indices, and the key codec codes the dictionary's values once a batch
 //!   (`grouper_core::keys`). TPC-H Q1's two flags, db-benchmark's `id1`/`id2`.
@@ -45,9 +45,11 @@ use datafusion::execution::TaskContext;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::basic::Type as PhysicalType;
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::fusion::CpuFusion;
 use super::mapped::MappedReaderFactory;
 use crate::group_by::GroupByPlan;
 use crate::parquet_files::{local_parquet_files, scan_columns};
@@ -100,6 +102,34 @@ pub(crate) fn unfused(
     context: &TaskContext,
 ) -> Option<(Arc<dyn ExecutionPlan>, Narrowed)> {
     rebuilt(input, &[], &plan.key_only_columns(), context)
+}
+
+/// The node grouper's CPU workers read for `plan` over `input` (the fused source where the CPU
+/// fuses, [`CpuFusion`], else `input`) and, for each group key, the column of it that the key
+/// alone reads (`None` for a key that a filter or an argument also reads, or an expression):
+/// what [`rebuilt`] may hand over in another form. Plan-time facts for `harm`.
+pub(crate) fn workers_key_columns(
+    plan: &GroupByPlan,
+    input: &Arc<dyn ExecutionPlan>,
+) -> (Arc<dyn ExecutionPlan>, Vec<Option<usize>>) {
+    match CpuFusion::new(plan, input) {
+        Some(f) => {
+            let only = f.key_only_columns();
+            let keys = f
+                .key_columns()
+                .iter()
+                .map(|c| only.contains(c).then_some(*c));
+            (Arc::clone(&f.source), keys.collect())
+        }
+        None => {
+            let only = plan.key_only_columns();
+            let keys = plan.keys.iter().map(|(e, _)| {
+                let c = e.downcast_ref::<Column>()?.index();
+                only.contains(&c).then_some(c)
+            });
+            (Arc::clone(input), keys.collect())
+        }
+    }
 }
 
 /// `source` rebuilt to read its files through memory maps and to produce its output columns

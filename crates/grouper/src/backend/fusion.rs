@@ -22,7 +22,6 @@ use grouper_core::expr::Expr;
 use grouper_core::{InputBatch, QuerySpec};
 
 use super::external;
-use super::fused_scan::Narrowed;
 use crate::group_by::GroupByPlan;
 
 /// How the CPU reads a fused aggregate's input.
@@ -34,8 +33,8 @@ pub(crate) struct CpuFusion {
     keys: Vec<usize>,
     program: Program,
     spec: QuerySpec,
-    /// Columns the source reads in another form ([`super::fused_scan`]).
-    narrowed: Narrowed,
+    /// What the source reads in another form ([`super::fused_scan`]), as `--explain` says it.
+    read: String,
 }
 
 impl CpuFusion {
@@ -68,7 +67,7 @@ impl CpuFusion {
             keys: fused.keys.clone(),
             program,
             spec: plan.spec.clone(),
-            narrowed: Narrowed::default(),
+            read: String::new(),
         })
     }
 
@@ -104,21 +103,26 @@ impl CpuFusion {
         read
     }
 
-    /// The same fusion over `source` (the same columns, in the same order), which reads the
-    /// columns `narrowed` counts in another form.
-    pub(crate) fn over(self, source: Arc<dyn ExecutionPlan>, narrowed: Narrowed) -> Self {
+    /// The same fusion over `source` (the same columns, in the same order), which reads some
+    /// of them in another form, as `read` says.
+    pub(crate) fn over(self, source: Arc<dyn ExecutionPlan>, read: String) -> Self {
         Self {
             source,
-            narrowed,
+            read,
             ..self
         }
     }
 
+    /// The source column each group key is.
+    pub(crate) fn key_columns(&self) -> &[usize] {
+        &self.keys
+    }
+
     /// What `--explain` says of the fusion.
     pub(crate) fn describe(&self) -> String {
-        let narrowed = match self.narrowed.to_string() {
-            read if read.is_empty() => read,
-            read => format!(" ({read})"),
+        let narrowed = match self.read.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", self.read),
         };
         format!(
             "fused: {}{} nodes over {}{narrowed}",

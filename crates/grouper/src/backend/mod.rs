@@ -9,7 +9,7 @@
 //! where `auto` allows ([`Attempt::FallBack`]), so a GPU failure never fails an `auto` query.
 
 pub mod cpu;
-mod fused_scan;
+pub(crate) mod fused_scan;
 mod fusion;
 #[cfg(feature = "gpu")]
 pub mod gpu;
