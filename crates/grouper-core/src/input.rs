@@ -1,5 +1,6 @@
 //! What the engine is asked: the query's shape ([`QuerySpec`]) and its input ([`InputBatch`]).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray};
@@ -129,17 +130,8 @@ impl InputBatch {
             .collect();
         // Dictionary-encoded keys in their declared type (the cast is arrow's: one view or
         // string per row).
-        let keys = self
-            .keys
-            .iter()
-            .zip(&spec.key_types)
-            .map(|(k, t)| match k.data_type() {
-                DataType::Dictionary(..) => {
-                    arrow::compute::cast(k, t).unwrap_or_else(|_| Arc::clone(k))
-                }
-                _ => Arc::clone(k),
-            })
-            .collect();
+        let keys = keys::as_declared(&self.keys, &spec.key_types)
+            .map_or_else(|_| self.keys.clone(), Cow::into_owned);
         Self {
             keys,
             args,

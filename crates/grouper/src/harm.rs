@@ -17,9 +17,9 @@
 //!   pages, or found in a sample of an in-memory table), counted as such a domain, where an
 //!   argument is decimal arithmetic for the fused pipeline: TPC-H Q1 (1.45x DataFusion from
 //!   Parquet on 2 cores, 1.57x on 16);
-//! - string keys of at most [`DICTIONARY_STRINGS`] values each that a scan of local Parquet
-//!   files under the aggregation reads dictionary-encoded (plain key columns no argument
-//!   reads), counted as such a domain;
+//! - string keys of at most [`DICTIONARY_STRINGS`] values each that the workers' scan of local
+//!   Parquet files reads dictionary-encoded (the aggregation's input, or the fused source under
+//!   a filter the CPU fuses; key columns no filter or argument reads), counted as such a domain;
 //! - one key, an integer column that local Parquet files hold in order over their row groups,
 //!   over a domain of any width, with as many rows: per-worker tables in key order, unhashed,
 //!   and no merge ([`key_in_file_order`]; TPC-H Q18's subquery 1.7–2× DataFusion).
@@ -31,6 +31,7 @@
 //! DataFusion alone under grouper's CPU strategies; the same queries are now DataFusion's.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
@@ -129,6 +130,8 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
     let stats = input_stats(input, plan).unwrap_or_default();
     let mut domain: u128 = 1;
     let mut sampled = false;
+    // What the workers' scan would read as dictionaries, found once for all keys.
+    let scanned = std::cell::OnceCell::new();
     for (i, ((_, name), t)) in plan.keys.iter().zip(&plan.spec.key_types).enumerate() {
         let key = stats.keys.get(i).cloned().unwrap_or_default();
         if !key.column {
@@ -139,8 +142,12 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         if !ordinal(t) {
             // A string key of a few values (the Parquet files' dictionary pages list them, or a
             // sample of an in-memory table finds them).
-            let few = few_strings(plan, i, t)
-                .or_else(|| scanned_dictionary_strings(input, plan, i).map(|v| (v, false)));
+            let few = few_strings(plan, i, t).or_else(|| {
+                let (files, names) = scanned.get_or_init(|| workers_key_names(input, plan));
+                let name = names.get(i)?.as_ref()?;
+                dictionary_values(files, name, DICTIONARY_STRINGS, DICTIONARY_CHUNKS)
+                    .map(|v| (v, false))
+            });
             match few {
                 Some((values, from_sample)) => {
                     domain = domain.saturating_mul(values as u128 + u128::from(key.may_null));
@@ -348,20 +355,22 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
 /// too large to read it so) or under a filter the CPU does not fuse it stays DataFusion's.
 pub const DICTIONARY_STRINGS: usize = 128;
 
-/// The number of distinct values of key `i` when grouper's CPU workers would read it from a
-/// scan of local Parquet files (`input`, or the fused source below it) as a column no filter or
-/// argument reads, and the files' dictionary pages list at most [`DICTIONARY_STRINGS`] of them:
-/// that scan then reads it as a dictionary.
-fn scanned_dictionary_strings(
+/// The local Parquet files grouper's CPU workers would read for `plan` over `input` (`input`,
+/// or the fused source below it) and, for each key, the name of the column it is there when no
+/// filter or argument reads that column: a key the scan reads as a dictionary when the files'
+/// dictionary pages list at most [`DICTIONARY_STRINGS`] values. No files and no names where the
+/// workers read no such scan.
+fn workers_key_names(
     input: &Arc<dyn ExecutionPlan>,
     plan: &GroupByPlan,
-    i: usize,
-) -> Option<usize> {
+) -> (Vec<PathBuf>, Vec<Option<String>>) {
     let (scan, keys) = crate::backend::fused_scan::workers_key_columns(plan, input);
-    let column = (*keys.get(i)?)?;
-    let (cfg, _, files) = local_parquet_files(&scan)?;
-    let name = scan_columns(cfg, &scan)?.into_iter().nth(column)?;
-    dictionary_values(&files, &name, DICTIONARY_STRINGS, DICTIONARY_CHUNKS)
+    let Some((cfg, _, files)) = local_parquet_files(&scan) else {
+        return (vec![], vec![]);
+    };
+    let columns = scan_columns(cfg, &scan).unwrap_or_default();
+    let names = keys.iter().map(|c| columns.get((*c)?).cloned()).collect();
+    (files, names)
 }
 
 /// Whether keys of type `t` code as integers from their range (no dictionary, no float bits).

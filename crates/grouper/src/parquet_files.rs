@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::parquet::basic::{Encoding, PageType, Type as PhysicalType};
@@ -42,13 +43,19 @@ pub(crate) fn local_parquet_files(
             if !f.partition_values.is_empty() {
                 return None;
             }
-            let path = PathBuf::from(format!("/{}", f.object_meta.location.as_ref()));
+            let path = local_path(f);
             if !files.contains(&path) {
                 files.push(path);
             }
         }
     }
     Some((cfg, parquet, files))
+}
+
+/// The local path of a file of a `file:///` scan (its object path is the path without the
+/// leading `/`).
+pub(crate) fn local_path(f: &PartitionedFile) -> PathBuf {
+    PathBuf::from(format!("/{}", f.object_meta.location.as_ref()))
 }
 
 /// The file column each output column of `source`, a scan configured by `cfg`, reads, in output
@@ -88,7 +95,7 @@ pub(crate) fn row_groups_in_order(files: &[PathBuf], name: &str) -> bool {
 }
 
 /// The index of the top-level (not nested) leaf column `name` in a file's schema.
-fn top_level_column(schema: &SchemaDescriptor, name: &str) -> Option<usize> {
+pub(crate) fn top_level_column(schema: &SchemaDescriptor, name: &str) -> Option<usize> {
     (0..schema.num_columns()).find(|&i| {
         let c = schema.column(i);
         c.path().parts().len() == 1 && c.name() == name

@@ -52,7 +52,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::fusion::CpuFusion;
 use super::mapped::MappedReaderFactory;
 use crate::group_by::GroupByPlan;
-use crate::parquet_files::{local_parquet_files, scan_columns};
+use crate::parquet_files::{local_parquet_files, local_path, scan_columns, top_level_column};
 
 /// Bytes (page header included) of the largest dictionary page a key column may have in any
 /// column chunk to be read dictionary-encoded: each batch codes its dictionary's values once,
@@ -209,8 +209,7 @@ pub(crate) fn rebuilt(
             let files = g
                 .iter()
                 .map(|f| {
-                    let path = PathBuf::from(format!("/{}", f.object_meta.location.as_ref()));
-                    let hint = hints.get(&path)?;
+                    let hint = hints.get(&local_path(f))?;
                     Some(f.clone().with_arrow_schema(Arc::clone(hint)))
                 })
                 .collect::<Option<Vec<_>>>()?;
@@ -315,10 +314,7 @@ fn file_arrow_schema(path: &PathBuf, table: &Schema, wanted: &mut Wanted) -> Opt
 /// dictionary), only slower.
 fn stored_as_wanted(meta: &ParquetMetaData, name: &str, key: bool) -> bool {
     let descr = meta.file_metadata().schema_descr();
-    let Some(i) = (0..descr.num_columns()).find(|&i| {
-        let c = descr.column(i);
-        c.path().parts().len() == 1 && c.name() == name
-    }) else {
+    let Some(i) = top_level_column(descr, name) else {
         return false;
     };
     let physical = descr.column(i).physical_type();

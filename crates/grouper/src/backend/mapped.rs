@@ -30,6 +30,8 @@ use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::future::{BoxFuture, FutureExt};
 
+use crate::parquet_files::local_path;
+
 /// Makes readers whose byte ranges come from a memory map of each local file (one map a file,
 /// shared by every partition reading it) and whose footers come from `inner`.
 pub(crate) struct MappedReaderFactory {
@@ -87,10 +89,7 @@ impl ParquetFileReaderFactory for MappedReaderFactory {
         metadata_size_hint: Option<usize>,
         metrics: &ExecutionPlanMetricsSet,
     ) -> datafusion::error::Result<Box<dyn AsyncFileReader + Send>> {
-        let path = PathBuf::from(format!(
-            "/{}",
-            partitioned_file.object_meta.location.as_ref()
-        ));
+        let path = local_path(&partitioned_file);
         let size = partitioned_file.object_meta.size;
         let inner = self.inner.create_reader(
             partition_index,
