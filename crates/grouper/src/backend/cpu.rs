@@ -29,6 +29,7 @@ use rayon::prelude::*;
 use super::external;
 use super::fused_scan;
 use super::fusion::CpuFusion;
+use super::row_group_morsels;
 use super::spill::{Budget, Spill, SpilledGroups};
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
@@ -277,8 +278,9 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
 /// unevenly into byte ranges; a thread may run slower than its siblings).
 const MORSELS_PER_THREAD: usize = 8;
 
-/// Rows an in-memory morsel holds at least: each partition costs a stream of its own, which a
-/// small input's few batches would not repay.
+/// Rows a morsel of memory or of Parquet row groups holds at least: each partition costs a
+/// stream of its own (for a file, an open and a dictionary page per column), which a small
+/// input's few batches would not repay.
 const MIN_MORSEL_ROWS: usize = 1 << 18;
 
 /// Bytes of files a morsel covers at least (a byte range holds the row groups that start in it).
@@ -321,8 +323,9 @@ fn worth(scan: &DataSourceExec, min_rows: usize) -> Option<usize> {
 /// The source the workers read, its partition count and how many worker tasks read it. A scan
 /// (`DataSourceExec`: files or in-memory batches) is split into up to [`MORSELS_PER_THREAD`]
 /// times `threads` partitions, a multiple of `threads`, none under about `min_rows` rows
-/// ([`MIN_MORSEL_ROWS`]) or [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be, and
-/// `threads` workers take them one after another. Any other input, a scan with a row limit
+/// ([`MIN_MORSEL_ROWS`]) or [`MIN_MORSEL_BYTES`] of files ([`worth`]), where it can be (whole
+/// local Parquet files by rows, row groups cut where larger: [`row_group_morsels`]; other
+/// files by DataFusion's byte ranges), and `threads` workers take them one after another. Any other input, a scan with a row limit
 /// (each piece would apply it; DataFusion's in-memory split drops it) or one `keep_whole` asks
 /// to keep keeps one worker per partition, all started at once (a repartition's outputs must
 /// all be drained together).
@@ -348,9 +351,12 @@ fn morsels(
     });
     let finer = match sliced(scan, target)? {
         Some(sliced) => sliced,
-        None => source
-            .repartitioned(target, context.session_config().options())?
-            .unwrap_or(source),
+        None => match row_group_morsels::split(&source, target, min_rows, context) {
+            Some(split) => split,
+            None => source
+                .repartitioned(target, context.session_config().options())?
+                .unwrap_or(source),
+        },
     };
     let parts = finer.output_partitioning().partition_count();
     Ok((finer, parts, parts.min(threads)))

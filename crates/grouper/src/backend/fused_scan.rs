@@ -44,7 +44,7 @@ use datafusion::datasource::table_schema::TableSchema;
 use datafusion::execution::TaskContext;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::basic::Type as PhysicalType;
-use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::ExecutionPlan;
@@ -52,7 +52,9 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::fusion::CpuFusion;
 use super::mapped::MappedReaderFactory;
 use crate::group_by::GroupByPlan;
-use crate::parquet_files::{local_parquet_files, local_path, scan_columns, top_level_column};
+use crate::parquet_files::{
+    cached_footer, local_parquet_files, local_path, scan_columns, top_level_column,
+};
 
 /// Bytes (page header included) of the largest dictionary page a key column may have in any
 /// column chunk to be read dictionary-encoded: each batch codes its dictionary's values once,
@@ -143,7 +145,7 @@ pub(crate) fn rebuilt(
     keys: &[usize],
     context: &TaskContext,
 ) -> Option<(Arc<dyn ExecutionPlan>, Narrowed)> {
-    let (cfg, parquet, files) = local_parquet_files(source)?;
+    let (cfg, parquet, _) = local_parquet_files(source)?;
     if cfg.preserve_order || !cfg.output_ordering.is_empty() {
         return None;
     }
@@ -169,10 +171,16 @@ pub(crate) fn rebuilt(
         keys: candidates(keys, &|t| matches!(t, DataType::Utf8 | DataType::Utf8View)),
     };
     let file_schema = Arc::clone(cfg.file_schema());
+    let cache = context
+        .runtime_env()
+        .cache_manager
+        .get_file_metadata_cache();
     let mut natural: HashMap<PathBuf, Schema> = HashMap::new();
-    for f in &files {
-        let schema = file_arrow_schema(f, &file_schema, &mut wanted)?;
-        natural.insert(f.clone(), schema);
+    for f in cfg.file_groups.iter().flat_map(|g| g.iter()) {
+        if let std::collections::hash_map::Entry::Vacant(e) = natural.entry(local_path(f)) {
+            let meta = cached_footer(f, cache.as_ref())?;
+            e.insert(file_arrow_schema(&meta, &file_schema, &mut wanted)?);
+        }
     }
     let table = Arc::new(wanted.apply(&file_schema));
     let hints: HashMap<PathBuf, SchemaRef> = natural
@@ -276,13 +284,15 @@ impl Wanted {
     }
 }
 
-/// The Arrow schema DataFusion's reader would give file `path` (its embedded Arrow schema, or
-/// the one its Parquet types imply), when its names are `table`'s in order; `wanted` loses
-/// every column this file does not store as the change needs (see [`stored_as_wanted`]).
-/// `None` when the file cannot be read or does not match.
-fn file_arrow_schema(path: &PathBuf, table: &Schema, wanted: &mut Wanted) -> Option<Schema> {
-    let file = std::fs::File::open(path).ok()?;
-    let meta = ParquetMetaDataReader::new().parse_and_finish(&file).ok()?;
+/// The Arrow schema DataFusion's reader would give the file of footer `meta` (its embedded
+/// Arrow schema, or the one its Parquet types imply), when its names are `table`'s in order;
+/// `wanted` loses every column this file does not store as the change needs (see
+/// [`stored_as_wanted`]). `None` when the file does not match.
+fn file_arrow_schema(
+    meta: &ParquetMetaData,
+    table: &Schema,
+    wanted: &mut Wanted,
+) -> Option<Schema> {
     let file_meta = meta.file_metadata();
     let schema =
         parquet_to_arrow_schema(file_meta.schema_descr(), file_meta.key_value_metadata()).ok()?;
@@ -298,11 +308,11 @@ fn file_arrow_schema(path: &PathBuf, table: &Schema, wanted: &mut Wanted) -> Opt
     let natural = |name: &String| schema.field_with_name(name).ok().map(Field::data_type);
     wanted.decimals.retain(|name| {
         natural(name) == table.field_with_name(name).ok().map(Field::data_type)
-            && stored_as_wanted(&meta, name, false)
+            && stored_as_wanted(meta, name, false)
     });
     wanted.keys.retain(|name| {
         matches!(natural(name), Some(DataType::Utf8 | DataType::Utf8View))
-            && stored_as_wanted(&meta, name, true)
+            && stored_as_wanted(meta, name, true)
     });
     Some(schema)
 }

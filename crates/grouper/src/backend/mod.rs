@@ -18,6 +18,7 @@ pub mod hybrid;
 mod mapped;
 #[cfg(feature = "gpu")]
 pub mod pages;
+mod row_group_morsels;
 pub mod spill;
 
 use std::fmt;

@@ -1,0 +1,338 @@
+//! A scan of local Parquet files cut into morsels of about equal rows for the CPU workers, row
+//! groups larger than a morsel split into runs of their rows.
+//!
+//! DataFusion splits a file scan by byte ranges, and a row group goes whole to the range its
+//! middle falls in: however fine the ranges, a morsel is at least a row group. Files of large
+//! row groups then leave the workers, who take morsels in turns ([`super::cpu`]), unequal
+//! shares: TPC-H SF 10's `lineitem` as `grouper gen tpch` writes it (row groups of 1Mi rows,
+//! a smaller last one per file) gave 16 workers 2.86M–4.80M rows each, the last ending ~60 ms
+//! after the first (H200 host, `GROUPER_TRACE`). Here each morsel is one partition reading a
+//! run of one file's rows: whole row groups that together stay under a morsel's rows, or a
+//! part of one larger row group (a `ParquetAccessPlan` that selects the part; the reader skips
+//! the other pages by their headers or the offset index, without decoding them, and decodes
+//! the chunk's dictionary page once per part). The workers then end within about a morsel of
+//! each other.
+//!
+//! Only whole local files, without row selections or access plans of their own, in a scan
+//! that promises no order, are cut; DataFusion's statistics pruning and the predicate's page
+//! pruning still apply to each morsel's row groups.
+
+use std::sync::Arc;
+
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::{
+    ParquetAccessPlan, ParquetRowSelection, RowGroupAccess,
+};
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::parquet_files::{cached_footer, local_parquet_files};
+
+/// One morsel: a file and, per row group it reads, the rows `start..end` of that row group.
+#[derive(Debug, Clone, PartialEq)]
+struct Morsel {
+    /// Index of the file among the scan's files, in the scan's order.
+    file: usize,
+    /// `(row group, start, end)`, row groups ascending.
+    runs: Vec<(usize, u64, u64)>,
+}
+
+/// `source`, a scan of whole local Parquet files, as about `target` partitions of at least
+/// `min_rows` rows each (fewer where the files hold fewer rows), one morsel each; `None` when
+/// it is not such a scan, a footer cannot be read, or it would be a single morsel.
+pub(crate) fn split(
+    source: &Arc<dyn ExecutionPlan>,
+    target: usize,
+    min_rows: usize,
+    context: &TaskContext,
+) -> Option<Arc<dyn ExecutionPlan>> {
+    let (cfg, _, _) = local_parquet_files(source)?;
+    if cfg.preserve_order || !cfg.output_ordering.is_empty() {
+        return None;
+    }
+    let files = whole_files(cfg.file_groups.iter().flat_map(|g| g.iter()))?;
+    let cache = context
+        .runtime_env()
+        .cache_manager
+        .get_file_metadata_cache();
+    let row_groups: Vec<Vec<u64>> = files
+        .iter()
+        .map(|f| {
+            let meta = cached_footer(f, cache.as_ref())?;
+            let rows = meta.row_groups().iter().map(|rg| rg.num_rows());
+            rows.map(|n| u64::try_from(n).ok())
+                .collect::<Option<Vec<u64>>>()
+        })
+        .collect::<Option<_>>()?;
+    let total: u64 = row_groups.iter().flatten().sum();
+    let per = total
+        .div_ceil(target.max(1) as u64)
+        .max(min_rows.max(1) as u64);
+    let morsels = cut(&row_groups, per);
+    if morsels.len() < 2 {
+        return None;
+    }
+    let groups = morsels
+        .iter()
+        .map(|m| {
+            let counts = row_groups.get(m.file)?;
+            let file = files.get(m.file)?.clone();
+            Some(FileGroup::new(vec![
+                file.with_extension(access_plan(counts, &m.runs))
+            ]))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let config = FileScanConfigBuilder::from(cfg.clone())
+        .with_file_groups(groups)
+        .build();
+    Some(DataSourceExec::from_data_source(config))
+}
+
+/// The scan's files, each once and whole (no byte range), in the scan's order, when each is
+/// read whole: by one partition, or in byte ranges that together cover it (DataFusion's own
+/// split), and none carries a row selection or access plan; `None` otherwise.
+fn whole_files<'a>(
+    scanned: impl Iterator<Item = &'a PartitionedFile>,
+) -> Option<Vec<PartitionedFile>> {
+    let mut files: Vec<(PartitionedFile, Vec<(i64, i64)>)> = Vec::new();
+    for f in scanned {
+        if f.extension::<ParquetAccessPlan>().is_some()
+            || f.extension::<ParquetRowSelection>().is_some()
+        {
+            return None;
+        }
+        let size = i64::try_from(f.object_meta.size).ok()?;
+        let range = f.range.as_ref().map_or((0, size), |r| (r.start, r.end));
+        match files
+            .iter_mut()
+            .find(|(g, _)| g.object_meta.location == f.object_meta.location)
+        {
+            Some((_, ranges)) => ranges.push(range),
+            None => {
+                let mut whole = f.clone();
+                whole.range = None;
+                files.push((whole, vec![range]));
+            }
+        }
+    }
+    let covered = |f: &PartitionedFile, ranges: &mut Vec<(i64, i64)>| {
+        ranges.sort_unstable();
+        let mut end = 0;
+        for &(s, e) in ranges.iter() {
+            if s != end || e < s {
+                return false;
+            }
+            end = e;
+        }
+        u64::try_from(end).ok() == Some(f.object_meta.size)
+    };
+    let all = files.iter_mut().all(|(f, ranges)| covered(f, ranges));
+    (all && !files.is_empty()).then(|| files.into_iter().map(|(f, _)| f).collect())
+}
+
+/// Files of `row_groups` (each file's row groups' rows) cut into morsels of about `per` rows:
+/// a row group of more rows than `per` into equal parts of at most `per` rows, each a morsel;
+/// runs of smaller ones into morsels of whole row groups, each ending before `per` rows would
+/// be passed. Empty row groups are left out.
+fn cut(row_groups: &[Vec<u64>], per: u64) -> Vec<Morsel> {
+    let mut morsels = Vec::new();
+    for (file, counts) in row_groups.iter().enumerate() {
+        let mut open = Morsel {
+            file,
+            runs: Vec::new(),
+        };
+        let mut rows = 0;
+        let mut close = |open: &mut Morsel, rows: &mut u64| {
+            if !open.runs.is_empty() {
+                morsels.push(std::mem::replace(
+                    open,
+                    Morsel {
+                        file,
+                        runs: Vec::new(),
+                    },
+                ));
+            }
+            *rows = 0;
+        };
+        for (rg, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
+            if n > per {
+                close(&mut open, &mut rows);
+                let parts = n.div_ceil(per);
+                for k in 0..parts {
+                    open.runs.push((rg, n * k / parts, n * (k + 1) / parts));
+                    close(&mut open, &mut rows);
+                }
+                continue;
+            }
+            if rows + n > per {
+                close(&mut open, &mut rows);
+            }
+            open.runs.push((rg, 0, n));
+            rows += n;
+        }
+        close(&mut open, &mut rows);
+    }
+    morsels
+}
+
+/// The access plan reading `runs` of a file whose row groups hold `counts` rows: a row group
+/// read whole is scanned, a part of one selected, the rest skipped.
+fn access_plan(counts: &[u64], runs: &[(usize, u64, u64)]) -> ParquetAccessPlan {
+    let mut plan = ParquetAccessPlan::new_none(counts.len());
+    for &(rg, start, end) in runs {
+        let n = counts.get(rg).copied().unwrap_or(end);
+        let access = if start == 0 && end == n {
+            RowGroupAccess::Scan
+        } else {
+            let selectors = [
+                RowSelector::skip(start as usize),
+                RowSelector::select((end - start) as usize),
+                RowSelector::skip((n - end) as usize),
+            ];
+            let selectors = selectors.into_iter().filter(|s| s.row_count > 0);
+            RowGroupAccess::Selection(RowSelection::from(selectors.collect::<Vec<_>>()))
+        };
+        plan.set(rg, access);
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::file::properties::WriterProperties;
+    use datafusion::physical_plan::{collect, ExecutionPlanProperties};
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    /// Big row groups are cut into equal parts of at most `per` rows, small ones gathered whole
+    /// until the next would pass `per`; every row of every file is in exactly one morsel.
+    #[test]
+    fn morsels_cover_every_row_once_in_parts_of_at_most_per() {
+        let files = vec![
+            vec![1000, 1000, 300],
+            vec![100, 100, 100, 0, 100, 250],
+            vec![],
+        ];
+        let morsels = cut(&files, 400);
+        let mut seen: Vec<Vec<Vec<bool>>> = files
+            .iter()
+            .map(|f| f.iter().map(|&n| vec![false; n as usize]).collect())
+            .collect();
+        for m in &morsels {
+            let rows: u64 = m.runs.iter().map(|(_, s, e)| e - s).sum();
+            assert!(rows > 0 && rows <= 400, "{m:?}");
+            for &(rg, s, e) in &m.runs {
+                for r in s..e {
+                    let cell = &mut seen[m.file][rg][r as usize];
+                    assert!(!*cell, "row {r} of row group {rg} twice");
+                    *cell = true;
+                }
+            }
+        }
+        assert!(seen.iter().flatten().flatten().all(|&s| s));
+        // 1000 rows: three parts of 333-334; 300: one; then four of 100 (the empty one
+        // skipped; 400 rows do not pass 400), 250.
+        assert_eq!(morsels.len(), 3 + 3 + 1 + 2);
+        assert_eq!(morsels[0].runs, vec![(0, 0, 333)]);
+        assert_eq!(
+            morsels[7].runs,
+            vec![(0, 0, 100), (1, 0, 100), (2, 0, 100), (4, 0, 100)]
+        );
+        assert_eq!(morsels[8].runs, vec![(5, 0, 250)]);
+    }
+
+    /// A scan of two files of several row groups, cut into morsels: the partitions read every
+    /// row exactly once, as the scan did, each partition at most a morsel's rows (DataFusion's
+    /// streams, which may take their siblings' unopened files, then take morsels).
+    #[tokio::test]
+    async fn a_split_scan_reads_each_row_once() {
+        let dir = std::env::temp_dir().join(format!("grouper-morsels-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, true)]));
+        let mut next = 0i64;
+        // 5,000 rows in row groups of 1,500 (the last 500), then 1,200 in row groups of 100.
+        for (i, (rows, group)) in [(5000, 1500), (1200, 100)].into_iter().enumerate() {
+            let values: Int64Array = (next..next + rows)
+                .map(|v| (v % 97 != 0).then_some(v))
+                .collect();
+            next += rows;
+            let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(values)]).unwrap();
+            let props = WriterProperties::builder()
+                .set_max_row_group_row_count(Some(group))
+                .set_data_page_row_count_limit(64)
+                .set_write_batch_size(64)
+                .build();
+            let file = std::fs::File::create(dir.join(format!("{i}.parquet"))).unwrap();
+            let mut w = datafusion::parquet::arrow::ArrowWriter::try_new(
+                file,
+                Arc::clone(&schema),
+                Some(props),
+            )
+            .unwrap();
+            w.write(&batch).unwrap();
+            w.finish().unwrap();
+        }
+        // Each partition reads its own morsel: none takes its siblings' unopened ones.
+        let config = datafusion::prelude::SessionConfig::new().set_bool(
+            "datafusion.execution.enable_file_stream_work_stealing",
+            false,
+        );
+        let ctx = SessionContext::new_with_config(config);
+        let path = dir.join("");
+        ctx.register_parquet("t", path.to_string_lossy().as_ref(), Default::default())
+            .await
+            .unwrap();
+        let df = ctx.sql("SELECT v FROM t").await.unwrap();
+        let scan = df.create_physical_plan().await.unwrap();
+        let split = split(&scan, 8, 400, &ctx.task_ctx()).expect("a scan of local files is cut");
+        let parts = split.output_partitioning().partition_count();
+        // 6,200 rows over 8 is 775 a morsel: the 1,500-row groups in two parts, the 500-row
+        // one whole, the 100-row ones in sevens.
+        assert_eq!(parts, 3 * 2 + 1 + 12usize.div_ceil(7));
+        let mut values = Vec::new();
+        let mut nulls = 0;
+        for p in 0..parts {
+            let batches = split.execute(p, ctx.task_ctx()).unwrap();
+            let batches: Vec<RecordBatch> =
+                futures::TryStreamExt::try_collect(batches).await.unwrap();
+            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            assert!((1..=775).contains(&rows), "partition {p}: {rows} rows");
+            for b in &batches {
+                let v = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                nulls += v.null_count();
+                values.extend(v.iter().flatten());
+            }
+        }
+        values.sort_unstable();
+        let expected: Vec<i64> = (0..next).filter(|v| v % 97 != 0).collect();
+        assert_eq!(values, expected);
+        assert_eq!(nulls, (0..next).filter(|v| v % 97 == 0).count());
+        // The scan as DataFusion planned it reads as many rows.
+        let whole = collect(Arc::clone(&scan), ctx.task_ctx()).await.unwrap();
+        let rows: usize = whole.iter().map(RecordBatch::num_rows).sum();
+        assert_eq!(rows, next as usize);
+        // DataFusion's byte ranges, which together cover each file, are cut alike.
+        let mut options = datafusion::config::ConfigOptions::new();
+        options.optimizer.repartition_file_min_size = 0;
+        let ranged = scan.repartitioned(3, &options).unwrap().expect("ranges");
+        assert!(
+            format!("{ranged:?}").contains("0.parquet:0.."),
+            "{ranged:?}"
+        );
+        let again = super::split(&ranged, 8, 400, &ctx.task_ctx())
+            .expect("ranges covering the files are cut");
+        assert_eq!(again.output_partitioning().partition_count(), parts);
+        // Already cut: left alone.
+        assert!(super::split(&split, 8, 400, &ctx.task_ctx()).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
