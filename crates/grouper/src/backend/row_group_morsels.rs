@@ -5,10 +5,10 @@
 //! middle falls in: however fine the ranges, a morsel is at least a row group. Files of large
 //! row groups then leave the workers, who take morsels in turns ([`super::cpu`]), unequal
 //! shares: TPC-H SF 10's `lineitem` as `grouper gen tpch` writes it (row groups of 1Mi rows,
-//! a smaller last one per file) gave 16 workers 2.86M–4.80M rows each, the last ending ~60 ms
-//! after the first (H200 host, `GROUPER_TRACE`). Here each morsel is one partition reading a
-//! run of one file's rows: whole row groups that together stay under a morsel's rows, or a
-//! part of one larger row group (a `ParquetAccessPlan` that selects the part; the reader skips
+//! a smaller last one per file) gave 16 workers 2.86M–4.80M rows each, the last ending 47–60
+//! ms after the first (H200 host, `GROUPER_TRACE`). Here each morsel is one partition reading a
+//! run of rows: whole row groups (of one file or several) that together stay under a morsel's
+//! rows, or a part of one larger row group (a `ParquetAccessPlan` that selects the part; the reader skips
 //! the other pages by their headers or the offset index, without decoding them, and decodes
 //! the chunk's dictionary page once per part). The workers then end within about a morsel of
 //! each other.
@@ -25,20 +25,30 @@ use datafusion::datasource::physical_plan::parquet::{
 };
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
 use datafusion::datasource::source::DataSourceExec;
-use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-
 use datafusion::execution::TaskContext;
+use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::parquet_files::{cached_footer, local_parquet_files};
 
-/// One morsel: a file and, per row group it reads, the rows `start..end` of that row group.
-#[derive(Debug, Clone, PartialEq)]
+/// One morsel: per file it reads (files ascending), per row group of that file it reads (row
+/// groups ascending), the rows `start..end` of that row group.
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Morsel {
-    /// Index of the file among the scan's files, in the scan's order.
-    file: usize,
-    /// `(row group, start, end)`, row groups ascending.
-    runs: Vec<(usize, u64, u64)>,
+    /// `(file, row group, start, end)`; the file is an index among the scan's files.
+    runs: Vec<(usize, usize, u64, u64)>,
+}
+
+impl Morsel {
+    /// The files the morsel reads, each with the runs it reads of it.
+    fn files(&self) -> impl Iterator<Item = (usize, Vec<(usize, u64, u64)>)> + '_ {
+        self.runs.chunk_by(|a, b| a.0 == b.0).map(|runs| {
+            (
+                runs[0].0,
+                runs.iter().map(|&(_, rg, s, e)| (rg, s, e)).collect(),
+            )
+        })
+    }
 }
 
 /// `source`, a scan of whole local Parquet files, as about `target` partitions of at least
@@ -79,11 +89,16 @@ pub(crate) fn split(
     let groups = morsels
         .iter()
         .map(|m| {
-            let counts = row_groups.get(m.file)?;
-            let file = files.get(m.file)?.clone();
-            Some(FileGroup::new(vec![
-                file.with_extension(access_plan(counts, &m.runs))
-            ]))
+            let read = m.files().map(|(f, runs)| {
+                let counts = row_groups.get(f)?;
+                Some(
+                    files
+                        .get(f)?
+                        .clone()
+                        .with_extension(access_plan(counts, &runs)),
+                )
+            });
+            Some(FileGroup::new(read.collect::<Option<Vec<_>>>()?))
         })
         .collect::<Option<Vec<_>>>()?;
     let config = FileScanConfigBuilder::from(cfg.clone())
@@ -136,34 +151,27 @@ fn whole_files<'a>(
 
 /// Files of `row_groups` (each file's row groups' rows) cut into morsels of about `per` rows:
 /// a row group of more rows than `per` into equal parts of at most `per` rows, each a morsel;
-/// runs of smaller ones into morsels of whole row groups, each ending before `per` rows would
-/// be passed. Empty row groups are left out.
+/// runs of smaller ones, across files too (many small files do not make as many partitions),
+/// into morsels of whole row groups, each ending before `per` rows would be passed. Empty row
+/// groups are left out.
 fn cut(row_groups: &[Vec<u64>], per: u64) -> Vec<Morsel> {
     let mut morsels = Vec::new();
+    let mut open = Morsel::default();
+    let mut rows = 0;
+    let mut close = |open: &mut Morsel, rows: &mut u64| {
+        if !open.runs.is_empty() {
+            morsels.push(std::mem::take(open));
+        }
+        *rows = 0;
+    };
     for (file, counts) in row_groups.iter().enumerate() {
-        let mut open = Morsel {
-            file,
-            runs: Vec::new(),
-        };
-        let mut rows = 0;
-        let mut close = |open: &mut Morsel, rows: &mut u64| {
-            if !open.runs.is_empty() {
-                morsels.push(std::mem::replace(
-                    open,
-                    Morsel {
-                        file,
-                        runs: Vec::new(),
-                    },
-                ));
-            }
-            *rows = 0;
-        };
         for (rg, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
             if n > per {
                 close(&mut open, &mut rows);
                 let parts = n.div_ceil(per);
                 for k in 0..parts {
-                    open.runs.push((rg, n * k / parts, n * (k + 1) / parts));
+                    open.runs
+                        .push((file, rg, n * k / parts, n * (k + 1) / parts));
                     close(&mut open, &mut rows);
                 }
                 continue;
@@ -171,11 +179,11 @@ fn cut(row_groups: &[Vec<u64>], per: u64) -> Vec<Morsel> {
             if rows + n > per {
                 close(&mut open, &mut rows);
             }
-            open.runs.push((rg, 0, n));
+            open.runs.push((file, rg, 0, n));
             rows += n;
         }
-        close(&mut open, &mut rows);
     }
+    close(&mut open, &mut rows);
     morsels
 }
 
@@ -214,13 +222,16 @@ mod tests {
     use super::*;
 
     /// Big row groups are cut into equal parts of at most `per` rows, small ones gathered whole
-    /// until the next would pass `per`; every row of every file is in exactly one morsel.
+    /// (across files too) until the next would pass `per`; every row of every file is in
+    /// exactly one morsel.
     #[test]
     fn morsels_cover_every_row_once_in_parts_of_at_most_per() {
         let files = vec![
             vec![1000, 1000, 300],
             vec![100, 100, 100, 0, 100, 250],
             vec![],
+            vec![50],
+            vec![60],
         ];
         let morsels = cut(&files, 400);
         let mut seen: Vec<Vec<Vec<bool>>> = files
@@ -228,26 +239,31 @@ mod tests {
             .map(|f| f.iter().map(|&n| vec![false; n as usize]).collect())
             .collect();
         for m in &morsels {
-            let rows: u64 = m.runs.iter().map(|(_, s, e)| e - s).sum();
+            let rows: u64 = m.runs.iter().map(|(_, _, s, e)| e - s).sum();
             assert!(rows > 0 && rows <= 400, "{m:?}");
-            for &(rg, s, e) in &m.runs {
+            for &(f, rg, s, e) in &m.runs {
                 for r in s..e {
-                    let cell = &mut seen[m.file][rg][r as usize];
-                    assert!(!*cell, "row {r} of row group {rg} twice");
+                    let cell = &mut seen[f][rg][r as usize];
+                    assert!(!*cell, "row {r} of row group {rg} of file {f} twice");
                     *cell = true;
                 }
             }
         }
         assert!(seen.iter().flatten().flatten().all(|&s| s));
-        // 1000 rows: three parts of 333-334; 300: one; then four of 100 (the empty one
-        // skipped; 400 rows do not pass 400), 250.
-        assert_eq!(morsels.len(), 3 + 3 + 1 + 2);
-        assert_eq!(morsels[0].runs, vec![(0, 0, 333)]);
+        // 1000 rows: three parts of 333-334; then 300 + 100 (file 1's first); 100 + 100 + 100
+        // (the empty one skipped); 250 + 50 + 60 over three files.
+        assert_eq!(morsels.len(), 3 + 3 + 1 + 1 + 1);
+        assert_eq!(morsels[0].runs, vec![(0, 0, 0, 333)]);
+        assert_eq!(morsels[6].runs, vec![(0, 2, 0, 300), (1, 0, 0, 100)]);
         assert_eq!(
-            morsels[7].runs,
-            vec![(0, 0, 100), (1, 0, 100), (2, 0, 100), (4, 0, 100)]
+            morsels[8].runs,
+            vec![(1, 5, 0, 250), (3, 0, 0, 50), (4, 0, 0, 60)]
         );
-        assert_eq!(morsels[8].runs, vec![(5, 0, 250)]);
+        let read: Vec<_> = morsels[8]
+            .files()
+            .map(|(f, runs)| (f, runs.len()))
+            .collect();
+        assert_eq!(read, vec![(1, 1), (3, 1), (4, 1)]);
     }
 
     /// A scan of two files of several row groups, cut into morsels: the partitions read every
@@ -295,9 +311,9 @@ mod tests {
         let scan = df.create_physical_plan().await.unwrap();
         let split = split(&scan, 8, 400, &ctx.task_ctx()).expect("a scan of local files is cut");
         let parts = split.output_partitioning().partition_count();
-        // 6,200 rows over 8 is 775 a morsel: the 1,500-row groups in two parts, the 500-row
-        // one whole, the 100-row ones in sevens.
-        assert_eq!(parts, 3 * 2 + 1 + 12usize.div_ceil(7));
+        // 6,200 rows over 8 is 775 a morsel: the 1,500-row groups in two parts each; the
+        // 500-row one with two of the next file's 100-row ones; then seven, then three of them.
+        assert_eq!(parts, 3 * 2 + 1 + 1 + 1);
         let mut values = Vec::new();
         let mut nulls = 0;
         for p in 0..parts {
@@ -334,5 +350,71 @@ mod tests {
         // Already cut: left alone.
         assert!(super::split(&split, 8, 400, &ctx.task_ctx()).is_none());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A query grouper's CPU runs on 8 threads over files large enough to be cut (row groups
+    /// of 300,000 and 100,000 rows: the large ones in parts, a file's last small one gathered
+    /// with the next file's first) answers as DataFusion does, filter and NULLs included.
+    #[tokio::test]
+    async fn an_aggregation_over_cut_files_answers_as_datafusion() {
+        use crate::test_support::{answer_lines, physical_plan};
+        use crate::{session_context, Backend, GrouperConfig};
+
+        let dir = std::env::temp_dir().join(format!("grouper-morsels-q-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let batch = |rows: std::ops::Range<i64>| {
+            let k: Int64Array = rows.clone().map(|r| (r * 7919) % 13).collect();
+            let v: Int64Array = rows.map(|r| (r % 101 != 0).then_some(r)).collect();
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(k), Arc::new(v)]).unwrap()
+        };
+        // File 0: row groups of 300,000 and 100,000 rows; file 1: 100,000 and 300,000.
+        for (i, groups) in [[300_000i64, 100_000], [100_000, 300_000]]
+            .iter()
+            .enumerate()
+        {
+            let file = std::fs::File::create(dir.join(format!("{i}.parquet"))).unwrap();
+            let mut w =
+                datafusion::parquet::arrow::ArrowWriter::try_new(file, Arc::clone(&schema), None)
+                    .unwrap();
+            let mut start = i as i64 * 400_000;
+            for &n in groups {
+                w.write(&batch(start..start + n)).unwrap();
+                w.flush().unwrap();
+                start += n;
+            }
+            w.finish().unwrap();
+        }
+        let path = dir.join("");
+        let sql = "SELECT k, sum(v), count(v), count(*), min(v) FROM t WHERE v % 3 <> 1 GROUP BY k";
+        let mut answers = Vec::new();
+        for backend in [Backend::Cpu, Backend::DataFusion] {
+            let ctx = session_context(&GrouperConfig {
+                backend,
+                threads: Some(8),
+                ..Default::default()
+            })
+            .unwrap();
+            ctx.register_parquet("t", path.to_string_lossy().as_ref(), Default::default())
+                .await
+                .unwrap();
+            if backend == Backend::Cpu {
+                // What the workers' morsels are (8 threads: at least 8 morsels wanted; 2^18
+                // rows at least, `MIN_MORSEL_ROWS`): 300,000 rows in two parts, the two
+                // 100,000-row groups together, 300,000 in two parts.
+                let scan = physical_plan(&ctx, "SELECT k, v FROM t").await;
+                let cut = super::split(&scan, 8, 1 << 18, &ctx.task_ctx()).unwrap();
+                assert_eq!(cut.output_partitioning().partition_count(), 5);
+            }
+            let plan = physical_plan(&ctx, sql).await;
+            let batches = collect(plan, ctx.task_ctx()).await.unwrap();
+            answers.push(answer_lines(&batches, false));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(answers[0].len() >= 13, "{:?}", answers[0]);
+        assert_eq!(answers[0], answers[1]);
     }
 }
