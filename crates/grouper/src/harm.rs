@@ -35,6 +35,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
@@ -47,7 +48,8 @@ use grouper_core::planner::ALWAYS_PERFECT_DOMAIN;
 use crate::config::{Backend, Engine, KeptLog};
 use crate::group_by::GroupByPlan;
 use crate::parquet_files::{
-    dictionary_values, local_parquet_files, row_groups_in_order, scan_columns, string_type,
+    dictionary_values, local_parquet_files, row_groups_in_order, scan_columns, scan_files,
+    string_type,
 };
 use crate::stats::{input_stats, sampled_strings, InputStats};
 
@@ -170,7 +172,7 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         let width = (hi - lo) as u128 + 1 + u128::from(key.may_null);
         domain = domain.saturating_mul(width);
         if domain > u128::from(ALWAYS_PERFECT_DOMAIN) {
-            if plan.keys.len() == 1 && key_in_file_order(input, plan) {
+            if plan.keys.len() == 1 && key_in_file_order(input, plan, None) {
                 // Per-worker tables in key order, unhashed, and no merge (the planner's
                 // `sorted` rule): no direct table, so only the rows matter.
                 return few_rows(&stats, threads);
@@ -256,9 +258,14 @@ fn few_rows(stats: &InputStats, threads: usize) -> Option<String> {
 /// keys in order: TPC-H Q18's subquery (`l_orderkey`, a 6M-value domain at SF 1) ran 0.09 s
 /// under grouper against DataFusion's 0.18 on 2 threads, and 0.25 against 0.42 at SF 10 on 16
 /// (`bench/results/q18-sorted-h100.json`), where over a domain that wide the rule above left
-/// it to DataFusion. Reads the files' footers (at planning, and again where the CPU workers
-/// would split such a scan into morsels: `backend::cpu::morsels`).
-pub(crate) fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan) -> bool {
+/// it to DataFusion. Reads the files' footers: parsed at planning (`cache` is `None`: the
+/// rule has no session), from DataFusion's metadata cache where the CPU workers would split
+/// such a scan into morsels (`backend::cpu::morsels`).
+pub(crate) fn key_in_file_order(
+    input: &Arc<dyn ExecutionPlan>,
+    plan: &GroupByPlan,
+    cache: Option<&FileMetadataCache>,
+) -> bool {
     let signed = |t: &DataType| {
         matches!(
             t,
@@ -284,13 +291,13 @@ pub(crate) fn key_in_file_order(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPl
         }
         scan = f.input();
     }
-    let Some((cfg, _, files)) = local_parquet_files(scan) else {
+    let Some((cfg, _, _)) = local_parquet_files(scan) else {
         return false;
     };
     signed(t)
         && scan_columns(cfg, scan)
             .and_then(|columns| columns.into_iter().nth(col.index()))
-            .is_some_and(|name| row_groups_in_order(&files, &name))
+            .is_some_and(|name| row_groups_in_order(&scan_files(cfg), &name, cache))
 }
 
 /// String values of one key up to which `auto` runs a string-keyed aggregation with decimal

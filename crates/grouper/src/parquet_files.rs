@@ -39,19 +39,26 @@ pub(crate) fn local_parquet_files(
     if !cfg.table_partition_cols().is_empty() || cfg.object_store_url.as_str() != "file:///" {
         return None;
     }
-    let mut files: Vec<PathBuf> = Vec::new();
-    for group in &cfg.file_groups {
-        for f in group.files() {
-            if !f.partition_values.is_empty() {
-                return None;
-            }
-            let path = local_path(f);
-            if !files.contains(&path) {
-                files.push(path);
-            }
+    let files = scan_files(cfg);
+    if files.iter().any(|f| !f.partition_values.is_empty()) {
+        return None;
+    }
+    Some((cfg, parquet, files.into_iter().map(local_path).collect()))
+}
+
+/// The files a scan configured by `cfg` reads, each once (a file split into byte ranges is in
+/// several groups), in the scan's order.
+pub(crate) fn scan_files(cfg: &FileScanConfig) -> Vec<&PartitionedFile> {
+    let mut files: Vec<&PartitionedFile> = Vec::new();
+    for f in cfg.file_groups.iter().flat_map(|g| g.iter()) {
+        if !files
+            .iter()
+            .any(|g| g.object_meta.location == f.object_meta.location)
+        {
+            files.push(f);
         }
     }
-    Some((cfg, parquet, files))
+    files
 }
 
 /// The local path of a file of a `file:///` scan (its object path is the path without the
@@ -90,12 +97,17 @@ pub(crate) fn scan_columns(
 /// every row group with both in its footer), and no two files share a key (their ranges do not
 /// overlap): then any run of files a worker reads holds keys no other worker's does. Files of
 /// one row group each are in order by themselves, so without the second condition 300 files
-/// of the same 97 keys counted as ordered too. Files are read through their footers only; a
-/// file that cannot be read, or a column without statistics, is not in order.
-pub(crate) fn row_groups_in_order(files: &[PathBuf], name: &str) -> bool {
+/// of the same 97 keys counted as ordered too. Files are read through their footers only
+/// (from `cache` where it holds them, [`cached_footer`]); a file that cannot be read, or a
+/// column without statistics, is not in order.
+pub(crate) fn row_groups_in_order(
+    files: &[&PartitionedFile],
+    name: &str,
+    cache: Option<&FileMetadataCache>,
+) -> bool {
     let mut ranges = Vec::with_capacity(files.len());
     for f in files {
-        match file_key_range(f, name) {
+        match cached_footer(f, cache).and_then(|meta| file_key_range(&meta, name)) {
             Some(Some(range)) => ranges.push(range),
             Some(None) => {}
             None => return false,
@@ -108,6 +120,7 @@ pub(crate) fn row_groups_in_order(files: &[PathBuf], name: &str) -> bool {
             .zip(ranges.iter().skip(1))
             .all(|(a, b)| a.1 < b.0)
 }
+
 /// The index of the top-level (not nested) leaf column `name` in a file's schema.
 pub(crate) fn top_level_column(schema: &SchemaDescriptor, name: &str) -> Option<usize> {
     (0..schema.num_columns()).find(|&i| {
@@ -117,22 +130,23 @@ pub(crate) fn top_level_column(schema: &SchemaDescriptor, name: &str) -> Option<
 }
 
 /// The footer of local Parquet file `path`, when it can be opened and read.
-pub(crate) fn footer(path: &Path) -> Option<ParquetMetaData> {
+fn footer(path: &Path) -> Option<ParquetMetaData> {
     let file = std::fs::File::open(path).ok()?;
     ParquetMetaDataReader::new().parse_and_finish(&file).ok()
 }
 
 /// The footer of local Parquet file `f`: DataFusion's, from the session's file metadata cache
-/// where it holds one for the file as it is now (same size and modification time; DataFusion
-/// fills it when it infers a table's schema), else parsed from the file. A footer is parsed
+/// (`cache`, where the caller has the session's) where it holds one for the file as it is now
+/// (same size and modification time; DataFusion fills it when it infers a table's schema),
+/// else parsed from the file. A footer is parsed
 /// in full each time: tpchgen-cli's SF 10 `lineitem` (365 row groups) has a 1 MB one, a few
 /// milliseconds a parse.
 pub(crate) fn cached_footer(
     f: &PartitionedFile,
-    cache: &FileMetadataCache,
+    cache: Option<&FileMetadataCache>,
 ) -> Option<Arc<ParquetMetaData>> {
     let cached = cache
-        .get(&f.object_meta.location)
+        .and_then(|cache| cache.get(&f.object_meta.location))
         .filter(|entry| entry.is_valid_for(&f.object_meta))
         .and_then(|entry| {
             let metadata = entry.file_metadata.as_any();
@@ -142,11 +156,10 @@ pub(crate) fn cached_footer(
     cached.or_else(|| footer(&local_path(f)).map(Arc::new))
 }
 
-/// The range of integer column `name` in file `path` when its row groups hold it in increasing
-/// order (`Some(None)` for a file of no row groups); `None` when they do not, or the file or
+/// The range of integer column `name` in the file of footer `meta` when its row groups hold it
+/// in increasing order (`Some(None)` for a file of no row groups); `None` when they do not, or
 /// its statistics cannot be read.
-fn file_key_range(path: &Path, name: &str) -> Option<Option<(i64, i64)>> {
-    let meta = footer(path)?;
+fn file_key_range(meta: &ParquetMetaData, name: &str) -> Option<Option<(i64, i64)>> {
     let schema = meta.file_metadata().schema_descr();
     let column = top_level_column(schema, name)?;
     let mut range: Option<(i64, i64)> = None;
@@ -325,35 +338,44 @@ mod tests {
         assert_eq!(values(&[plain], "s", 8), None);
     }
 
+    /// [`row_groups_in_order`] over local files as a scan lists them (no metadata cache).
+    fn in_order(files: &[PathBuf], name: &str) -> bool {
+        let files: Vec<PartitionedFile> = files
+            .iter()
+            .map(|p| {
+                let size = std::fs::metadata(p).map_or(0, |m| m.len());
+                PartitionedFile::new(p.to_string_lossy().trim_start_matches('/'), size)
+            })
+            .collect();
+        row_groups_in_order(&files.iter().collect::<Vec<_>>(), name, None)
+    }
+
     #[test]
     fn row_groups_are_in_order_when_each_range_ends_below_the_next() {
         let sorted = file("sorted.parquet", &[1, 1, 2, 3, 5, 6, 6, 9, 10, 10]);
         // Inside a row group order does not matter; across them it does.
         let inner = file("inner.parquet", &[3, 1, 2, 3, 9, 5, 6, 6, 12, 10]);
-        assert!(row_groups_in_order(std::slice::from_ref(&sorted), "k"));
-        assert!(row_groups_in_order(std::slice::from_ref(&inner), "k"));
+        assert!(in_order(std::slice::from_ref(&sorted), "k"));
+        assert!(in_order(std::slice::from_ref(&inner), "k"));
         // A key in two row groups (3 ends one and starts the next), ranges out of order.
         let touching = file("touching.parquet", &[1, 2, 3, 3, 3, 4, 5, 6]);
         let backwards = file("backwards.parquet", &[9, 9, 9, 9, 1, 2, 3, 4]);
         for f in [&touching, &backwards] {
-            assert!(
-                !row_groups_in_order(&[sorted.clone(), f.clone()], "k"),
-                "{f:?}"
-            );
+            assert!(!in_order(&[sorted.clone(), f.clone()], "k"), "{f:?}");
         }
         // Files in order each, sharing keys: a worker's run of files would share them too.
         let again = file("again.parquet", &[1, 1, 2, 3, 5, 6, 6, 9, 10, 10]);
         let single = file("single.parquet", &[4, 7]);
-        assert!(!row_groups_in_order(&[sorted.clone(), again], "k"));
-        assert!(!row_groups_in_order(&[sorted.clone(), single.clone()], "k"));
+        assert!(!in_order(&[sorted.clone(), again], "k"));
+        assert!(!in_order(&[sorted.clone(), single.clone()], "k"));
         let later = file("later.parquet", &[11, 12]);
-        assert!(row_groups_in_order(&[later, single], "k"));
+        assert!(in_order(&[later, single], "k"));
         // Strings, a missing column, no file, a file that is not Parquet.
-        assert!(!row_groups_in_order(std::slice::from_ref(&sorted), "s"));
-        assert!(!row_groups_in_order(std::slice::from_ref(&sorted), "x"));
-        assert!(!row_groups_in_order(&[], "k"));
+        assert!(!in_order(std::slice::from_ref(&sorted), "s"));
+        assert!(!in_order(std::slice::from_ref(&sorted), "x"));
+        assert!(!in_order(&[], "k"));
         let junk = sorted.with_file_name("junk.parquet");
         std::fs::write(&junk, b"not parquet").unwrap();
-        assert!(!row_groups_in_order(&[junk], "k"));
+        assert!(!in_order(&[junk], "k"));
     }
 }

@@ -154,7 +154,13 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     // interleave the ranges (TPC-H Q18 at SF 1 on 2 threads, `--backend cpu`: 491 ms with one
     // range a worker, 565 with morsels; 20 alternating runs each). Asked last, as it reads the
     // files' footers.
-    let in_order = || crate::harm::key_in_file_order(&input, plan);
+    let in_order = || {
+        let cache = context
+            .runtime_env()
+            .cache_manager
+            .get_file_metadata_cache();
+        crate::harm::key_in_file_order(&input, plan, Some(cache.as_ref()))
+    };
     let (source, parts, tasks_n) = morsels(source, in_order, threads, MIN_MORSEL_ROWS, context)?;
     grouper_core::trace::event(|| format!("cpu: {tasks_n} workers start on {parts} partitions"));
     let spill = Spill::new(context);

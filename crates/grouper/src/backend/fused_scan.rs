@@ -53,7 +53,7 @@ use super::fusion::CpuFusion;
 use super::mapped::MappedReaderFactory;
 use crate::group_by::GroupByPlan;
 use crate::parquet_files::{
-    cached_footer, local_parquet_files, local_path, scan_columns, top_level_column,
+    cached_footer, local_parquet_files, local_path, scan_columns, scan_files, top_level_column,
 };
 
 /// Bytes (page header included) of the largest dictionary page a key column may have in any
@@ -176,11 +176,12 @@ pub(crate) fn rebuilt(
         .cache_manager
         .get_file_metadata_cache();
     let mut natural: HashMap<PathBuf, Schema> = HashMap::new();
-    for f in cfg.file_groups.iter().flat_map(|g| g.iter()) {
-        if let std::collections::hash_map::Entry::Vacant(e) = natural.entry(local_path(f)) {
-            let meta = cached_footer(f, cache.as_ref())?;
-            e.insert(file_arrow_schema(&meta, &file_schema, &mut wanted)?);
-        }
+    for f in scan_files(cfg) {
+        let meta = cached_footer(f, Some(cache.as_ref()))?;
+        natural.insert(
+            local_path(f),
+            file_arrow_schema(&meta, &file_schema, &mut wanted)?,
+        );
     }
     let table = Arc::new(wanted.apply(&file_schema));
     let hints: HashMap<PathBuf, SchemaRef> = natural

@@ -72,7 +72,7 @@ pub(crate) fn split(
     let row_groups: Vec<Vec<u64>> = files
         .iter()
         .map(|f| {
-            let meta = cached_footer(f, cache.as_ref())?;
+            let meta = cached_footer(f, Some(cache.as_ref()))?;
             let rows = meta.row_groups().iter().map(|rg| rg.num_rows());
             rows.map(|n| u64::try_from(n).ok())
                 .collect::<Option<Vec<u64>>>()
