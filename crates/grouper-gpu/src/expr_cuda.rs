@@ -94,9 +94,33 @@ impl Emitter {
         format!("t{}", self.next)
     }
 
+    /// Emits an aggregate's argument: the names of each part's value (one, unless `e` is a
+    /// [`Expr::Tuple`]) and of the validity of all together (a tuple is NULL where any part is).
+    pub fn emit_parts(&mut self, e: &Expr) -> (Vec<String>, String) {
+        let Expr::Tuple(parts) = e else {
+            let (v, ok) = self.emit(e);
+            return (vec![v], ok);
+        };
+        let (values, oks): (Vec<String>, Vec<String>) = parts.iter().map(|p| self.emit(p)).unzip();
+        let ok = self.fresh();
+        let all = if oks.is_empty() {
+            "true".to_string()
+        } else {
+            oks.join(" && ")
+        };
+        let _ = writeln!(self.code, "const bool {ok} = {all};");
+        (values, ok)
+    }
+
     /// Emits `e`; returns the names of its value and validity variables.
     pub fn emit(&mut self, e: &Expr) -> (String, String) {
         match e {
+            // Only an aggregate's whole argument is a tuple (`Expr::check`): its parts, NULL
+            // together, the first standing for the value.
+            Expr::Tuple(_) => {
+                let (values, ok) = self.emit_parts(e);
+                (values.into_iter().next().unwrap_or_else(|| "0".into()), ok)
+            }
             Expr::Column { index, .. } => (format!("c{index}"), format!("c{index}_ok")),
             Expr::Literal { value, data_type } => {
                 let v = self.fresh();

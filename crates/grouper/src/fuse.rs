@@ -31,6 +31,8 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::ExecutionPlan;
 use grouper_core::expr::{BinOp, Expr, Scalar};
 
+use crate::tuple_expr::TupleExpr;
+
 /// The aggregate's input, rewritten over a source further down.
 #[derive(Debug, Clone)]
 pub struct Fused {
@@ -215,6 +217,14 @@ fn translate(e: &Arc<dyn PhysicalExpr>, schema: &Schema, columns: &[Option<Expr>
     // dictionary codes); computed values must have a type the IR evaluates.
     if let Some(c) = e.downcast_ref::<Column>() {
         return columns.get(c.index()).cloned().flatten();
+    }
+    if let Some(t) = e.downcast_ref::<TupleExpr>() {
+        return t
+            .parts()
+            .iter()
+            .map(|p| to_ir(p, schema, columns))
+            .collect::<Option<Vec<_>>>()
+            .map(Expr::Tuple);
     }
     let t = e.data_type(schema).ok()?;
     if !grouper_core::expr::supports_type(&t) {

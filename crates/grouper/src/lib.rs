@@ -36,6 +36,7 @@ mod stats;
 #[cfg(test)]
 mod test_support;
 pub mod top_n;
+pub mod tuple_expr;
 
 pub use config::{Backend, Split};
 pub use session::{grouper_context, session_context, worker_pool, GrouperConfig};

@@ -24,13 +24,14 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Literal;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
-use grouper_core::agg::{AggKind, AggregateSpec};
+use grouper_core::agg::{pair_type, AggKind, AggregateSpec};
 use grouper_core::QuerySpec;
 
 use crate::config::{Backend, Engine};
@@ -38,6 +39,7 @@ use crate::exec::GroupByExec;
 use crate::fuse::fuse;
 use crate::group_by::GroupByPlan;
 use crate::harm;
+use crate::tuple_expr::TupleExpr;
 
 /// Replaces handled aggregations with [`GroupByExec`].
 #[derive(Debug)]
@@ -150,7 +152,7 @@ fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
     let mut names = Vec::new();
     for a in agg.aggr_expr() {
         let exprs = a.expressions();
-        if a.is_distinct() || !a.order_bys().is_empty() || exprs.len() != 1 {
+        if a.is_distinct() || !a.order_bys().is_empty() {
             return Ok(None);
         }
         let kind = match a.fun().name() {
@@ -159,10 +161,22 @@ fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
             "min" => AggKind::Min,
             "max" => AggKind::Max,
             "avg" => AggKind::Avg,
+            "corr" => AggKind::Corr,
             _ => return Ok(None),
         };
-        let Some(arg) = exprs.first().map(Arc::clone) else {
-            return Ok(None);
+        let arg = match (kind, exprs.as_slice()) {
+            // CORR's two arguments (DataFusion coerced both to Float64) as one pair.
+            (AggKind::Corr, [x, y]) => {
+                let pair: Arc<dyn PhysicalExpr> =
+                    Arc::new(TupleExpr::new(vec![Arc::clone(x), Arc::clone(y)]));
+                if pair.data_type(&input_schema)? != pair_type() {
+                    return Ok(None);
+                }
+                pair
+            }
+            (AggKind::Corr, _) => return Ok(None),
+            (_, [x]) => Arc::clone(x),
+            _ => return Ok(None),
         };
         let is_non_null_literal = arg
             .downcast_ref::<Literal>()

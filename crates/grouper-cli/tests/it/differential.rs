@@ -253,6 +253,8 @@ const AGGS: &[&str] = &[
     "max(k_bool)",
     "min(k_date)",
     "sum(v_i64 * 2 + 1)",
+    "corr(v_f64, v_i32)",
+    "corr(v_i64 * 2, v_f64)",
 ];
 
 proptest! {
@@ -561,6 +563,7 @@ fn fused_translation_matches_the_cpu_path() {
             "SELECT k_date, sum(CAST(v_i32 AS DOUBLE) * 2.5), count(*) FROM t WHERE v_dec > 10 GROUP BY k_date",
             "SELECT k_i32, k_str, sum(v_i64 / 3), avg(v_dec) FROM t WHERE v_i64 IS NOT NULL AND k_i32 <> 4 GROUP BY k_i32, k_str",
             "SELECT k_dec, min(k_date), max(v_i64 - v_i32) FROM t WHERE k_date >= DATE '1970-01-20' GROUP BY k_dec",
+            "SELECT k_str, corr(v_f64, v_i32), corr(v_i64 * 2, v_f64 + 1) FROM t WHERE v_i32 > 3 GROUP BY k_str",
         ] {
             assert!(fused_matches_cpu(&ctx, sql).await, "{sql}: expected the rule to fuse it");
         }

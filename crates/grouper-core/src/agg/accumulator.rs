@@ -17,8 +17,8 @@ use arrow::datatypes::{
 };
 
 use super::{
-    AggKind, Aggregate, AggregateSpec, Avg, AvgDecimal, Count, CountStar, MinMaxBool, MinMaxBytes,
-    MinMaxPrimitive, Runs, SumDecimal, SumF64, SumI64, SumU64,
+    AggKind, Aggregate, AggregateSpec, Avg, AvgDecimal, Corr, Count, CountStar, MinMaxBool,
+    MinMaxBytes, MinMaxPrimitive, Runs, SumDecimal, SumF64, SumI64, SumU64,
 };
 use crate::error::{GrouperError, Result};
 
@@ -208,5 +208,6 @@ pub fn new_accumulator(spec: &AggregateSpec) -> Result<Box<dyn GroupAccumulator>
         },
         AggKind::Min => min_max(false, &input)?,
         AggKind::Max => min_max(true, &input)?,
+        AggKind::Corr => boxed(Corr),
     })
 }

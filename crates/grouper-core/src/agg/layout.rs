@@ -13,13 +13,14 @@
 //!  AVG decimal       3-word sum, count
 //!  MIN/MAX           ordinal as i64 (or u64) (atomic min/max)     + seen
 //!  MIN/MAX decimal   128-bit value under a latch word             + seen
+//!  CORR(x, y)        count, then f64 sums of x, y, xy, x², y²
 //! ```
 
 use arrow::datatypes::DataType;
 
 use super::words::{Field, FieldWords, Input, Op, ROWS_WORD};
 use super::{
-    avg, count, min_max, sum, AggKind, AggregateSpec, CountStar, GroupAccumulator, Groups,
+    avg, corr, count, min_max, sum, AggKind, AggregateSpec, CountStar, GroupAccumulator, Groups,
 };
 use crate::error::{GrouperError, Result};
 
@@ -49,6 +50,7 @@ fn declare(spec: &AggregateSpec, input: &DataType) -> Option<Vec<(Op, Input)>> {
         AggKind::Sum => sum::fields(input),
         AggKind::Avg => avg::fields(input),
         AggKind::Min | AggKind::Max => min_max::fields(spec.kind == AggKind::Max, input),
+        AggKind::Corr => corr::fields(input),
     }
 }
 
@@ -124,6 +126,7 @@ pub fn to_accumulator(agg: &AggLayout, cols: &[Vec<u64>]) -> Result<Box<dyn Grou
         AggKind::Sum => sum::from_words(spec, &words),
         AggKind::Avg => avg::from_words(spec, &words),
         AggKind::Min | AggKind::Max => min_max::from_words(spec, &words),
+        AggKind::Corr => Ok(corr::from_words(&words)),
     }
 }
 

@@ -27,6 +27,7 @@
 mod accumulator;
 pub mod avg;
 pub mod columns;
+pub mod corr;
 mod count;
 pub mod layout;
 mod min_max;
@@ -40,6 +41,7 @@ use arrow::datatypes::{DataType, Decimal64Type, Int32Type, DECIMAL64_MAX_PRECISI
 
 pub use accumulator::{new_accumulator, GroupAccumulator, Groups};
 pub use avg::{Avg, AvgDecimal};
+pub use corr::{pair_type, Corr};
 pub use count::{Count, CountStar};
 pub use min_max::{MinMaxBool, MinMaxBytes, MinMaxPrimitive};
 pub use sum::{SumDecimal, SumF64, SumI64, SumU64};
@@ -61,6 +63,9 @@ pub enum AggKind {
     Max,
     /// `AVG(x)` = SUM / COUNT.
     Avg,
+    /// `CORR(x, y)`: Pearson's coefficient; its argument is the pair
+    /// ([`corr::pair_type`]).
+    Corr,
 }
 
 impl AggKind {
@@ -73,6 +78,7 @@ impl AggKind {
             AggKind::Min => "min",
             AggKind::Max => "max",
             AggKind::Avg => "avg",
+            AggKind::Corr => "corr",
         }
     }
 }
@@ -182,6 +188,8 @@ impl AggregateSpec {
                     Err(unsupported(input))
                 }
             }
+            AggKind::Corr if *input == pair_type() => Ok(DataType::Float64),
+            AggKind::Corr => Err(unsupported(input)),
         }
     }
 }

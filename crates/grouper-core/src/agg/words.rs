@@ -77,6 +77,29 @@ pub enum Input {
     One,
     /// The argument converted to the field's representation.
     Value,
+    /// Part `i` of a pair argument ([`super::corr::pair_type`]), as a double.
+    Part(u8),
+    /// The product of parts `i` and `j` of a pair argument, as a double.
+    Product(u8, u8),
+}
+
+impl Input {
+    /// Whether the field reads the row's argument (anything but the constant 1).
+    pub fn reads_argument(self) -> bool {
+        self != Input::One
+    }
+
+    /// The double a [`Input::Part`] or [`Input::Product`] field adds for a row whose pair is
+    /// `v`; `None` for the other inputs.
+    #[inline(always)]
+    pub fn of_pair(self, v: [f64; 2]) -> Option<f64> {
+        let part = |i: u8| v[usize::from(i & 1)];
+        match self {
+            Input::Part(i) => Some(part(i)),
+            Input::Product(i, j) => Some(part(i) * part(j)),
+            Input::One | Input::Value => None,
+        }
+    }
 }
 
 /// One field of an aggregate's state.

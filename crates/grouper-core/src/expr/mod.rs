@@ -98,6 +98,21 @@ pub enum Expr {
         otherwise: Option<Box<Expr>>,
         data_type: DataType,
     },
+    /// The arguments of a multi-argument aggregate (`CORR(x, y)`) as one value per row: a
+    /// struct of [`tuple_type`], NULL where any part is (the aggregate skips such rows). Only
+    /// an aggregate's whole argument is a tuple, never an operand.
+    Tuple(Vec<Expr>),
+}
+
+/// The type of a [`Expr::Tuple`] of parts of `types`: a struct of fields `c0`, `c1`, ...
+pub fn tuple_type(types: &[DataType]) -> DataType {
+    DataType::Struct(
+        types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| arrow::datatypes::Field::new(format!("c{i}"), t.clone(), true))
+            .collect(),
+    )
 }
 
 fn unsupported(what: String) -> GrouperError {
@@ -200,6 +215,9 @@ impl Expr {
             Expr::Not(_) | Expr::IsNull { .. } => DataType::Boolean,
             Expr::Negative(e) => e.data_type(),
             Expr::Cast { to, .. } => to.clone(),
+            Expr::Tuple(parts) => {
+                tuple_type(&parts.iter().map(Expr::data_type).collect::<Vec<_>>())
+            }
         }
     }
 
@@ -226,6 +244,7 @@ impl Expr {
             Expr::Not(e) | Expr::Negative(e) => e.may_be_null(nullable),
             Expr::Cast { expr, .. } => expr.may_be_null(nullable),
             Expr::IsNull { .. } => false,
+            Expr::Tuple(parts) => parts.iter().any(|p| p.may_be_null(nullable)),
             Expr::Case {
                 whens, otherwise, ..
             } => match otherwise {
@@ -266,6 +285,7 @@ impl Expr {
             }
             Expr::Not(e) | Expr::Negative(e) | Expr::IsNull { expr: e, .. } => e.visit(f),
             Expr::Cast { expr, .. } => expr.visit(f),
+            Expr::Tuple(parts) => parts.iter().for_each(|p| p.visit(f)),
             Expr::Case {
                 whens, otherwise, ..
             } => {
@@ -283,6 +303,15 @@ impl Expr {
     /// Checks that every node is one the IR evaluates exactly; the error names the first that
     /// is not (the caller then leaves the expression to DataFusion).
     pub fn check(&self) -> Result<()> {
+        if let Expr::Tuple(parts) = self {
+            for p in parts {
+                if matches!(p, Expr::Tuple(_)) {
+                    return Err(unsupported("a tuple inside a tuple".into()));
+                }
+                p.check()?;
+            }
+            return Ok(());
+        }
         let t = self.data_type();
         if !supports_type(&t) {
             return Err(unsupported(format!("of type {t}")));
@@ -352,6 +381,7 @@ impl Expr {
                     .then_some(())
                     .ok_or_else(|| unsupported(format!("CAST({from} AS {to})")))
             }
+            Expr::Tuple(_) => Err(unsupported("a tuple as an operand".into())),
             Expr::Case {
                 whens,
                 otherwise,
@@ -375,9 +405,11 @@ impl Expr {
         }
     }
 
-    /// Evaluates the expression for one row of `columns` (the reference interpreter).
+    /// Evaluates the expression for one row of `columns` (the reference interpreter). A
+    /// [`Expr::Tuple`] has no scalar value: [`Expr::evaluate`] builds its struct.
     pub fn eval(&self, columns: &[ArrayRef], row: usize) -> Result<Scalar> {
         Ok(match self {
+            Expr::Tuple(_) => return Err(unsupported("a tuple as an operand".into())),
             Expr::Column { index, .. } => read_scalar(&columns[*index], row),
             Expr::Literal { value, .. } => *value,
             Expr::Binary {
@@ -423,11 +455,37 @@ impl Expr {
 
     /// Evaluates the expression over all rows into an array of its type (reference path).
     pub fn evaluate(&self, columns: &[ArrayRef], rows: usize) -> Result<ArrayRef> {
+        if let Expr::Tuple(parts) = self {
+            let parts = parts
+                .iter()
+                .map(|p| p.evaluate(columns, rows))
+                .collect::<Result<Vec<_>>>()?;
+            return tuple(parts, rows);
+        }
         let values = (0..rows)
             .map(|r| self.eval(columns, r))
             .collect::<Result<Vec<_>>>()?;
         to_array(&self.data_type(), &values)
     }
+}
+
+/// The struct of a [`Expr::Tuple`] whose parts are `parts` (of `rows` rows), NULL where any
+/// part is.
+pub fn tuple(parts: Vec<ArrayRef>, rows: usize) -> Result<ArrayRef> {
+    let DataType::Struct(fields) = tuple_type(
+        &parts
+            .iter()
+            .map(|p| p.data_type().clone())
+            .collect::<Vec<_>>(),
+    ) else {
+        unreachable!("tuple_type is a struct")
+    };
+    let nulls = parts.iter().fold(None, |acc, p| {
+        arrow::buffer::NullBuffer::union(acc.as_ref(), p.logical_nulls().as_ref())
+    });
+    Ok(Arc::new(arrow::array::StructArray::try_new_with_length(
+        fields, parts, nulls, rows,
+    )?))
 }
 
 /// DataFusion's result type of decimal `op` (precision capped at 38), for `+ - *`.

@@ -52,6 +52,11 @@ pub struct Program {
     /// when its values fit, for an aggregate that reads them
     /// ([`crate::agg::AggregateSpec::lanes_type`]).
     lanes: Vec<bool>,
+    /// Arguments that are tuples ([`Expr::Tuple`]): the argument's index and the outputs,
+    /// after the arguments' own, that hold its parts.
+    tuples: Vec<(usize, Vec<usize>)>,
+    /// Number of arguments (the outputs before the tuples' parts).
+    args: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,25 +102,53 @@ impl Program {
             lanes: (0..args.len())
                 .map(|i| lanes.get(i).copied().unwrap_or(false))
                 .collect(),
+            tuples: Vec::new(),
+            args: args.len(),
         };
+        let mut tuples = Vec::new();
         for (i, a) in args.iter().enumerate() {
             let out = match a {
-                None => None,
-                Some(
-                    e @ Expr::Column {
-                        data_type: DataType::Decimal128(..),
-                        ..
-                    },
-                ) if p.lanes[i] => Some(Output::Node(p.add(e)?)),
-                Some(Expr::Column { index, .. }) => Some(Output::Column(*index)),
-                Some(e) => {
-                    e.check().ok()?;
-                    Some(Output::Node(p.add(e)?))
+                Some(Expr::Tuple(parts)) => {
+                    tuples.push((i, parts));
+                    None
                 }
+                Some(e) => p.output(e, p.lanes[i])?,
+                None => None,
             };
             p.outputs.push(out);
         }
+        // A tuple's parts are outputs of their own after the arguments' (no lanes), put
+        // together into the tuple's struct once the batch has run.
+        for (i, parts) in tuples {
+            let mut at = Vec::with_capacity(parts.len());
+            for e in parts {
+                if matches!(e, Expr::Tuple(_)) {
+                    return None;
+                }
+                let out = p.output(e, false)?;
+                p.outputs.push(out);
+                p.lanes.push(false);
+                at.push(p.outputs.len() - 1);
+            }
+            p.tuples.push((i, at));
+        }
         Some(p)
+    }
+
+    /// The output computing `e`, an argument whose decimal values may leave as lanes when
+    /// `lanes` is set.
+    fn output(&mut self, e: &Expr, lanes: bool) -> Option<Option<Output>> {
+        Some(Some(match e {
+            Expr::Column {
+                data_type: DataType::Decimal128(..),
+                ..
+            } if lanes => Output::Node(self.add(e)?),
+            Expr::Column { index, .. } => Output::Column(*index),
+            e => {
+                e.check().ok()?;
+                Output::Node(self.add(e)?)
+            }
+        }))
     }
 
     /// Adds `e` (or finds it: common subexpressions are one node) and returns its index.
@@ -304,6 +337,15 @@ impl Program {
                 }
             });
         }
+        for (k, parts) in &self.tuples {
+            let parts = parts
+                .iter()
+                .map(|&j| outs.get_mut(j).and_then(Option::take))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| GrouperError::InvalidInput("a tuple's part is missing".into()))?;
+            outs[*k] = Some(super::tuple(parts, n)?);
+        }
+        outs.truncate(self.args);
         Ok(outs)
     }
 

@@ -8,7 +8,7 @@ use arrow::array::{
     Int32Array, Int64Array, StringArray, StringViewArray, UInt64Array,
 };
 use arrow::datatypes::{DataType, Int32Type};
-use grouper_core::agg::{AggKind, AggregateSpec};
+use grouper_core::agg::{pair_type, AggKind, AggregateSpec};
 use grouper_core::compare::same_groups;
 use grouper_core::cpu::Strategy;
 use grouper_core::hash::HashFn;
@@ -219,8 +219,16 @@ fn build(
             .zip(&valid)
             .map(|(&x, &ok)| ok.then_some(x % 3 == 0)),
     ));
+    // CORR's pair: the doubles above and a second column, NULL on rows of its own.
+    let valid2 = nulls(rows, null_pct, seed + 9);
+    let others: ArrayRef =
+        Arc::new(Float64Array::from_iter(v.iter().zip(&valid2).map(
+            |(&x, &ok)| ok.then_some((x % 1013) as f64 * 3.0 - x as f64 * 0.001),
+        )));
+    let pair = grouper_core::expr::tuple(vec![floats.clone(), others], rows).unwrap();
     let aggs: Vec<(AggregateSpec, Option<ArrayRef>)> = vec![
         (AggregateSpec::count_star(), None),
+        (AggregateSpec::new(AggKind::Corr, pair_type()), Some(pair)),
         (
             AggregateSpec::new(AggKind::Count, DataType::Int64),
             Some(ints.clone()),

@@ -220,7 +220,7 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
                 op => {
                     let val = match f.input {
                         Input::One => "1ULL".to_string(),
-                        Input::Value => {
+                        _ => {
                             input += 1;
                             format!("in[{}]", input - 1)
                         }
@@ -380,11 +380,25 @@ fn eval_row(spec: &KernelSpec) -> String {
             let _ = writeln!(em.code, "mask |= 1ULL << {a};");
             continue;
         };
-        let (v, ok) = em.emit(arg);
+        let (parts, ok) = em.emit_parts(arg);
         let _ = writeln!(em.code, "if ({ok}) mask |= 1ULL << {a};");
         let t = arg.data_type();
-        for f in agg.fields.iter().filter(|f| f.input == Input::Value) {
-            for word in input_words(f.op, &t, &v) {
+        // A pair's part as a double (CORR's parts are Float64).
+        let part = |i: u8| {
+            let v = parts.get(usize::from(i)).map_or("0", String::as_str);
+            format!("((double)({v}))")
+        };
+        for f in agg.fields.iter().filter(|f| f.input.reads_argument()) {
+            let words = match f.input {
+                Input::Part(i) => input_words(f.op, &DataType::Float64, &part(i)),
+                Input::Product(i, j) => input_words(
+                    f.op,
+                    &DataType::Float64,
+                    &format!("({} * {})", part(i), part(j)),
+                ),
+                _ => input_words(f.op, &t, parts.first().map_or("0", String::as_str)),
+            };
+            for word in words {
                 let _ = writeln!(em.code, "in[{input}] = {word};");
                 input += 1;
             }

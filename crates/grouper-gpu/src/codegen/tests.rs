@@ -8,7 +8,7 @@ use super::*;
 use crate::encode::{Encoding, Scheme};
 use crate::strategy::Probing;
 use crate::GpuStrategy;
-use grouper_core::agg::{AggKind, AggregateSpec};
+use grouper_core::agg::{pair_type, AggKind, AggregateSpec};
 use grouper_core::expr::Expr;
 use grouper_core::expr::{BinOp, Scalar};
 use grouper_core::hash::HashFn;
@@ -55,6 +55,7 @@ fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
         AggregateSpec::new(AggKind::Sum, DataType::UInt64),
         AggregateSpec::new(AggKind::Count, DataType::Boolean),
         AggregateSpec::new(AggKind::Max, DataType::Decimal128(38, 2)),
+        AggregateSpec::new(AggKind::Corr, pair_type()),
     ];
     let col = |i: usize, t: DataType| Box::new(Expr::column(i, t));
     let one_minus = Expr::Binary {
@@ -110,6 +111,16 @@ fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
             expr: col(1, dec.clone()),
             to: DataType::Decimal128(38, 2),
         }),
+        Some(Expr::Tuple(vec![
+            Expr::Cast {
+                expr: col(2, DataType::Int32),
+                to: DataType::Float64,
+            },
+            Expr::Cast {
+                expr: col(3, DataType::Float32),
+                to: DataType::Float64,
+            },
+        ])),
     ];
     let filter = Expr::Binary {
         op: BinOp::And,
@@ -186,7 +197,8 @@ fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
         nullable: (0..8).map(|c| c % 2 == 0).collect(),
         filter: Some(filter),
         key_words: words,
-        non_null_args: vec![true; args.len()],
+        // CORR's count in the kernel (its pair may be NULL), the others' derived from rows.
+        non_null_args: (0..args.len()).map(|a| a + 1 < args.len()).collect(),
         args,
         layout: Layout::new(&aggs).unwrap(),
         strategy,
@@ -227,6 +239,24 @@ fn counts_of_non_null_arguments_are_derived_from_rows() {
     assert_eq!(cols[6], vec![0, 1]); // seen = rows > 0
     let src = update_merge(&layout, &[true, true, true]);
     assert!(!src.contains("op_seen<A>(w +"), "{src}");
+}
+
+#[test]
+fn a_pair_feeds_its_parts_and_products_to_corr() {
+    let src = generate(&spec(GpuStrategy::GLOBAL, 1));
+    let corr = src
+        .split("u64 mask = 0;")
+        .nth(1)
+        .and_then(|s| s.split("*maskp").next())
+        .unwrap();
+    // NULL where either part is; x, y, xy, x², y² in the layout's order after the count.
+    assert!(corr.contains("_ok && "), "{corr}");
+    let products = corr.matches(") * ((double)(").count();
+    assert_eq!(products, 3, "{corr}");
+    let layout = Layout::new(&[AggregateSpec::new(AggKind::Corr, pair_type())]).unwrap();
+    let src = update_merge(&layout, &[false]);
+    assert_eq!(src.matches("op_addf<A>(w +").count(), 5, "{src}");
+    assert_eq!(src.matches("op_cnt<A, S>(w + 1").count(), 1, "{src}");
 }
 
 #[test]

@@ -19,7 +19,7 @@ use arrow::array::{
 use arrow::compute::filter as keep_rows;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
-use grouper_core::agg::{AggKind, AggregateSpec};
+use grouper_core::agg::{pair_type, AggKind, AggregateSpec};
 use grouper_core::compare::same_groups;
 use grouper_core::expr::{BinOp, Expr, Scalar};
 use grouper_core::hash::HashFn;
@@ -174,6 +174,15 @@ fn values(
             .unwrap(),
         ),
     ];
+    // CORR's pair: the doubles above and a second column NULL on other rows (quarters, so
+    // that every partial sum of products stays exact too).
+    let second: ArrayRef = Arc::new(Float64Array::from_iter((0..rows).map(|i| {
+        let x = v[i];
+        (r() % 100 >= null_pct).then_some((x % 1013) as f64 * 0.25 - 100.0)
+    })));
+    let pair = grouper_core::expr::tuple(vec![Arc::clone(&cols[1]), second], rows).unwrap();
+    let mut cols = cols;
+    cols.push(pair);
     use AggKind::*;
     let a = |k, t: DataType, c| (AggregateSpec::new(k, t), Some(c));
     let aggs = vec![
@@ -196,6 +205,7 @@ fn values(
         a(Min, DataType::Decimal128(38, 4), 8),
         a(Max, DataType::Decimal128(38, 4), 8),
         a(Sum, DataType::Decimal128(38, 4), 8),
+        a(Corr, pair_type(), 9),
     ];
     (cols, aggs)
 }
@@ -215,7 +225,28 @@ fn case(
     slices: usize,
 ) -> Case {
     let nk = keys.len();
-    let cols: Vec<ArrayRef> = keys.iter().chain(&vals).cloned().collect();
+    // The GPU reads a pair argument as its parts, columns of their own (as the CPU backend
+    // hands evaluated tuples over); the reference reads the pair.
+    let mut cols: Vec<ArrayRef> = keys.clone();
+    let mut at = Vec::with_capacity(vals.len());
+    for v in &vals {
+        let parts = match v.as_any().downcast_ref::<arrow::array::StructArray>() {
+            Some(s) => s.columns().to_vec(),
+            None => vec![Arc::clone(v)],
+        };
+        at.push((cols.len()..cols.len() + parts.len()).collect::<Vec<_>>());
+        cols.extend(parts);
+    }
+    let arg = |c: usize| -> Expr {
+        let refs: Vec<Expr> = at[c]
+            .iter()
+            .map(|&i| Expr::column(i, cols[i].data_type().clone()))
+            .collect();
+        match vals[c].data_type() {
+            DataType::Struct(_) => Expr::Tuple(refs),
+            _ => refs.into_iter().next().unwrap(),
+        }
+    };
     let rows = cols.first().map_or(0, |c| c.len());
     let schema = Arc::new(Schema::new(
         cols.iter()
@@ -227,15 +258,7 @@ fn case(
         columns: cols.iter().map(|c| c.data_type().clone()).collect(),
         filter: None,
         keys: (0..nk).collect(),
-        aggregates: aggs
-            .iter()
-            .map(|(s, c)| {
-                (
-                    s.clone(),
-                    c.map(|c| Expr::column(nk + c, vals[c].data_type().clone())),
-                )
-            })
-            .collect(),
+        aggregates: aggs.iter().map(|(s, c)| (s.clone(), c.map(arg))).collect(),
     };
     let spec = QuerySpec {
         key_types: keys.iter().map(|k| k.data_type().clone()).collect(),

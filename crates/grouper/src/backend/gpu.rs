@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
@@ -55,10 +56,14 @@ pub(crate) fn gpu_query(
 }
 
 /// The GPU query over batches of evaluated keys and arguments (keys first, then each
-/// aggregate's argument).
+/// aggregate's argument; a tuple's parts as columns of their own, [`evaluated_batch`]).
 fn evaluated_query(spec: &QuerySpec) -> GpuQuery {
     let mut columns = spec.key_types.clone();
     let mut aggregates = Vec::with_capacity(spec.aggregates.len());
+    let mut column = |t: DataType| {
+        columns.push(t.clone());
+        Expr::column(columns.len() - 1, t)
+    };
     for a in &spec.aggregates {
         let arg = a
             .input_type
@@ -66,9 +71,14 @@ fn evaluated_query(spec: &QuerySpec) -> GpuQuery {
             .filter(|_| a.kind != grouper_core::agg::AggKind::CountStar);
         aggregates.push((
             a.clone(),
-            arg.map(|t| {
-                columns.push(t.clone());
-                Expr::column(columns.len() - 1, t)
+            arg.map(|t| match t {
+                DataType::Struct(parts) => Expr::Tuple(
+                    parts
+                        .iter()
+                        .map(|p| column(p.data_type().clone()))
+                        .collect(),
+                ),
+                t => column(t),
             }),
         ));
     }
@@ -356,7 +366,16 @@ fn evaluated_batch(batch: &RecordBatch, plan: &GroupByPlan) -> Result<RecordBatc
         .keys
         .iter()
         .cloned()
-        .chain(b.args.iter().flatten().cloned())
+        .chain(
+            b.args
+                .iter()
+                .flatten()
+                .flat_map(|a| match a.as_struct_opt() {
+                    // A tuple's parts (their own NULLs make the tuple's).
+                    Some(tuple) => tuple.columns().to_vec(),
+                    None => vec![Arc::clone(a)],
+                }),
+        )
         .collect();
     let fields: Vec<arrow::datatypes::Field> = columns
         .iter()

@@ -15,7 +15,7 @@ use arrow::datatypes::Float64Type;
 
 use crate::agg::layout::{to_accumulator, AggLayout, Layout};
 use crate::agg::words::{Field, Input, Op, ROWS_WORD};
-use crate::agg::{new_accumulator, AggregateSpec, GroupAccumulator};
+use crate::agg::{new_accumulator, AggKind, AggregateSpec, GroupAccumulator};
 use crate::error::{GrouperError, Result};
 use crate::keys::ordinal::Ordinal;
 use crate::with_ordinal_type;
@@ -158,20 +158,20 @@ impl WordStates {
 
 impl WordStates {
     /// Folds every valid row into its group, all fields of a row at once (a group's words are
-    /// touched while they are in cache); `value(r)` is row `r`'s input to the field that reads
-    /// the argument (an aggregate has at most one such field).
+    /// touched while they are in cache); `value(input, r)` is row `r`'s input to a field that
+    /// reads the argument (`input` says which part: a pair's fields read different ones).
     #[inline(always)]
     fn fold(
         &self,
         nulls: Option<&arrow::buffer::NullBuffer>,
         gids: &[u32],
-        value: impl Fn(usize) -> i128,
+        value: impl Fn(Input, usize) -> i128,
     ) {
         each_valid(nulls, gids, |g, r| {
             for f in &self.layout.fields {
                 let v = match f.input {
                     Input::One => 1,
-                    Input::Value => value(r),
+                    input => value(input, r),
                 };
                 self.apply(f, g, v);
             }
@@ -200,11 +200,19 @@ impl AtomicAccumulator for WordStates {
         let input = input.ok_or_else(|| {
             GrouperError::InvalidInput(format!("{} needs input", self.layout.spec.kind))
         })?;
+        if self.layout.spec.kind == AggKind::Corr {
+            // A pair: each field adds the double its part or product gives.
+            let (x, y, nulls) = crate::agg::corr::pair(Some(input))?;
+            self.fold(nulls.as_ref(), gids, |f, r| {
+                f.of_pair([x[r], y[r]]).unwrap_or(1.0).to_bits() as i128
+            });
+            return Ok(());
+        }
         let nulls = input.logical_nulls();
         let nulls = nulls.as_ref();
         if self.layout.fields.iter().all(|f| f.input == Input::One) {
             // COUNT(x): the argument's validity is all it reads.
-            self.fold(nulls, gids, |_| 1);
+            self.fold(nulls, gids, |_, _| 1);
             return Ok(());
         }
         // The argument's input to its field, read in place: raw bits for a double sum,
@@ -215,16 +223,16 @@ impl AtomicAccumulator for WordStates {
                 "sum",
             )?;
             let v = a.values();
-            self.fold(nulls, gids, |r| v[r].to_bits() as i128);
+            self.fold(nulls, gids, |_, r| v[r].to_bits() as i128);
             return Ok(());
         }
         if let Some(b) = input.as_boolean_opt() {
-            self.fold(nulls, gids, |r| i128::from(b.value(r)));
+            self.fold(nulls, gids, |_, r| i128::from(b.value(r)));
             return Ok(());
         }
         with_ordinal_type!(input.data_type(), T => {
             let v = input.as_primitive::<T>().values();
-            self.fold(nulls, gids, |r| v[r].to_ord());
+            self.fold(nulls, gids, |_, r| v[r].to_ord());
             Ok(())
         }, _ => Err(GrouperError::UnsupportedType {
             what: "an atomic aggregate",

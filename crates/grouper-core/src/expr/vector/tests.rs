@@ -407,3 +407,70 @@ fn narrowing_tells_which_values_fit_64_bits() {
         assert!(!narrow(&mut out, &wide, Some(&keep)), "{m} selected fits?");
     }
 }
+
+#[test]
+fn a_tuple_argument_is_its_parts_null_where_any_is() {
+    // CORR(f, CAST(i AS DOUBLE) * 2) beside a SUM of the same cast: the tuple's parts are
+    // outputs of their own, sharing the cast's node with the SUM's argument.
+    let vals: Vec<(Option<i64>, Option<i32>, Option<f64>)> = (0..40)
+        .map(|i| {
+            let f = (i % 3 != 0).then_some(f64::from(i) / 4.0);
+            let n = (i % 5 != 0).then_some(i - 20);
+            (Some(i64::from(i)), n, f)
+        })
+        .collect();
+    let cols = columns(&vals, false);
+    let cast = Expr::Cast {
+        expr: Box::new(col(2, DataType::Int32)),
+        to: DataType::Float64,
+    };
+    let tuple = Expr::Tuple(vec![
+        col(4, DataType::Float64),
+        bin(
+            BinOp::Mul,
+            cast.clone(),
+            Expr::Literal {
+                value: Scalar::Float(2.0),
+                data_type: DataType::Float64,
+            },
+            DataType::Float64,
+        ),
+    ]);
+    tuple.check().unwrap();
+    let program = Program::compile(&[Some(&tuple), Some(&cast)]).expect("compiles");
+    let keep = BooleanArray::from((0..40).map(|i| i % 4 != 1).collect::<Vec<_>>());
+    let sel = Selection::new(&keep);
+    let got = program
+        .run(&mut Scratch::default(), &cols, Some(&sel), 40)
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    let kept: Vec<ArrayRef> = cols
+        .iter()
+        .map(|c| sel.predicate.filter(c).unwrap())
+        .collect();
+    let want = tuple.evaluate(&kept, sel.len()).unwrap();
+    let (g, w) = (got[0].as_ref().unwrap().as_struct(), want.as_struct());
+    assert_eq!(
+        g.data_type(),
+        &crate::expr::tuple_type(&[DataType::Float64, DataType::Float64])
+    );
+    assert_eq!(g.nulls(), w.nulls());
+    assert!(g.null_count() > 0 && g.null_count() < g.len());
+    for part in 0..2 {
+        let (gp, wp) = (
+            g.column(part).as_primitive::<Float64Type>(),
+            w.column(part).as_primitive::<Float64Type>(),
+        );
+        for row in (0..g.len()).filter(|&r| g.is_valid(r)) {
+            assert_eq!(gp.value(row), wp.value(row), "part {part} row {row}");
+        }
+    }
+    assert!(Expr::Binary {
+        op: BinOp::Add,
+        left: Box::new(tuple.clone()),
+        right: Box::new(tuple),
+        data_type: DataType::Float64,
+    }
+    .check()
+    .is_err());
+}
