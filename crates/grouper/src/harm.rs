@@ -16,7 +16,8 @@
 //! - string keys of at most [`FEW_STRINGS`] values each (listed by the Parquet files' dictionary
 //!   pages, or found in a sample of an in-memory table), counted as such a domain, where an
 //!   argument is decimal arithmetic for the fused pipeline: TPC-H Q1 (1.45x DataFusion from
-//!   Parquet on 2 cores, 1.57x on 16);
+//!   Parquet on 2 cores, 1.57x on 16); of at most [`DICTIONARY_STRINGS`] where an aggregate is
+//!   a CORR (db-benchmark q9, 1.7–2x);
 //! - string keys of at most [`DICTIONARY_STRINGS`] values each that the workers' scan of local
 //!   Parquet files reads dictionary-encoded (the aggregation's input, or the fused source under
 //!   a filter the CPU fuses; key columns no filter or argument reads), counted as such a domain;
@@ -329,7 +330,11 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
     let fused = plan.fused.as_ref()?;
     // Without decimal arithmetic to fuse, string keys of 3 values ran 0.77-0.93x DataFusion
     // alone on the H100 host's 16 threads (`bench/results/string-keys-h100-16t.json`): the
-    // win is the 64-bit decimal pipeline, which DataFusion runs in 128 bits.
+    // win is the 64-bit decimal pipeline, which DataFusion runs in 128 bits. A CORR wins by
+    // itself: DataFusion's accumulator keeps six state arrays and calls a closure per row,
+    // grouper's six sums are one struct per group (db-benchmark q9, id2 and id4, 1e7 rows in
+    // memory: 1.98x DataFusion alone on the H200 host's 16 threads, 1.69-2.0x on 2 here;
+    // `groupby-corr-*.json`).
     let decimal_arithmetic = fused.args.iter().flatten().any(|e| {
         matches!(
             e,
@@ -339,16 +344,21 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
             }
         )
     });
-    if !decimal_arithmetic {
-        return None;
-    }
+    let corr = plan.spec.aggregates.iter().any(|a| a.kind == AggKind::Corr);
+    // Coding a key of more strings costs more a row; CORR's gain pays for up to a dictionary
+    // page's worth (q9's `id2` has 100).
+    let few = match (decimal_arithmetic, corr) {
+        (_, true) => DICTIONARY_STRINGS,
+        (true, false) => FEW_STRINGS,
+        (false, false) => return None,
+    };
     let column = *fused.keys.get(i)?;
-    if let Some(values) = sampled_strings(&fused.source, column, FEW_STRINGS) {
+    if let Some(values) = sampled_strings(&fused.source, column, few) {
         return Some((values, true));
     }
     let (cfg, _, files) = local_parquet_files(&fused.source)?;
     let name = scan_columns(cfg, &fused.source)?.into_iter().nth(column)?;
-    dictionary_values(&files, &name, FEW_STRINGS, DICTIONARY_CHUNKS).map(|values| (values, false))
+    dictionary_values(&files, &name, few, DICTIONARY_CHUNKS).map(|values| (values, false))
 }
 
 /// String values of one key up to which `auto` runs an aggregation straight over a scan of
