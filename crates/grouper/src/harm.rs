@@ -17,7 +17,7 @@
 //!   pages, or found in a sample of an in-memory table), counted as such a domain, where an
 //!   argument is decimal arithmetic for the fused pipeline: TPC-H Q1 (1.45x DataFusion from
 //!   Parquet on 2 cores, 1.57x on 16); of at most [`DICTIONARY_STRINGS`] where an aggregate is
-//!   a CORR (db-benchmark q9, 1.7–2x);
+//!   a CORR (db-benchmark q9, 1.7–2x) or the keys are several (q2, 1.0–1.5x);
 //! - string keys of at most [`DICTIONARY_STRINGS`] values each that the workers' scan of local
 //!   Parquet files reads dictionary-encoded (the aggregation's input, or the fused source under
 //!   a filter the CPU fuses; key columns no filter or argument reads), counted as such a domain;
@@ -345,9 +345,15 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
         )
     });
     let corr = plan.spec.aggregates.iter().any(|a| a.kind == AggKind::Corr);
-    // Coding a key of more strings costs more a row; CORR's gain pays for up to a dictionary
-    // page's worth (q9's `id2` has 100).
-    let few = match (decimal_arithmetic, corr) {
+    // Several keys: DataFusion groups them row by row through its multi-column group values,
+    // not the specialised map of one string column, and grouper packs their codes into one
+    // word (db-benchmark q2, `id1` and `id2` of 100 strings each, SUM: grouper's CPU 1.21x
+    // and 1.54x DataFusion alone on the H200 host's 16 threads, 1.01-1.22x on 2 here, in
+    // memory; `groupby-*-composite-*.json`).
+    let composite = plan.keys.len() > 1;
+    // Coding a key of more strings costs more a row; CORR's gain and a composite key's pay
+    // for up to a dictionary page's worth (q9's `id2` has 100).
+    let few = match (decimal_arithmetic, corr || composite) {
         (_, true) => DICTIONARY_STRINGS,
         (true, false) => FEW_STRINGS,
         (false, false) => return None,
