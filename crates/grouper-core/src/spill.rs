@@ -209,6 +209,7 @@ mod tests {
                 AggregateSpec::new(AggKind::Max, DataType::Boolean),
                 AggregateSpec::new(AggKind::Max, DataType::Float64),
                 AggregateSpec::new(AggKind::Count, DataType::Int64),
+                AggregateSpec::new(AggKind::Corr, crate::agg::pair_type()),
             ],
         }
     }
@@ -239,6 +240,10 @@ mod tests {
         let t: ArrayRef = Arc::new(StringArray::from_iter(
             rows.iter().map(|r| r.1.map(|x| format!("v{x}"))),
         ));
+        // CORR's pair: the doubles and the key as a double.
+        let k2: ArrayRef = Arc::new(Float64Array::from_iter_values(
+            rows.iter().map(|r| (r.0 % 17) as f64),
+        ));
         InputBatch::try_new(
             spec,
             vec![k, Arc::clone(&s)],
@@ -250,8 +255,9 @@ mod tests {
                 Some(d12),
                 Some(t),
                 Some(b),
-                Some(f),
+                Some(Arc::clone(&f)),
                 Some(v),
+                Some(crate::expr::tuple(vec![f, k2], rows.len()).unwrap()),
             ],
             rows.len(),
         )

@@ -213,8 +213,9 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
 /// About how many bytes a group takes in DataFusion's own aggregation of `plan` (DataFusion
 /// 55's group values and `GroupsAccumulator`s): a hash table entry (hash and group index, 16
 /// bytes) and each key's native value, then each aggregate's native state (a SUM or MIN/MAX
-/// value of its output type, an AVG's sum and count, a count, CORR's six sums), NULL bits aside. An estimate from
-/// those structures, compared only with grouper's state bytes ([`SAMPLED_TABLE_BYTES`]).
+/// value of its output type, an AVG's sum and count, a count, CORR's six sums), NULL bits
+/// aside. An estimate from those structures, compared only with grouper's state bytes
+/// ([`SAMPLED_TABLE_BYTES`]).
 fn datafusion_group_bytes(plan: &GroupByPlan) -> u128 {
     let width = |t: &DataType| t.primitive_width().unwrap_or(16) as u128;
     let keys: u128 = plan.spec.key_types.iter().map(width).sum();
