@@ -12,8 +12,11 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use arrow::buffer::NullBuffer;
 use hashbrown::{DefaultHashBuilder, HashTable};
+use rayon::prelude::*;
 
-use super::view_map::{inline_view, is_inline, ViewMap, INLINE_MAX, MIN_SLOTS};
+use super::view_map::{
+    inline_view, is_inline, region_of, ViewMap, EMPTY, INLINE_MAX, MIN_SLOTS, REGIONS,
+};
 
 #[derive(Debug)]
 struct Inner {
@@ -29,6 +32,10 @@ struct Inner {
     /// Bytes of the values.
     bytes: usize,
 }
+
+/// A value of [`Dictionary::from_distinct`] copied out, with its view if it is short and its
+/// hash.
+type Placed = (Box<[u8]>, Option<u128>, u64);
 
 /// Shards of a dictionary of interned composite keys ([`Dictionary::sharded`]).
 pub const ROW_SHARDS: usize = 64;
@@ -88,6 +95,70 @@ impl Dictionary {
             hasher: DefaultHashBuilder::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// A one-shard dictionary of the values of `parts`, which must all be distinct, coded in
+    /// their order, built in parallel: the values copied out and their hashes taken a part a
+    /// task, the map of short values filled a run of slots a task
+    /// ([`ViewMap::from_regions`]); only longer values are indexed by one thread.
+    pub(super) fn from_distinct(parts: &[Vec<&[u8]>]) -> Self {
+        let dict = Self::new();
+        let placed: Vec<Vec<Placed>> = parts
+            .par_iter()
+            .map(|part| {
+                part.iter()
+                    .map(|&v| (v.into(), inline_view(v), dict.hash(v)))
+                    .collect()
+            })
+            .collect();
+        // Each part's short values, as (view, code) by the run of slots their home is in.
+        let firsts: Vec<u32> = placed
+            .iter()
+            .scan(0u32, |n, p| {
+                let first = *n;
+                *n += p.len() as u32;
+                Some(first)
+            })
+            .collect();
+        let routed: Vec<Vec<Vec<(u128, u32)>>> = placed
+            .par_iter()
+            .zip(&firsts)
+            .map(|(part, &first)| {
+                let mut by_region = vec![Vec::new(); REGIONS];
+                for (i, (_, view, _)) in part.iter().enumerate() {
+                    if let Some(view) = *view {
+                        by_region[region_of(view)].push((view, first + i as u32));
+                    }
+                }
+                by_region
+            })
+            .collect();
+        let by_region: Vec<Vec<(u128, u32)>> = (0..REGIONS)
+            .into_par_iter()
+            .map(|r| routed.iter().flat_map(|p| p[r].iter().copied()).collect())
+            .collect();
+        let short = by_region.iter().map(Vec::len).sum();
+        let mut inner = dict.shards[0]
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Inner {
+            values,
+            index,
+            inline,
+            bytes,
+        } = &mut *inner;
+        *inline = ViewMap::from_regions(short, &by_region);
+        values.reserve_exact(placed.iter().map(Vec::len).sum());
+        for (v, view, h) in placed.into_iter().flatten() {
+            let local = values.len() as u32;
+            *bytes += v.len();
+            values.push(v);
+            if view.is_none() {
+                index.insert_unique(h, local, |&c| dict.hasher.hash_one(&values[c as usize]));
+            }
+        }
+        drop(inner);
+        dict
     }
 
     /// This dictionary's id, unique in the process.
@@ -303,8 +374,8 @@ impl Dictionary {
     /// Codes of the rows of a Utf8View column whose short strings this dictionary holds, into
     /// `out`, under one read lock and with one probe a row; every other row that is not NULL
     /// (a long string, a value not yet here, and every row of a dictionary of several shards,
-    /// whose shard needs the hash of the bytes) is pushed to `rest`. Returns the largest code
-    /// given, if any.
+    /// whose shard needs the hash of the bytes) is pushed to `rest`, and its slot in `out`, like
+    /// a NULL's, holds [`EMPTY`]. Returns the largest code given, if any.
     pub(super) fn inline_codes(
         &self,
         views: &[u128],
@@ -318,20 +389,42 @@ impl Dictionary {
             return None;
         }
         let inner = self.shard(0);
+        let map = &inner.inline;
+        // A map past the caches is read in two passes: first every row's home slots, no loop
+        // waiting on a load to go on (many rows' loads in flight at once), then the rows they
+        // did not answer probe on, one at a time.
+        let large = map.is_large();
+        if large {
+            for (o, &view) in out.iter_mut().zip(views) {
+                *o = map.get_near(view);
+            }
+        }
         let mut top = None;
         for (r, (o, &view)) in out.iter_mut().zip(views).enumerate() {
             if !valid(r) {
+                *o = EMPTY;
                 continue;
             }
-            match is_inline(view).then(|| inner.inline.get(view)).flatten() {
+            // A long string's view (its length past 12) equals no short one's: it found none.
+            let near = (large && *o != EMPTY).then_some(*o);
+            match near.or_else(|| is_inline(view).then(|| map.get(view)).flatten()) {
                 Some(local) => {
                     *o = local;
                     top = top.max(Some(local));
                 }
-                None => rest.push(r),
+                None => {
+                    *o = EMPTY;
+                    rest.push(r);
+                }
             }
         }
         top
+    }
+
+    /// Whether the map of short values is large ([`ViewMap::is_large`]).
+    #[cfg(test)]
+    pub(super) fn inline_is_large(&self) -> bool {
+        self.shard(0).inline.is_large()
     }
 
     /// Calls `f` with the value of each code.

@@ -172,6 +172,39 @@ mod tests {
     }
 
     #[test]
+    fn a_large_map_codes_as_the_dictionary_does() {
+        // Enough short strings that the dictionary's map of them is large (two passes: home
+        // slots first, then probing), with NULLs, long strings and values new to it.
+        let dict = Dictionary::new();
+        let n = super::super::view_map::LARGE_SLOTS / 2 + 1000;
+        let known: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
+        dict.encode(known.iter().map(|k| Some(k.as_bytes())), u64::MAX)
+            .unwrap();
+        let rows: Vec<Option<String>> = (0..3 * n)
+            .map(|r| match r % 11 {
+                0 => None,
+                1 => Some(format!("a long string past twelve bytes {}", r % 97)),
+                2 => Some(format!("new{}", r % 500)),
+                _ => Some(known[(r * 7919) % n].clone()),
+            })
+            .collect();
+        let views = StringViewArray::from_iter(rows.iter().map(|s| s.as_deref()));
+        let codes = view_codes(&dict, &views, u64::MAX).unwrap();
+        let direct = dict
+            .encode(
+                rows.iter().map(|s| s.as_deref().map(str::as_bytes)),
+                u64::MAX,
+            )
+            .unwrap();
+        let coded: Vec<Option<u32>> = codes
+            .iter()
+            .map(|&c| (c != NULL_SLOT).then_some(c))
+            .collect();
+        assert_eq!(coded, direct);
+        assert!(dict.inline_is_large());
+    }
+
+    #[test]
     fn each_dictionary_codes_its_own_values() {
         // Two dictionaries on one thread, alternating: each its own codes, never the other's.
         let (d1, d2) = (Dictionary::new(), Dictionary::new());
