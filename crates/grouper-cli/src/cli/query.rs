@@ -130,6 +130,7 @@ fn print_explain(plan: &Arc<dyn ExecutionPlan>, kept: &[String]) {
 
 pub async fn query(args: QueryArgs) -> Result<()> {
     let ctx = grouper::session_context(&args.engine.config())?;
+    let threads = ctx.state().config().target_partitions();
     register_tables(&ctx, &args.tables).await?;
     grouper_core::trace::event(|| "session and tables ready".into());
     let (plan, batches, timing) = run_sql(&ctx, &args.sql).await?;
@@ -138,7 +139,7 @@ pub async fn query(args: QueryArgs) -> Result<()> {
     }
     let t = Instant::now();
     if !args.explain || args.output.is_some() {
-        output::write(&batches, args.format, args.output.as_deref())?;
+        output::write(&batches, args.format, args.output.as_deref(), threads)?;
     }
     grouper_core::trace::event(|| "output written".into());
     if args.timing {
@@ -177,7 +178,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     if args.explain {
         print_explain(&plan, &kept);
     }
-    output::write(&batches, output::Format::Table, None)?;
+    output::write(&batches, output::Format::Table, None, threads)?;
     let engine = match config.backend {
         grouper::Backend::DataFusion => "DataFusion's aggregation".to_string(),
         b => match kept.first() {
