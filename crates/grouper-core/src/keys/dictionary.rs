@@ -137,7 +137,6 @@ impl Dictionary {
             .into_par_iter()
             .map(|r| routed.iter().flat_map(|p| p[r].iter().copied()).collect())
             .collect();
-        let short = by_region.iter().map(Vec::len).sum();
         let mut inner = dict.shards[0]
             .write()
             .unwrap_or_else(PoisonError::into_inner);
@@ -147,7 +146,7 @@ impl Dictionary {
             inline,
             bytes,
         } = &mut *inner;
-        *inline = ViewMap::from_regions(short, &by_region);
+        *inline = ViewMap::from_regions(&by_region);
         values.reserve_exact(placed.iter().map(Vec::len).sum());
         for (v, view, h) in placed.into_iter().flatten() {
             let local = values.len() as u32;
