@@ -21,6 +21,16 @@
 //! - string keys of at most [`DICTIONARY_STRINGS`] values each that the workers' scan of local
 //!   Parquet files reads dictionary-encoded (the aggregation's input, or the fused source under
 //!   a filter the CPU fuses; key columns no filter or argument reads), counted as such a domain;
+//! - keys of an in-memory table (their values from a sample of its rows) over a domain wider
+//!   than a direct-index table, over enough rows ([`MIN_ROWS`], [`MIN_ROWS_PER_WORKER`]): no
+//!   scan for DataFusion's partial aggregates to ride on, and grouper's hash strategies beat its
+//!   repartitioned hash aggregation of the same batches. `bench cpu-sweep` (SUM of a double and
+//!   COUNT(*)), grouper's CPU over DataFusion alone at 2^22 and 2^24 groups, uniform and zipf
+//!   1.1: 2 threads here, 2^25 rows 2.21, 1.45, 2.69, 1.16x (`cpu-sweep-local-2t-c0a3710.json`),
+//!   2^24 rows (about a row a group) 1.68, 1.34, 1.75, 1.04x
+//!   (`cpu-sweep-local-2t-wide-3a3fb78.json`); 16 threads on the H200 host, 2^25 rows 1.29,
+//!   1.04, 1.06, 1.00x (`cpu-sweep-h200-16t-e1a7fb4.json`). The same domains from files'
+//!   statistics stay DataFusion's (below);
 //! - one key, an integer column that local Parquet files hold in order over their row groups,
 //!   over a domain of any width, with as many rows: per-worker tables in key order, unhashed,
 //!   and no merge ([`key_in_file_order`]; TPC-H Q18's subquery 1.7–2× DataFusion).
@@ -132,7 +142,9 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
     }
     let stats = input_stats(input, plan).unwrap_or_default();
     let mut domain: u128 = 1;
+    // Whether some key's values, and whether every key's, come from a sample of in-memory rows.
     let mut sampled = false;
+    let mut in_memory = true;
     // What the workers' scan would read as dictionaries, found once for all keys.
     let scanned = std::cell::OnceCell::new();
     for (i, ((_, name), t)) in plan.keys.iter().zip(&plan.spec.key_types).enumerate() {
@@ -155,6 +167,7 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
                 Some((values, from_sample)) => {
                     domain = domain.saturating_mul(values as u128 + u128::from(key.may_null));
                     sampled |= from_sample;
+                    in_memory &= from_sample;
                     continue;
                 }
                 None => {
@@ -170,20 +183,24 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
             ));
         };
         sampled |= key.sampled;
+        in_memory &= key.sampled;
         let width = (hi - lo) as u128 + 1 + u128::from(key.may_null);
         domain = domain.saturating_mul(width);
-        if domain > u128::from(ALWAYS_PERFECT_DOMAIN) {
-            if plan.keys.len() == 1 && key_in_file_order(input, plan, None) {
-                // Per-worker tables in key order, unhashed, and no merge (the planner's
-                // `sorted` rule): no direct table, so only the rows matter.
-                return few_rows(&stats, threads);
-            }
-            return Some(format!(
-                "the keys' domain from {} ({domain}{}) is wider than a direct-index table ({ALWAYS_PERFECT_DOMAIN}): DataFusion's hash table is as fast as grouper's CPU there",
-                if sampled { "a sample of the in-memory rows" } else { "statistics" },
-                if i + 1 < plan.keys.len() { " and more" } else { "" }
-            ));
+    }
+    if domain > u128::from(ALWAYS_PERFECT_DOMAIN) {
+        if in_memory {
+            // No per-worker direct tables to merge: the planner hashes (partitioned,
+            // thread_local) or indexes a domain the sample fills densely (module notes).
+            return few_rows(&stats, threads);
         }
+        if plan.keys.len() == 1 && key_in_file_order(input, plan, None) {
+            // Per-worker tables in key order, unhashed, and no merge (the planner's
+            // `sorted` rule): no direct table, so only the rows matter.
+            return few_rows(&stats, threads);
+        }
+        return Some(format!(
+            "the keys' domain from statistics ({domain}) is wider than a direct-index table ({ALWAYS_PERFECT_DOMAIN}): DataFusion's hash table is as fast as grouper's CPU there"
+        ));
     }
     if let Some(why) = few_rows(&stats, threads) {
         return Some(why);
