@@ -44,7 +44,7 @@ pub(crate) use columns::is_string_column;
 use columns::{seeded_dictionary, string_codes};
 pub use dictionary::Dictionary;
 use ordinal::{encode_ordinal, Ordinal};
-use views::NULL_SLOT;
+use views::{add_one_byte_terms, NULL_SLOT};
 
 use crate::error::{GrouperError, Result};
 use crate::strings::{string_array, ByteColumn};
@@ -648,6 +648,12 @@ fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool 
             true
         }
         Codec::Bytes { dict, capacity } => {
+            if let Some(fits) = array
+                .as_string_view_opt()
+                .and_then(|a| add_one_byte_terms(dict, a, *capacity, (off, mult), words))
+            {
+                return fits;
+            }
             let Some(codes) = string_codes(dict, array, *capacity) else {
                 return false;
             };
