@@ -163,7 +163,7 @@ pub(crate) async fn last_gpu_report(
 }
 
 /// Runs `sql` once more and says what ran it: the CPU planner's strategy and reason, the
-/// GPU's strategy, or DataFusion's plan (no GroupByExec).
+/// GPU's strategy, both under co-processing, or DataFusion's plan (no GroupByExec).
 pub(crate) async fn what_ran(ctx: &SessionContext, sql: &str) -> Result<String> {
     let Some(p) = last_group_by(ctx, sql).await? else {
         return Ok("DataFusion's plan".into());
@@ -172,7 +172,12 @@ pub(crate) async fn what_ran(ctx: &SessionContext, sql: &str) -> Result<String> 
         return Ok("DataFusion's plan".into());
     };
     Ok(match (g.last_decision(), g.last_gpu_report()) {
-        (Some(d), _) => format!("{}: {}", d.strategy, d.reason),
+        // Both sides ran: co-processing.
+        (Some(d), Some(r)) => format!(
+            "hybrid (gpu {} on {} of {} rows; cpu {}): {}",
+            r.strategy, r.rows_run, r.rows, d.strategy, d.reason
+        ),
+        (Some(d), None) => format!("{}: {}", d.strategy, d.reason),
         (None, Some(r)) => format!("gpu {}: {}", r.strategy, r.reason),
         (None, None) => "grouper (no report)".into(),
     })
