@@ -89,6 +89,47 @@ fn dictionary_key_codes(
     })
 }
 
+/// Adds each row's term of a packed key word, `(code + off) * mult`, into `words`, for a
+/// dictionary-encoded string key column without NULL keys: its values coded once, each row's
+/// term read by its key, in one pass and no codes array ([`dictionary_key_codes`] and then a
+/// pass adding them in: TPC-H Q1's two flags from Parquet, ~5% of its CPU time on 2 threads).
+/// `None` for any other column (the caller codes it through [`string_codes`]), `Some(false)`
+/// when a value's code would be at or past `capacity`.
+pub(super) fn add_dictionary_terms(
+    dict: &Dictionary,
+    array: &ArrayRef,
+    capacity: u64,
+    (off, mult): (u64, u64),
+    words: &mut [u64],
+) -> Option<bool> {
+    let array = array.as_dictionary_opt::<Int32Type>()?;
+    let keys = array.keys();
+    if keys.nulls().is_some_and(|n| n.null_count() > 0) {
+        return None;
+    }
+    let values = string_views(array.values())?;
+    let Some(value_codes) = view_codes(dict, &values, capacity) else {
+        return Some(false);
+    };
+    // A NULL value (no term, as a NULL key) adds nothing; so would a key past the values,
+    // which arrow rules out when it builds the array.
+    let term: Vec<u64> = value_codes
+        .iter()
+        .map(|&c| match c {
+            NULL_SLOT => 0,
+            c => (u64::from(c) + off) * mult,
+        })
+        .collect();
+    for (w, &k) in words.iter_mut().zip(keys.values()) {
+        *w += usize::try_from(k)
+            .ok()
+            .and_then(|k| term.get(k))
+            .copied()
+            .unwrap_or(0);
+    }
+    Some(true)
+}
+
 /// `keys` with every dictionary-encoded column cast to its declared type in `types` (what a
 /// row converter or a kept batch takes); the columns themselves when none is.
 pub(crate) fn as_declared<'a>(

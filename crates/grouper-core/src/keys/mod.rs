@@ -41,7 +41,7 @@ use arrow::row::{RowConverter, SortField};
 
 pub(crate) use columns::as_declared;
 pub(crate) use columns::is_string_column;
-use columns::{seeded_dictionary, string_codes};
+use columns::{add_dictionary_terms, seeded_dictionary, string_codes};
 pub use dictionary::Dictionary;
 use ordinal::{encode_ordinal, Ordinal};
 use views::{add_one_byte_terms, NULL_SLOT};
@@ -651,6 +651,7 @@ fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool 
             if let Some(fits) = array
                 .as_string_view_opt()
                 .and_then(|a| add_one_byte_terms(dict, a, *capacity, (off, mult), words))
+                .or_else(|| add_dictionary_terms(dict, array, *capacity, (off, mult), words))
             {
                 return fits;
             }

@@ -137,3 +137,62 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// Flags (strings of at most one byte) beside an integer key pack into the same words
+    /// whether the flag column is Utf8 (coded through the views built over it), Utf8View (each
+    /// row's term added in one pass) or dictionary-encoded (a term per value, added by key),
+    /// batch after batch, with or without NULLs, and decode back to the flags.
+    #[test]
+    fn flag_layouts_pack_alike(
+        batches in proptest::collection::vec(
+            (proptest::collection::vec((0usize..5, 0i32..7), 1..300), proptest::option::of(0usize..300)),
+            1..4,
+        ),
+    ) {
+        let flags = ["", "\0", "A", "N", "R"];
+        let layouts = |b: &[(usize, i32)], null: Option<usize>| -> [ArrayRef; 3] {
+            let s: Vec<Option<&str>> = b
+                .iter()
+                .enumerate()
+                .map(|(r, &(f, _))| (Some(r) != null).then_some(flags[f]))
+                .collect();
+            [
+                Arc::new(StringArray::from(s.clone())),
+                Arc::new(StringViewArray::from(s.clone())),
+                Arc::new(s.into_iter().collect::<DictionaryArray<Int32Type>>()),
+            ]
+        };
+        let ints = |b: &[(usize, i32)]| -> ArrayRef {
+            Arc::new(Int32Array::from_iter_values(b.iter().map(|&(_, i)| i)))
+        };
+        let (first, null) = &batches[0];
+        let first_flags = layouts(first, *null);
+        let codecs: Vec<KeyCodec> = first_flags
+            .iter()
+            .map(|f| {
+                let t = match f.data_type() {
+                    DataType::Dictionary(..) => DataType::Utf8View,
+                    t => t.clone(),
+                };
+                KeyCodec::plan(&[DataType::Int32, t], &[&[ints(first), Arc::clone(f)]]).unwrap()
+            })
+            .collect();
+        for (b, null) in &batches {
+            let mut words = Vec::new();
+            for (codec, f) in codecs.iter().zip(layouts(b, *null)) {
+                let keys = [ints(b), Arc::clone(&f)];
+                let w = codec.encode(&keys, b.len()).unwrap();
+                if let Some(w) = &w {
+                    let back = codec.decode(w).unwrap();
+                    let back = arrow::compute::cast(&back[1], &DataType::Utf8).unwrap();
+                    let want = arrow::compute::cast(&f, &DataType::Utf8).unwrap();
+                    proptest::prop_assert_eq!(back.as_ref(), want.as_ref());
+                }
+                words.push(w);
+            }
+            proptest::prop_assert_eq!(&words[0], &words[1]);
+            proptest::prop_assert_eq!(&words[0], &words[2]);
+        }
+    }
+}
