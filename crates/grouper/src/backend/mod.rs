@@ -41,7 +41,7 @@ use crate::group_by::GroupByPlan;
 #[derive(Debug)]
 pub(crate) enum Route {
     /// grouper's CPU strategies; with why, where a GPU was asked for or available and not used.
-    Cpu(Option<String>),
+    Cpu(Option<NotOnGpu>),
     /// The GPU alone, over the fused source (`fused`) or the evaluated keys and arguments.
     #[cfg(feature = "gpu")]
     Gpu { query: GpuQuery, fused: bool },
@@ -96,7 +96,7 @@ impl Route {
                 }
                 Backend::Auto if engine.gpu.strategy.is_some() => match gpu_query() {
                     Ok((query, fused)) => Route::Gpu { query, fused },
-                    Err(e) => Route::Cpu(Some(format!("{e}; ran on the CPU"))),
+                    Err(e) => Route::Cpu(Some(NotOnGpu::Said(format!("{e}; ran on the CPU")))),
                 },
                 Backend::Auto => match auto_gpu(engine, plan) {
                     // The GPU starts as the pages run, beside the files' footers and the first
@@ -104,9 +104,9 @@ impl Route {
                     AutoGpu::Pages { query, fused } => Route::Gpu { query, fused },
                     AutoGpu::Hybrid { query } => match crate::device_facts::open() {
                         Ok(_) => Route::Hybrid { query },
-                        Err(e) => Route::Cpu(Some(e.to_string())),
+                        Err(e) => Route::Cpu(Some(NotOnGpu::Said(e.to_string()))),
                     },
-                    AutoGpu::No(why) => Route::Cpu(Some(why.reason())),
+                    AutoGpu::No(why) => Route::Cpu(Some(NotOnGpu::Auto(why))),
                 },
                 Backend::Cpu | Backend::DataFusion => Route::Cpu(None),
             })
@@ -119,7 +119,7 @@ impl Route {
                     "--backend {}: {NO_GPU_FEATURE}",
                     engine.backend
                 ))),
-                Backend::Auto => Ok(Route::Cpu(Some(NO_GPU_FEATURE.into()))),
+                Backend::Auto => Ok(Route::Cpu(Some(NotOnGpu::Said(NO_GPU_FEATURE.into())))),
                 Backend::Cpu | Backend::DataFusion => Ok(Route::Cpu(None)),
             }
         }
@@ -140,10 +140,35 @@ pub(crate) enum AutoGpu {
     No(NoGpu),
 }
 
+/// Why a query grouper's CPU runs did not run on a GPU, as `--explain` says it; `auto`'s own
+/// reasons are put in words only when shown ([`NoGpu::reason`] loads the CUDA driver library).
+/// Worded at once, every query `auto` ran on the CPU of a GPU machine paid for that load: TPC-H
+/// Q1 from Parquet at SF 0.5 and 1 on the H200 host's 16 threads took 4-8 ms longer under
+/// `auto` than under `--backend cpu`, the same plan.
+#[derive(Debug, Clone)]
+pub(crate) enum NotOnGpu {
+    /// Said as it is.
+    Said(String),
+    /// `auto`'s reason.
+    #[cfg(feature = "gpu")]
+    Auto(NoGpu),
+}
+
+impl fmt::Display for NotOnGpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotOnGpu::Said(why) => f.write_str(why),
+            #[cfg(feature = "gpu")]
+            NotOnGpu::Auto(why) => f.write_str(&why.reason()),
+        }
+    }
+}
+
 /// Why `auto` keeps a plan off the GPU, told only when asked: telling it loads the CUDA driver
 /// library (is there a GPU at all?), which costs a fresh process on a GPU machine ~4 ms, and the
 /// plans DataFusion keeps ([`crate::harm`]) never ask.
 #[cfg(feature = "gpu")]
+#[derive(Debug, Clone)]
 pub(crate) enum NoGpu {
     /// No CUDA driver library is installed.
     NoDriver,
@@ -165,7 +190,7 @@ pub(crate) enum NoGpu {
 #[cfg(feature = "gpu")]
 impl NoGpu {
     /// One sentence for `--explain`; no GPU at all comes first.
-    pub(crate) fn reason(self) -> String {
+    pub(crate) fn reason(&self) -> String {
         let no_driver = || {
             grouper_core::GrouperError::GpuUnavailable(grouper_gpu::NO_DRIVER.into()).to_string()
         };
@@ -174,7 +199,7 @@ impl NoGpu {
         }
         match self {
             NoGpu::NoDriver => no_driver(),
-            NoGpu::Unfit(why) => why,
+            NoGpu::Unfit(why) => why.clone(),
             NoGpu::Wide(domain) => format!(
                 "the in-memory table's keys span at least {domain} values in a sample of its rows, over {HYBRID_MAX_DOMAIN}: co-processing that many groups lost to the CPU alone"
             ),
@@ -249,7 +274,7 @@ pub(crate) enum Ran {
     /// workers fused, and what they spilled.
     Cpu(
         Option<Decision>,
-        Option<String>,
+        Option<NotOnGpu>,
         Option<String>,
         Option<spill::SpillReport>,
     ),
@@ -341,7 +366,7 @@ pub(crate) async fn run(
                 Attempt::Ran(columns, rows, ran) => {
                     return Ok((Output::Parts(vec![columns], rows), *ran))
                 }
-                Attempt::FallBack(why) => (Some(why), true),
+                Attempt::FallBack(why) => (Some(NotOnGpu::Said(why)), true),
             }
         }
         #[cfg(feature = "gpu")]
@@ -349,7 +374,9 @@ pub(crate) async fn run(
             match hybrid::run(query, &input, plan, engine, context, baseline).await {
                 Ok((columns, rows, ran)) => return Ok((Output::Parts(vec![columns], rows), ran)),
                 Err(e) if fallback => (
-                    Some(format!("co-processing failed ({e}); ran on the CPU")),
+                    Some(NotOnGpu::Said(format!(
+                        "co-processing failed ({e}); ran on the CPU"
+                    ))),
                     true,
                 ),
                 Err(e) => return Err(e),
