@@ -108,6 +108,15 @@ pub const MIN_ROWS: u64 = 1 << 20;
 /// runs, whatever the domain; on 2 cores (0.5–2M rows a worker), 37 such cases ran 1.00×.
 pub const MIN_ROWS_PER_WORKER: u64 = 1 << 19;
 
+/// [`MIN_ROWS_PER_WORKER`] where the fused pipeline computes decimal arithmetic (in 64 bits,
+/// where DataFusion's projection runs 128-bit kernels): that pays for the workers' set-up at
+/// fewer rows each. TPC-H Q1 from tpchgen-cli Parquet on the H200 host's 16 workers, fresh
+/// processes, medians of 7 in three calls (`bench/results/q1-small-h200-16t-harm.json`): at SF 1
+/// (375k rows a worker) `auto` now 67-74 ms where it had left Q1 to DataFusion (99-121 ms), at
+/// SF 0.5 (187k) 49-61 against 66-82; at SF 0.2 (75k) grouper's CPU ran level with DataFusion
+/// (42.5-46.0 against 43.2-49.2 ms) and `auto` 0.94-0.98x, so that stays DataFusion's.
+pub const MIN_ROWS_PER_WORKER_DECIMAL: u64 = 1 << 17;
+
 /// Input rows per slot of the workers' direct tables (threads × domain) below which DataFusion
 /// keeps the aggregation: each worker folds into a table the size of the key domain and the
 /// tables are merged slot by slot. TPC-H Q15 at SF 10 on the H100 host (2.3M rows into a
@@ -141,6 +150,7 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         );
     }
     let stats = input_stats(input, plan).unwrap_or_default();
+    let decimal = fuses_decimal_arithmetic(plan);
     let mut domain: u128 = 1;
     // Whether some key's values, and whether every key's, come from a sample of in-memory rows.
     let mut sampled = false;
@@ -191,18 +201,18 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         if in_memory {
             // No per-worker direct tables to merge: the planner hashes (partitioned,
             // thread_local) or indexes a domain the sample fills densely (module notes).
-            return few_rows(&stats, threads);
+            return few_rows(&stats, threads, decimal);
         }
         if plan.keys.len() == 1 && key_in_file_order(input, plan, None) {
             // Per-worker tables in key order, unhashed, and no merge (the planner's
             // `sorted` rule): no direct table, so only the rows matter.
-            return few_rows(&stats, threads);
+            return few_rows(&stats, threads, decimal);
         }
         return Some(format!(
             "the keys' domain from statistics ({domain}) is wider than a direct-index table ({ALWAYS_PERFECT_DOMAIN}): DataFusion's hash table is as fast as grouper's CPU there"
         ));
     }
-    if let Some(why) = few_rows(&stats, threads) {
+    if let Some(why) = few_rows(&stats, threads, decimal) {
         return Some(why);
     }
     let rows = stats.rows.unwrap_or_default();
@@ -254,9 +264,10 @@ fn datafusion_group_bytes(plan: &GroupByPlan) -> u128 {
     16 + keys + states
 }
 
-/// Why the input's rows are too few for grouper's CPU (by [`MIN_ROWS`] and
-/// [`MIN_ROWS_PER_WORKER`]), or `None`.
-fn few_rows(stats: &InputStats, threads: usize) -> Option<String> {
+/// Why the input's rows are too few for grouper's CPU (by [`MIN_ROWS`], and
+/// [`MIN_ROWS_PER_WORKER`] or, where the fused pipeline computes decimal arithmetic
+/// (`decimal`), [`MIN_ROWS_PER_WORKER_DECIMAL`]), or `None`.
+fn few_rows(stats: &InputStats, threads: usize, decimal: bool) -> Option<String> {
     let Some(rows) = stats.rows else {
         return Some("no statistics give the input's rows".into());
     };
@@ -265,9 +276,13 @@ fn few_rows(stats: &InputStats, threads: usize) -> Option<String> {
             "about {rows} input rows, too few for grouper's set-up (tables, workers, merge) to pay back"
         ));
     }
-    if rows < MIN_ROWS_PER_WORKER.saturating_mul(threads as u64) {
+    let each = match decimal {
+        true => MIN_ROWS_PER_WORKER_DECIMAL,
+        false => MIN_ROWS_PER_WORKER,
+    };
+    if rows < each.saturating_mul(threads as u64) {
         return Some(format!(
-            "about {rows} input rows for {threads} workers, under {MIN_ROWS_PER_WORKER} each: grouper's per-worker set-up and merge cost more than DataFusion's partial aggregates in its scan threads save"
+            "about {rows} input rows for {threads} workers, under {each} each: grouper's per-worker set-up and merge cost more than DataFusion's partial aggregates in its scan threads save"
         ));
     }
     None
@@ -353,15 +368,7 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
     // grouper's six sums are one struct per group (db-benchmark q9, id2 and id4, 1e7 rows in
     // memory: 1.98x DataFusion alone on the H200 host's 16 threads, 1.69-2.0x on 2 here;
     // `groupby-corr-*.json`).
-    let decimal_arithmetic = fused.args.iter().flatten().any(|e| {
-        matches!(
-            e,
-            Expr::Binary {
-                data_type: DataType::Decimal128(..),
-                ..
-            }
-        )
-    });
+    let decimal_arithmetic = fuses_decimal_arithmetic(plan);
     let corr = plan.spec.aggregates.iter().any(|a| a.kind == AggKind::Corr);
     // Several keys: DataFusion groups them row by row through its multi-column group values,
     // not the specialised map of one string column, and grouper packs their codes into one
@@ -383,6 +390,22 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
     let (cfg, _, files) = local_parquet_files(&fused.source)?;
     let name = scan_columns(cfg, &fused.source)?.into_iter().nth(column)?;
     dictionary_values(&files, &name, few, DICTIONARY_CHUNKS).map(|values| (values, false))
+}
+
+/// Whether an aggregate argument is decimal arithmetic the fused pipeline computes: in 64-bit
+/// lanes, where DataFusion's projection runs 128-bit kernels row batch by row batch.
+fn fuses_decimal_arithmetic(plan: &GroupByPlan) -> bool {
+    plan.fused.as_ref().is_some_and(|f| {
+        f.args.iter().flatten().any(|e| {
+            matches!(
+                e,
+                Expr::Binary {
+                    data_type: DataType::Decimal128(..),
+                    ..
+                }
+            )
+        })
+    })
 }
 
 /// String values of one key up to which `auto` runs an aggregation straight over a scan of

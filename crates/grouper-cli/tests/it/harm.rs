@@ -240,7 +240,7 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
 #[test]
 fn more_workers_need_more_rows_each() {
     // The query grouper takes on 2 workers (2^20 + 4096 rows, 100 keys) is DataFusion's on 4:
-    // under 2^19 rows a worker.
+    // under 2^19 rows a worker; unless it computes decimal arithmetic.
     let big = parquet((1 << 20) + 4096, "big-workers.parquet");
     let sql = "SELECT small, sum(v), count(*) FROM t GROUP BY small";
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -259,6 +259,28 @@ fn more_workers_need_more_rows_each() {
         );
         let (_, plan, why) = run(&config(Backend::Auto, false), &big, sql).await;
         assert!(plan.contains("GroupByExec") && why.is_empty(), "{plan}");
+        // Decimal arithmetic the fused pipeline computes in 64 bits pays for the workers'
+        // set-up at fewer rows each (MIN_ROWS_PER_WORKER_DECIMAL): grouper's on 4 workers too,
+        // DataFusion's on 16 (65,792 rows each).
+        let decimal = "SELECT small, sum(price * (1 - price)), count(*) FROM t GROUP BY small";
+        let (want, _, _) = run(&config(Backend::DataFusion, false), &big, decimal).await;
+        let (got, plan, why) = run(&four, &big, decimal).await;
+        assert_eq!(got, want);
+        assert!(
+            plan.contains("GroupByExec") && why.is_empty(),
+            "{why:?}\n{plan}"
+        );
+        let sixteen = GrouperConfig {
+            threads: Some(16),
+            ..config(Backend::Auto, false)
+        };
+        let (got, plan, why) = run(&sixteen, &big, decimal).await;
+        assert_eq!(got, want);
+        assert!(!plan.contains("GroupByExec"), "{plan}");
+        assert!(
+            why.len() == 1 && why[0].contains("16 workers, under 131072 each"),
+            "{why:?}"
+        );
     });
 }
 
