@@ -538,25 +538,37 @@ fn narrow(dst: &mut Vec<i64>, wide: &[i128], sel: Option<&Selection>) -> bool {
     let misfit = |v: i128| ((v >> 64) as i64) ^ ((v as i64) >> 63);
     let mut bad = 0i64;
     dst.clear();
+    // Narrowed a chunk at a time into a local array and appended, rather than into a vector
+    // first filled with zeros (a store per value more: ~3% of TPC-H Q1's CPU time in memory).
+    let mut lanes = [0i64; NARROW_CHUNK];
     match sel {
         None => {
-            dst.resize(wide.len(), 0);
-            for (d, &v) in dst.iter_mut().zip(wide) {
-                bad |= misfit(v);
-                *d = v as i64;
+            dst.reserve(wide.len());
+            for chunk in wide.chunks(NARROW_CHUNK) {
+                for (l, &v) in lanes.iter_mut().zip(chunk) {
+                    bad |= misfit(v);
+                    *l = v as i64;
+                }
+                dst.extend_from_slice(&lanes[..chunk.len()]);
             }
         }
         Some(s) => {
-            dst.resize(s.indices.len(), 0);
-            for (d, &i) in dst.iter_mut().zip(&s.indices) {
-                let v = wide[i as usize];
-                bad |= misfit(v);
-                *d = v as i64;
+            dst.reserve(s.indices.len());
+            for chunk in s.indices.chunks(NARROW_CHUNK) {
+                for (l, &i) in lanes.iter_mut().zip(chunk) {
+                    let v = wide[i as usize];
+                    bad |= misfit(v);
+                    *l = v as i64;
+                }
+                dst.extend_from_slice(&lanes[..chunk.len()]);
             }
         }
     }
     bad == 0
 }
+
+/// Values [`narrow`] narrows before appending them.
+const NARROW_CHUNK: usize = 16;
 
 fn gather_nulls(nulls: Option<&NullBuffer>, sel: Option<&Selection>) -> Option<NullBuffer> {
     let n = nulls.filter(|n| n.null_count() > 0)?;
