@@ -15,7 +15,7 @@ pub(super) const NULL_SLOT: u32 = EMPTY;
 /// The distinct views of one batch's rows that the dictionary's map of short strings did not
 /// answer, each with its index among them (its *local*): a multiply and a compare per row
 /// rather than a hash of the bytes and a probe of the shared dictionary (~14% of TPC-H Q1's
-/// CPU time on 2 cores, before its flags took [`one_byte_locals`]).
+/// CPU time on 2 cores, before its flags took [`each_one_byte_code`]).
 struct ViewTable {
     map: ViewMap,
 }
@@ -57,14 +57,14 @@ pub(super) fn view_codes(
     capacity: u64,
 ) -> Option<Vec<u32>> {
     let views = a.views();
-    let nulls = a.nulls().filter(|n| n.null_count() > 0);
-    if nulls.is_none() && views.iter().all(|&v| v as u32 <= 1) {
-        let (mut locals, mut firsts) = (Vec::with_capacity(views.len()), Vec::new());
-        one_byte_locals(views, &mut locals, &mut firsts);
-        let codes = codes_of(dict, a, capacity, &firsts)?;
-        return Some(locals.iter().map(|&l| codes[l as usize]).collect());
+    let mut out = Vec::with_capacity(views.len());
+    match each_one_byte_code(dict, a, capacity, |c| c, |_, c| out.push(c)) {
+        Some(true) => return Some(out),
+        Some(false) => return None,
+        None => out.clear(),
     }
-    let mut out = vec![NULL_SLOT; views.len()];
+    let nulls = a.nulls().filter(|n| n.null_count() > 0);
+    out.resize(views.len(), NULL_SLOT);
     let mut rest: Vec<usize> = Vec::new();
     let top = dict.inline_codes(views, nulls, &mut out, &mut rest);
     if top.is_some_and(|top| u64::from(top) >= capacity) {
@@ -87,7 +87,7 @@ pub(super) fn view_codes(
     Some(out)
 }
 
-/// Index of a string of at most one byte in [`one_byte_locals`]' table: its byte and its
+/// Index of a string of at most one byte in [`each_one_byte_code`]'s table: its byte and its
 /// length (the empty string and "\0" differ only there). Such a string's view is its length
 /// in the low 32 bits and its byte above them.
 #[inline(always)]
@@ -95,31 +95,51 @@ fn one_byte_slot(view: u128) -> usize {
     (((view >> 32) as u8 as usize) << 1) | (view as u32 as usize & 1)
 }
 
-/// [`view_codes`]' locals of a column of strings of at most one byte and no NULL (TPC-H's
-/// flags): a table of every such string, indexed by the view's byte and length, in place of
-/// the cache and the hash map.
-fn one_byte_locals(views: &[u128], locals: &mut Vec<u32>, firsts: &mut Vec<usize>) {
-    let mut table = [NULL_SLOT; 512];
-    locals.resize(views.len(), 0);
-    for (r, (l, &view)) in locals.iter_mut().zip(views).enumerate() {
-        let slot = &mut table[one_byte_slot(view)];
-        if *slot == NULL_SLOT {
-            *slot = firsts.len() as u32;
-            firsts.push(r);
-        }
-        *l = *slot;
+/// For a column of strings of at most one byte and no NULL (TPC-H's flags): calls `each` with
+/// every row and `value` of its code, in one pass over the views, from a table of every such
+/// string indexed by the view's byte and length in place of the dictionary's map; a string
+/// missing from it is coded when it first appears (a branch almost never taken), so codes come
+/// in order of first appearance. `None` for any other column, `Some(false)` when a code would
+/// be at or past `capacity`. A pass noting each string's first row in such a table, before
+/// coding them, waited on its own stores row after row.
+#[inline(always)]
+fn each_one_byte_code<T: Copy>(
+    dict: &Dictionary,
+    a: &StringViewArray,
+    capacity: u64,
+    value: impl Fn(u32) -> T,
+    mut each: impl FnMut(usize, T),
+) -> Option<bool> {
+    let views = a.views();
+    if a.nulls().is_some_and(|n| n.null_count() > 0) || !views.iter().all(|&v| v as u32 <= 1) {
+        return None;
     }
+    let mut table: [Option<T>; 512] = [None; 512];
+    for (r, &view) in views.iter().enumerate() {
+        let slot = &mut table[one_byte_slot(view)];
+        let v = match *slot {
+            Some(v) => v,
+            None => {
+                let Some(&code) = codes_of(dict, a, capacity, &[r])
+                    .as_deref()
+                    .and_then(<[u32]>::first)
+                else {
+                    return Some(false);
+                };
+                *slot.insert(value(code))
+            }
+        };
+        each(r, v);
+    }
+    Some(true)
 }
 
 /// Adds each row's term of a packed key word, `(code + off) * mult`, into `words`, for a
-/// column of strings of at most one byte and no NULL (TPC-H's flags); `None` for any other
-/// column (the caller codes it through [`view_codes`]), `Some(false)` when a code would be at or
-/// past `capacity`. One pass adds each row's term from a table indexed as [`one_byte_locals`]'
-/// is, a string missing from it coded when it first appears (a branch almost never taken), so
-/// codes come in order of first appearance as [`view_codes`] gives them. Through [`view_codes`]
-/// the same column took three passes, a codes array and a pass adding it in (TPC-H Q1's two
-/// flags: ~20% of its CPU time in memory on 2 threads); a first pass noting each string's first
-/// row in such a table instead waited on its own stores, row after row, as long.
+/// column of strings of at most one byte and no NULL ([`each_one_byte_code`]); `None` for any
+/// other column (the caller codes it through [`view_codes`]), `Some(false)` when a code would be
+/// at or past `capacity`. Through [`view_codes`] and an added pass the same column had taken
+/// three passes, a codes array and a fourth adding it in (TPC-H Q1's two flags: ~20% of its
+/// CPU time in memory on 2 threads).
 pub(super) fn add_one_byte_terms(
     dict: &Dictionary,
     a: &StringViewArray,
@@ -127,26 +147,12 @@ pub(super) fn add_one_byte_terms(
     (off, mult): (u64, u64),
     words: &mut [u64],
 ) -> Option<bool> {
-    let views = a.views();
-    if a.nulls().is_some_and(|n| n.null_count() > 0) || !views.iter().all(|&v| v as u32 <= 1) {
-        return None;
-    }
-    // `u64::MAX` for a string not yet coded: no term is (a code fits below `capacity`).
-    let mut term = [u64::MAX; 512];
-    for (r, (w, &view)) in words.iter_mut().zip(views).enumerate() {
-        let slot = one_byte_slot(view);
-        if term[slot] == u64::MAX {
-            let Some(&code) = codes_of(dict, a, capacity, &[r])
-                .as_deref()
-                .and_then(<[u32]>::first)
-            else {
-                return Some(false);
-            };
-            term[slot] = (u64::from(code) + off) * mult;
+    let term = |code: u32| (u64::from(code) + off) * mult;
+    each_one_byte_code(dict, a, capacity, term, |r, t| {
+        if let Some(w) = words.get_mut(r) {
+            *w += t;
         }
-        *w += term[slot];
-    }
-    Some(true)
+    })
 }
 
 /// The codes of the distinct values at rows `firsts`, in order.
