@@ -33,9 +33,9 @@ struct Inner {
     bytes: usize,
 }
 
-/// A value of [`Dictionary::from_distinct`] copied out, with its view if it is short and its
-/// hash.
-type Placed = (Box<[u8]>, Option<u128>, u64);
+/// A value of [`Dictionary::from_distinct`] copied out, with its view if it is short (for the
+/// map of views) or else its hash (for the index): a short value's hash is never used.
+type Placed = (Box<[u8]>, Result<u128, u64>);
 
 /// Shards of a dictionary of interned composite keys ([`Dictionary::sharded`]).
 pub const ROW_SHARDS: usize = 64;
@@ -107,7 +107,7 @@ impl Dictionary {
             .par_iter()
             .map(|part| {
                 part.iter()
-                    .map(|&v| (v.into(), inline_view(v), dict.hash(v)))
+                    .map(|&v| (v.into(), inline_view(v).ok_or_else(|| dict.hash(v))))
                     .collect()
             })
             .collect();
@@ -125,8 +125,8 @@ impl Dictionary {
             .zip(&firsts)
             .map(|(part, &first)| {
                 let mut by_region = vec![Vec::new(); REGIONS];
-                for (i, (_, view, _)) in part.iter().enumerate() {
-                    if let Some(view) = *view {
+                for (i, (_, key)) in part.iter().enumerate() {
+                    if let Ok(view) = *key {
                         by_region[region_of(view)].push((view, first + i as u32));
                     }
                 }
@@ -148,11 +148,11 @@ impl Dictionary {
         } = &mut *inner;
         *inline = ViewMap::from_regions(&by_region);
         values.reserve_exact(placed.iter().map(Vec::len).sum());
-        for (v, view, h) in placed.into_iter().flatten() {
+        for (v, key) in placed.into_iter().flatten() {
             let local = values.len() as u32;
             *bytes += v.len();
             values.push(v);
-            if view.is_none() {
+            if let Err(h) = key {
                 index.insert_unique(h, local, |&c| dict.hasher.hash_one(&values[c as usize]));
             }
         }
