@@ -568,7 +568,7 @@ fn narrow(dst: &mut Vec<i64>, wide: &[i128], sel: Option<&Selection>) -> bool {
 }
 
 /// Values [`narrow`] narrows before appending them.
-const NARROW_CHUNK: usize = 16;
+const NARROW_CHUNK: usize = 256;
 
 fn gather_nulls(nulls: Option<&NullBuffer>, sel: Option<&Selection>) -> Option<NullBuffer> {
     let n = nulls.filter(|n| n.null_count() > 0)?;
