@@ -567,7 +567,9 @@ fn narrow(dst: &mut Vec<i64>, wide: &[i128], sel: Option<&Selection>) -> bool {
     bad == 0
 }
 
-/// Values [`narrow`] narrows before appending them.
+/// Values [`narrow`] narrows before appending them: each append is a call to `memcpy`, which at
+/// 16 values (128 bytes) a call was ~6% of TPC-H Q1's CPU time in memory; at 256 (a 2 KiB local
+/// array, in L1) the calls leave the profile (Q1 SF 1 in memory on 2 threads 4% faster).
 const NARROW_CHUNK: usize = 256;
 
 fn gather_nulls(nulls: Option<&NullBuffer>, sel: Option<&Selection>) -> Option<NullBuffer> {

@@ -210,10 +210,9 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
                     let batch = batch?;
                     rows += batch.num_rows();
                     // The fused program runs a morsel at a time: over a large in-memory batch
-                    // (2^16 rows of built-in TPC-H, 2^20 in `bench cpu-sweep`) its nodes'
-                    // values would leave the cache, and each batch's lanes, half a megabyte
-                    // and more, would be fresh pages from the kernel (TPC-H Q1 at SF 10 in
-                    // memory on the H200 host's 16 threads: 7-13% of the time).
+                    // (2^16 rows of built-in TPC-H) its nodes' values would leave the cache,
+                    // and each batch's lanes, half a megabyte each, would be fresh pages from
+                    // the kernel (their faults were 1-3% of Q1's CPU time in memory here).
                     let pieces = match fusion.is_some() {
                         true => morsel_slices(&batch),
                         false => vec![batch],
@@ -300,12 +299,15 @@ const MORSELS_PER_THREAD: usize = 8;
 /// input's few batches would not repay.
 const MIN_MORSEL_ROWS: usize = 1 << 18;
 
-/// [`MORSELS_PER_THREAD`] and the divisor of [`MIN_MORSEL_ROWS`] for in-memory batches, whose
-/// partitions are slices (no open, no dictionary page): the query ends when its last worker
-/// does, about half a morsel after the average one. TPC-H Q1 at SF 10 in memory on the H200
-/// host's 16 threads, 128 morsels of 470k rows (~25 ms each): the workers finished 164-188 ms
-/// after the start, their average 176.
+/// [`MORSELS_PER_THREAD`] for in-memory batches, whose partitions are slices (no open, no
+/// dictionary page): the query ends when its last worker does, about half a morsel after the
+/// average one. TPC-H Q1 at SF 10 in memory on the H200 host's 16 threads, 128 morsels of 470k
+/// rows (~25 ms each): the workers finished 164-188 ms after the start, their average 176; with
+/// 512, within 3 ms of each other (Q1 184-207 -> 179-189 ms, 4 rounds in turns).
 const MEMORY_MORSELS_PER_THREAD: usize = 32;
+
+/// In-memory morsels hold at least [`MIN_MORSEL_ROWS`] over this many rows (2^16), so that a
+/// table of a few million rows still gives each thread several.
 const MEMORY_MIN_ROWS_DIVISOR: usize = 4;
 
 /// Bytes of files a morsel covers at least (a byte range holds the row groups that start in it).
