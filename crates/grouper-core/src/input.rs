@@ -174,19 +174,24 @@ fn check_column(a: &ArrayRef, t: &DataType, rows: usize, what: &str) -> Result<(
 /// morsel-driven parallelism; DataFusion's default batch size too).
 pub const MORSEL_ROWS: usize = 1 << 13;
 
+/// The morsels of `rows` rows, as `(offset, length)`: consecutive runs of at most
+/// [`MORSEL_ROWS`] rows covering them all (none for no rows).
+pub fn morsel_ranges(rows: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..rows)
+        .step_by(MORSEL_ROWS)
+        .map(move |off| (off, MORSEL_ROWS.min(rows - off)))
+}
+
 /// Splits batches into morsels of at most [`MORSEL_ROWS`] rows (zero-copy), dropping empty ones.
 pub fn morsels(batches: &[InputBatch]) -> Vec<InputBatch> {
     let mut out = Vec::new();
     for b in batches {
-        let mut off = 0;
-        while off < b.num_rows() {
-            let len = MORSEL_ROWS.min(b.num_rows() - off);
-            out.push(if off == 0 && len == b.num_rows() {
+        for (off, len) in morsel_ranges(b.num_rows()) {
+            out.push(if len == b.num_rows() {
                 b.clone()
             } else {
                 b.slice(off, len)
             });
-            off += len;
         }
     }
     out

@@ -167,7 +167,7 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         if !ordinal(t) {
             // A string key of a few values (the Parquet files' dictionary pages list them, or a
             // sample of an in-memory table finds them).
-            let few = few_strings(plan, i, t).or_else(|| {
+            let few = few_strings(plan, i, t, decimal).or_else(|| {
                 let (files, names) = scanned.get_or_init(|| workers_key_names(input, plan));
                 let name = names.get(i)?.as_ref()?;
                 dictionary_values(files, name, DICTIONARY_STRINGS, DICTIONARY_CHUNKS)
@@ -353,10 +353,16 @@ pub const DICTIONARY_CHUNKS: usize = 1 << 14;
 
 /// The number of distinct values of key `i`, a string column read straight from the fused
 /// source, when there are at most [`FEW_STRINGS`] and an aggregate argument is decimal
-/// arithmetic the fused pipeline computes: listed by local Parquet files' dictionary pages (all
+/// arithmetic the fused pipeline computes (`decimal_arithmetic`, [`fuses_decimal_arithmetic`]
+/// of the plan): listed by local Parquet files' dictionary pages (all
 /// of them), or found in a sample of an in-memory table's rows (likely; the second value is
 /// true then).
-fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, bool)> {
+fn few_strings(
+    plan: &GroupByPlan,
+    i: usize,
+    t: &DataType,
+    decimal_arithmetic: bool,
+) -> Option<(usize, bool)> {
     if !string_type(t) {
         return None;
     }
@@ -368,7 +374,6 @@ fn few_strings(plan: &GroupByPlan, i: usize, t: &DataType) -> Option<(usize, boo
     // grouper's six sums are one struct per group (db-benchmark q9, id2 and id4, 1e7 rows in
     // memory: 1.98x DataFusion alone on the H200 host's 16 threads, 1.69-2.0x on 2 here;
     // `groupby-corr-*.json`).
-    let decimal_arithmetic = fuses_decimal_arithmetic(plan);
     let corr = plan.spec.aggregates.iter().any(|a| a.kind == AggKind::Corr);
     // Several keys: DataFusion groups them row by row through its multi-column group values,
     // not the specialised map of one string column, and grouper packs their codes into one

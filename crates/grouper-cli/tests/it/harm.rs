@@ -237,6 +237,21 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
     });
 }
 
+/// Runs `sql` over `path` under `config` and checks that `auto` left it to DataFusion for one
+/// reason, which says `says`, with the answer `want`.
+async fn kept_by_datafusion(
+    config: &GrouperConfig,
+    path: &std::path::Path,
+    sql: &str,
+    want: &[String],
+    says: &str,
+) {
+    let (got, plan, why) = run(config, path, sql).await;
+    assert_eq!(got, want);
+    assert!(!plan.contains("GroupByExec"), "{plan}");
+    assert!(why.len() == 1 && why[0].contains(says), "{why:?}");
+}
+
 #[test]
 fn more_workers_need_more_rows_each() {
     // The query grouper takes on 2 workers (2^20 + 4096 rows, 100 keys) is DataFusion's on 4:
@@ -250,13 +265,7 @@ fn more_workers_need_more_rows_each() {
             threads: Some(4),
             ..config(Backend::Auto, false)
         };
-        let (got, plan, why) = run(&four, &big, sql).await;
-        assert_eq!(got, want);
-        assert!(!plan.contains("GroupByExec"), "{plan}");
-        assert!(
-            why.len() == 1 && why[0].contains("4 workers, under 524288 each"),
-            "{why:?}"
-        );
+        kept_by_datafusion(&four, &big, sql, &want, "4 workers, under 524288 each").await;
         let (_, plan, why) = run(&config(Backend::Auto, false), &big, sql).await;
         assert!(plan.contains("GroupByExec") && why.is_empty(), "{plan}");
         // Decimal arithmetic the fused pipeline computes in 64 bits pays for the workers'
@@ -274,13 +283,8 @@ fn more_workers_need_more_rows_each() {
             threads: Some(16),
             ..config(Backend::Auto, false)
         };
-        let (got, plan, why) = run(&sixteen, &big, decimal).await;
-        assert_eq!(got, want);
-        assert!(!plan.contains("GroupByExec"), "{plan}");
-        assert!(
-            why.len() == 1 && why[0].contains("16 workers, under 131072 each"),
-            "{why:?}"
-        );
+        let why = "16 workers, under 131072 each";
+        kept_by_datafusion(&sixteen, &big, decimal, &want, why).await;
     });
 }
 

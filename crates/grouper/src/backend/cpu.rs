@@ -434,16 +434,14 @@ fn sliced(scan: &DataSourceExec, target: usize) -> Result<Option<Arc<dyn Executi
     Ok(Some(DataSourceExec::from_data_source(config)))
 }
 
-/// `batch` cut into zero-copy slices of at most [`grouper_core::input::MORSEL_ROWS`] rows (the
-/// batch itself when it is no larger).
+/// `batch` cut into zero-copy slices of at most [`grouper_core::input::MORSEL_ROWS`] rows
+/// ([`grouper_core::input::morsel_ranges`]; the batch itself when it is no larger).
 fn morsel_slices(batch: &RecordBatch) -> Vec<RecordBatch> {
-    let (rows, most) = (batch.num_rows(), grouper_core::input::MORSEL_ROWS);
-    if rows <= most {
+    if batch.num_rows() <= grouper_core::input::MORSEL_ROWS {
         return vec![batch.clone()];
     }
-    (0..rows)
-        .step_by(most)
-        .map(|at| batch.slice(at, most.min(rows - at)))
+    grouper_core::input::morsel_ranges(batch.num_rows())
+        .map(|(off, len)| batch.slice(off, len))
         .collect()
 }
 
