@@ -447,3 +447,34 @@ fn ctrl_c_stops_a_long_query_promptly() {
         "{err}"
     );
 }
+
+/// A CPU without an extension the build enabled (x86-64-v3's, `.cargo/config.toml`) is told
+/// so in one line before anything runs, and the same command runs where it has them.
+#[test]
+fn a_cpu_lacking_the_builds_extensions_is_told_so() {
+    let built_for_v3 = cfg!(all(
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "bmi2"
+    ));
+    for lacking in ["avx2", "bmi2"] {
+        let out = grouper()
+            .env("GROUPER_CPU_ASSUME_MISSING", lacking)
+            .arg("--version")
+            .output()
+            .unwrap();
+        if built_for_v3 {
+            fails_with(
+                &out,
+                &format!("built for CPUs with {lacking}, which this one lacks"),
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("target-cpu=native"), "{err}");
+        } else {
+            assert!(out.status.success());
+        }
+    }
+    let out = grouper().arg("--version").output().unwrap();
+    assert!(out.status.success());
+}
