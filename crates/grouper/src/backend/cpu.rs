@@ -29,6 +29,7 @@ use rayon::prelude::*;
 use super::external;
 use super::fused_scan;
 use super::fusion::CpuFusion;
+use super::pooled_scan;
 use super::row_group_morsels;
 use super::spill::{Budget, Spill, SpilledGroups};
 use crate::config::Engine;
@@ -386,7 +387,7 @@ fn morsels(
     let finer = match sliced(scan, target)? {
         Some(sliced) => sliced,
         None => match row_group_morsels::split(&source, target, min_rows, context) {
-            Some(split) => split,
+            Some(split) => pooled_scan::over(&split, context).unwrap_or(split),
             None => source
                 .repartitioned(target, context.session_config().options())?
                 .unwrap_or(source),

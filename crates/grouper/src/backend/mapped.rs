@@ -66,7 +66,7 @@ impl MappedReaderFactory {
 
 /// `path` mapped read-only, as bytes; `None` when it cannot be opened or mapped or its length is
 /// not `size`.
-fn map_file(path: &PathBuf, size: u64) -> Option<Bytes> {
+pub(crate) fn map_file(path: &PathBuf, size: u64) -> Option<Bytes> {
     let file = std::fs::File::open(path).ok()?;
     if file.metadata().ok()?.len() != size || size == 0 {
         return None;

@@ -18,6 +18,8 @@ pub mod hybrid;
 mod mapped;
 #[cfg(feature = "gpu")]
 pub mod pages;
+mod pooled_pages;
+mod pooled_scan;
 mod row_group_morsels;
 pub mod spill;
 
