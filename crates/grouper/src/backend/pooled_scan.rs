@@ -111,11 +111,15 @@ pub(crate) fn over(
         .map(|c| roots.binary_search(c).ok())
         .collect::<Option<Vec<_>>>()?;
 
-    let pruning = predicate.as_ref().and_then(|p| {
-        PruningPredicateBuilder::new()
-            .with_file_schema(Arc::clone(&table))
-            .build(Arc::clone(p))
-    });
+    // Pruned as DataFusion's opener prunes, where its options let it.
+    let pruning = predicate
+        .as_ref()
+        .filter(|_| options.pruning)
+        .and_then(|p| {
+            PruningPredicateBuilder::new()
+                .with_file_schema(Arc::clone(&table))
+                .build(Arc::clone(p))
+        });
     let pages = predicate
         .as_ref()
         .filter(|_| options.enable_page_index)
@@ -573,6 +577,26 @@ mod tests {
                 "{sql}"
             );
         }
+        // With pruning off (row groups and pages) every row group is read. DataFusion's scan
+        // still drops whole files by their statistics (not by these options): what it reads
+        // is a part of what this one reads.
+        let config = SessionConfig::new()
+            .with_target_partitions(4)
+            .set_bool("datafusion.execution.parquet.pruning", false)
+            .set_bool("datafusion.execution.parquet.enable_page_index", false);
+        let ctx = SessionContext::new_with_config(config);
+        ctx.register_parquet("t", path.to_string_lossy().as_ref(), Default::default())
+            .await
+            .unwrap();
+        let sql = "SELECT d, s FROM t WHERE s < 1700 OR s >= 9950";
+        let scan = scan_below(&physical_plan(&ctx, sql).await);
+        let cut = split(&scan, 16, 400, &ctx.task_ctx()).expect("cut into morsels");
+        let pooled = over(&cut, &ctx.task_ctx()).expect("read by the pooled scan");
+        let ours = all_rows(&pooled, &ctx).await;
+        assert_eq!(ours.iter().map(RecordBatch::num_rows).sum::<usize>(), total);
+        let theirs = answer_lines(&all_rows(&cut, &ctx).await, false);
+        let ours = answer_lines(&ours, false);
+        assert!(theirs.iter().all(|l| ours.binary_search(l).is_ok()));
         // A filter the reader evaluates itself is DataFusion's.
         let config = SessionConfig::new()
             .with_target_partitions(4)
