@@ -39,6 +39,15 @@ struct Morsel {
     runs: Vec<(usize, usize, u64, u64)>,
 }
 
+/// Morsels of whole row groups hold at least [`split`]'s `min_rows` over this many rows, the
+/// most a part of a row group holds: a part decodes its column chunks' dictionary pages again,
+/// a whole row group does not. TPC-H SF
+/// 1's lineitem (tpchgen-cli: 53 row groups of ~113k rows) on the H200 host's 16 threads had
+/// been 27 morsels of two row groups, with workers ending 15 ms apart (one morsel or two); in
+/// 53 of one, Q1 from Parquet ran 59.8 -> 57.6 and 63.0 -> 57.4 ms (medians of 15 fresh
+/// processes in turns, two calls), where 106 half row groups had run 67.9 -> 70.6 ms.
+const WHOLE_MIN_DIVISOR: u64 = 4;
+
 impl Morsel {
     /// The files the morsel reads, each with the runs it reads of it.
     fn files(&self) -> impl Iterator<Item = (usize, Vec<(usize, u64, u64)>)> + '_ {
@@ -51,9 +60,11 @@ impl Morsel {
     }
 }
 
-/// `source`, a scan of whole local Parquet files, as about `target` partitions of at least
-/// `min_rows` rows each (fewer where the files hold fewer rows), one morsel each; `None` when
-/// it is not such a scan, a footer cannot be read, or it would be a single morsel.
+/// `source`, a scan of whole local Parquet files, as about `target` partitions, one morsel
+/// each: a row group is cut into parts only past `min_rows` rows, and morsels of whole row
+/// groups hold at least a [`WHOLE_MIN_DIVISOR`]th of that (fewer where the files hold fewer
+/// rows); `None` when it is not such a scan, a footer cannot be read, or it would be a single
+/// morsel.
 pub(crate) fn split(
     source: &Arc<dyn ExecutionPlan>,
     target: usize,
@@ -79,10 +90,11 @@ pub(crate) fn split(
         })
         .collect::<Option<_>>()?;
     let total: u64 = row_groups.iter().flatten().sum();
+    let min_part = min_rows.max(1) as u64;
     let per = total
         .div_ceil(target.max(1) as u64)
-        .max(min_rows.max(1) as u64);
-    let morsels = cut(&row_groups, per);
+        .max(min_part.div_ceil(WHOLE_MIN_DIVISOR));
+    let morsels = cut(&row_groups, per, min_part);
     if morsels.len() < 2 {
         return None;
     }
@@ -150,11 +162,12 @@ fn whole_files<'a>(
 }
 
 /// Files of `row_groups` (each file's row groups' rows) cut into morsels of about `per` rows:
-/// a row group of more rows than `per` into equal parts of at most `per` rows, each a morsel;
-/// runs of smaller ones, across files too (many small files do not make as many partitions),
-/// into morsels of whole row groups, each ending before `per` rows would be passed. Empty row
+/// a row group of more rows than `per` and `min_part` into equal parts of at most the larger
+/// of them, each a morsel (one of fewer rows than `min_part` is a morsel whole); runs of
+/// smaller ones, across files too (many small files do not make as many partitions), into
+/// morsels of whole row groups, each ending before `per` rows would be passed. Empty row
 /// groups are left out.
-fn cut(row_groups: &[Vec<u64>], per: u64) -> Vec<Morsel> {
+fn cut(row_groups: &[Vec<u64>], per: u64, min_part: u64) -> Vec<Morsel> {
     let mut morsels = Vec::new();
     let mut open = Morsel::default();
     let mut rows = 0;
@@ -168,7 +181,7 @@ fn cut(row_groups: &[Vec<u64>], per: u64) -> Vec<Morsel> {
         for (rg, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
             if n > per {
                 close(&mut open, &mut rows);
-                let parts = n.div_ceil(per);
+                let parts = n.div_ceil(per.max(min_part));
                 for k in 0..parts {
                     open.runs
                         .push((file, rg, n * k / parts, n * (k + 1) / parts));
@@ -221,6 +234,27 @@ mod tests {
 
     use super::*;
 
+    /// A row group of more rows than `per` but not `min_part` is a morsel whole; a larger one
+    /// is cut into parts of at most `min_part`; smaller ones still gather up to `per`.
+    #[test]
+    fn parts_of_a_row_group_hold_at_least_min_part() {
+        let files = vec![vec![113, 113, 60, 60, 300, 900]];
+        let morsels = cut(&files, 150, 400);
+        let runs: Vec<_> = morsels.iter().map(|m| m.runs.clone()).collect();
+        assert_eq!(
+            runs,
+            vec![
+                vec![(0, 0, 0, 113)],
+                vec![(0, 1, 0, 113)],
+                vec![(0, 2, 0, 60), (0, 3, 0, 60)],
+                vec![(0, 4, 0, 300)],
+                vec![(0, 5, 0, 300)],
+                vec![(0, 5, 300, 600)],
+                vec![(0, 5, 600, 900)],
+            ]
+        );
+    }
+
     /// Big row groups are cut into equal parts of at most `per` rows, small ones gathered whole
     /// (across files too) until the next would pass `per`; every row of every file is in
     /// exactly one morsel.
@@ -233,7 +267,7 @@ mod tests {
             vec![50],
             vec![60],
         ];
-        let morsels = cut(&files, 400);
+        let morsels = cut(&files, 400, 400);
         let mut seen: Vec<Vec<Vec<bool>>> = files
             .iter()
             .map(|f| f.iter().map(|&n| vec![false; n as usize]).collect())
@@ -402,12 +436,12 @@ mod tests {
                 .await
                 .unwrap();
             if backend == Backend::Cpu {
-                // What the workers' morsels are (8 threads: at least 8 morsels wanted; 2^18
-                // rows at least, `MIN_MORSEL_ROWS`): 300,000 rows in two parts, the two
-                // 100,000-row groups together, 300,000 in two parts.
+                // What the workers' morsels are (8 threads: 800,000 rows over at least 8
+                // morsels is 100,000 a morsel; parts of 2^18 rows at least, `MIN_MORSEL_ROWS`):
+                // 300,000 rows in two parts, each 100,000-row group whole, 300,000 in two parts.
                 let scan = physical_plan(&ctx, "SELECT k, v FROM t").await;
                 let cut = super::split(&scan, 8, 1 << 18, &ctx.task_ctx()).unwrap();
-                assert_eq!(cut.output_partitioning().partition_count(), 5);
+                assert_eq!(cut.output_partitioning().partition_count(), 6);
             }
             let plan = physical_plan(&ctx, sql).await;
             let batches = collect(plan, ctx.task_ctx()).await.unwrap();
