@@ -297,7 +297,9 @@ const MORSELS_PER_THREAD: usize = 8;
 
 /// Rows a morsel of memory or of Parquet row groups holds at least: each partition costs a
 /// stream of its own (for a file, an open and a dictionary page per column), which a small
-/// input's few batches would not repay.
+/// input's few batches would not repay. Local Parquet files cut a row group into parts only
+/// past this many rows, and make morsels of whole row groups down to a quarter of it
+/// ([`row_group_morsels::split`]): a whole row group decodes its dictionary pages once.
 const MIN_MORSEL_ROWS: usize = 1 << 18;
 
 /// [`MORSELS_PER_THREAD`] for in-memory batches, whose partitions are slices (no open, no

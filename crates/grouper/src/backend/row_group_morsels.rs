@@ -39,13 +39,13 @@ struct Morsel {
     runs: Vec<(usize, usize, u64, u64)>,
 }
 
-/// Morsels of whole row groups hold at least [`split`]'s `min_rows` over this many rows, the
-/// most a part of a row group holds: a part decodes its column chunks' dictionary pages again,
-/// a whole row group does not. TPC-H SF
-/// 1's lineitem (tpchgen-cli: 53 row groups of ~113k rows) on the H200 host's 16 threads had
-/// been 27 morsels of two row groups, with workers ending 15 ms apart (one morsel or two); in
-/// 53 of one, Q1 from Parquet ran 59.8 -> 57.6 and 63.0 -> 57.4 ms (medians of 15 fresh
-/// processes in turns, two calls), where 106 half row groups had run 67.9 -> 70.6 ms.
+/// Morsels of whole row groups hold at least [`split`]'s `min_rows` over this many rows, where
+/// a row group is cut into parts only past `min_rows`: a part decodes its column chunks'
+/// dictionary pages again, a whole row group does not. TPC-H SF 1's lineitem (tpchgen-cli: 53
+/// row groups of ~113k rows) on the H200 host's 16 threads had been 27 morsels of two row
+/// groups, with workers ending 15 ms apart (one morsel or two); in 53 of one, Q1 from Parquet
+/// ran 59.8 -> 57.6 and 63.0 -> 57.4 ms (medians of 15 fresh processes in turns, two calls),
+/// where 106 half row groups had run 67.9 -> 70.6 ms.
 const WHOLE_MIN_DIVISOR: u64 = 4;
 
 impl Morsel {
@@ -90,11 +90,11 @@ pub(crate) fn split(
         })
         .collect::<Option<_>>()?;
     let total: u64 = row_groups.iter().flatten().sum();
-    let min_part = min_rows.max(1) as u64;
+    let part_rows = min_rows.max(1) as u64;
     let per = total
         .div_ceil(target.max(1) as u64)
-        .max(min_part.div_ceil(WHOLE_MIN_DIVISOR));
-    let morsels = cut(&row_groups, per, min_part);
+        .max(part_rows.div_ceil(WHOLE_MIN_DIVISOR));
+    let morsels = cut(&row_groups, per, part_rows);
     if morsels.len() < 2 {
         return None;
     }
@@ -162,12 +162,12 @@ fn whole_files<'a>(
 }
 
 /// Files of `row_groups` (each file's row groups' rows) cut into morsels of about `per` rows:
-/// a row group of more rows than `per` and `min_part` into equal parts of at most the larger
-/// of them, each a morsel (one of fewer rows than `min_part` is a morsel whole); runs of
-/// smaller ones, across files too (many small files do not make as many partitions), into
-/// morsels of whole row groups, each ending before `per` rows would be passed. Empty row
+/// a row group of more rows than `per` and `part_rows` into equal parts of at most the larger
+/// of them, each a morsel (one of more rows than `per` but not `part_rows` is a morsel whole);
+/// runs of smaller ones, across files too (many small files do not make as many partitions),
+/// into morsels of whole row groups, each ending before `per` rows would be passed. Empty row
 /// groups are left out.
-fn cut(row_groups: &[Vec<u64>], per: u64, min_part: u64) -> Vec<Morsel> {
+fn cut(row_groups: &[Vec<u64>], per: u64, part_rows: u64) -> Vec<Morsel> {
     let mut morsels = Vec::new();
     let mut open = Morsel::default();
     let mut rows = 0;
@@ -181,7 +181,7 @@ fn cut(row_groups: &[Vec<u64>], per: u64, min_part: u64) -> Vec<Morsel> {
         for (rg, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
             if n > per {
                 close(&mut open, &mut rows);
-                let parts = n.div_ceil(per.max(min_part));
+                let parts = n.div_ceil(per.max(part_rows));
                 for k in 0..parts {
                     open.runs
                         .push((file, rg, n * k / parts, n * (k + 1) / parts));
@@ -234,10 +234,10 @@ mod tests {
 
     use super::*;
 
-    /// A row group of more rows than `per` but not `min_part` is a morsel whole; a larger one
-    /// is cut into parts of at most `min_part`; smaller ones still gather up to `per`.
+    /// A row group of more rows than `per` but not `part_rows` is a morsel whole; a larger one
+    /// is cut into parts of at most `part_rows`; smaller ones still gather up to `per`.
     #[test]
-    fn parts_of_a_row_group_hold_at_least_min_part() {
+    fn a_row_group_is_cut_only_past_part_rows() {
         let files = vec![vec![113, 113, 60, 60, 300, 900]];
         let morsels = cut(&files, 150, 400);
         let runs: Vec<_> = morsels.iter().map(|m| m.runs.clone()).collect();
