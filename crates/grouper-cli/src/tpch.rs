@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use datafusion::catalog::MemTable;
+use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::error::{DataFusionError, Result};
+use grouper::narrow_table::NarrowTable;
 use rayon::prelude::*;
 use tpchgen::generators::LineItemGenerator;
 use tpchgen_arrow::LineItemArrow;
@@ -65,17 +66,21 @@ pub fn lineitem_columns(
         .collect()
 }
 
-/// `lineitem` as an in-memory table.
+/// `lineitem` as an in-memory table: stored narrowed (`narrow`: decimals as 64-bit, flags as
+/// dictionaries; [`grouper::narrow_table`]) for grouper's CPU workers, else as `tpchgen-arrow`
+/// makes it (a `MemTable`, whose arrays the GPU's prepared-input cache knows again).
 pub fn lineitem_table(
     sf: f64,
     parts: usize,
+    narrow: bool,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Arc<MemTable>> {
+) -> Result<Arc<dyn TableProvider>> {
     let data = lineitem(sf, parts, progress)?;
-    Ok(Arc::new(MemTable::try_new(
-        LineItemArrow::schema_ref(),
-        data,
-    )?))
+    let schema = LineItemArrow::schema_ref();
+    Ok(match narrow {
+        true => Arc::new(NarrowTable::try_new(schema, data)?),
+        false => Arc::new(MemTable::try_new(schema, data)?),
+    })
 }
 
 /// Approximate `lineitem` rows at scale factor `sf` (for progress bars).

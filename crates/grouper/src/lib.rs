@@ -28,6 +28,7 @@ pub mod exec;
 pub mod fuse;
 pub mod group_by;
 pub mod harm;
+pub mod narrow_table;
 mod parquet_files;
 pub mod profile_store;
 pub mod rule;

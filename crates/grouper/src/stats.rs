@@ -208,7 +208,14 @@ fn sample_windows(
     index: usize,
     mut f: impl FnMut(&arrow::array::ArrayRef) -> bool,
 ) -> Option<()> {
-    let mem = memory_source(below_row_moves(input)?)?;
+    let scan = below_row_moves(input)?;
+    let mem = memory_source(scan)?;
+    // A narrowed table's column is sampled in its declared type.
+    let declared = scan.schema().fields().get(index)?.data_type().clone();
+    let mut f = |a: &arrow::array::ArrayRef| match a.data_type() == &declared {
+        true => f(a),
+        false => arrow::compute::cast(a, &declared).is_ok_and(|a| f(&a)),
+    };
     let column = match mem.projection() {
         Some(p) => *p.get(index)?,
         None => index,
@@ -267,8 +274,13 @@ pub(crate) fn below_row_moves(input: &Arc<dyn ExecutionPlan>) -> Option<&Arc<dyn
     }
 }
 
-/// The in-memory table `plan` scans, when it is one.
+/// The in-memory table `plan` scans, when it is one (a narrowed table's stored batches, below
+/// their widening: [`crate::narrow_table`]).
 pub(crate) fn memory_source(plan: &Arc<dyn ExecutionPlan>) -> Option<&MemorySourceConfig> {
+    let plan = match plan.downcast_ref::<crate::narrow_table::WidenExec>() {
+        Some(w) => w.input(),
+        None => plan,
+    };
     let ds = plan.downcast_ref::<DataSourceExec>()?;
     (ds.data_source().as_ref() as &dyn std::any::Any).downcast_ref::<MemorySourceConfig>()
 }

@@ -13,7 +13,8 @@
 //!   that applies and `auto` (kernel time, the gpu-sweep's draws and method);
 //! - CPU: the same points through DataFusion sessions, `auto` (rules only, no stored profile,
 //!   so the figure does not depend on a calibration) and every CPU strategy;
-//! - TPC-H Q1 at `--sf`: in memory and from Parquet files, on grouper's CPU backend,
+//! - TPC-H Q1 at `--sf`: in memory (a `MemTable`, and grouper's narrowed table) and from
+//!   Parquet files, on grouper's CPU backend,
 //!   DataFusion's own aggregation, and (with a GPU) the GPU backend.
 //!
 //! Figures are milliseconds (lower is better): kernel-time medians on the GPU, the fastest of
@@ -45,6 +46,7 @@ use crate::bench::common::{git_commit, q1_lineitem, time_sql, write_json, write_
 use crate::bench::gpu_sweep::{dense_keys, draws, sweep_batch, time_strategies};
 use crate::bench::strategy_sweep::{cpu_point, fastest, PointSpec};
 use crate::synthetic::Dist;
+use grouper::narrow_table::NarrowTable;
 
 /// Group counts of the set (log2).
 const GROUPS_LOG2: [u32; 6] = [0, 4, 10, 16, 20, 24];
@@ -423,6 +425,12 @@ async fn measure(
             )?;
             let ms = time_sql(&memory, crate::tpch::Q1, a.reps).await?;
             out.push((format!("{at}sf{}/memory", a.sf), ms, String::new()));
+            // The same batches in grouper's narrowed table (`grouper demo`'s on the CPU).
+            let narrow = grouper::session_context(&config)?;
+            let table = NarrowTable::try_new(Arc::clone(schema), parts.clone())?;
+            narrow.register_table("lineitem", Arc::new(table))?;
+            let ms = time_sql(&narrow, crate::tpch::Q1, a.reps).await?;
+            out.push((format!("{at}sf{}/memory-narrowed", a.sf), ms, String::new()));
             let files = grouper::session_context(&config)?;
             files
                 .register_parquet(

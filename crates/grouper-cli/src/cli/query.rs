@@ -164,7 +164,14 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     let threads = ctx.state().config().target_partitions();
     let bar = progress::rows(crate::tpch::lineitem_rows(args.sf), "generating lineitem");
     let t = Instant::now();
-    let table = crate::tpch::lineitem_table(args.sf, threads, &|n| bar.inc(n))?;
+    // Stored narrowed where grouper's CPU workers will read it: the GPU's prepared-input cache
+    // knows a table by its arrays, which a narrowed table's widening makes anew each query.
+    let narrow = match config.backend {
+        grouper::Backend::Cpu => true,
+        grouper::Backend::Auto => grouper_gpu::device::installed_driver().is_none(),
+        _ => false,
+    };
+    let table = crate::tpch::lineitem_table(args.sf, threads, narrow, &|n| bar.inc(n))?;
     bar.finish_and_clear();
     eprintln!(
         "generated TPC-H lineitem SF {} in memory in {:.1} s ({} threads)",

@@ -569,7 +569,7 @@ fn fused_translation_matches_the_cpu_path() {
         }
         // TPC-H Q1: filter on a date, decimal arithmetic capped at DECIMAL(38), string keys.
         let ctx = grouper::session_context(&grouper_only(Backend::Auto)).unwrap();
-        ctx.register_table("lineitem", grouper_cli::tpch::lineitem_table(0.01, 2, &|_| {}).unwrap())
+        ctx.register_table("lineitem", grouper_cli::tpch::lineitem_table(0.01, 2, false, &|_| {}).unwrap())
             .unwrap();
         assert!(fused_matches_cpu(&ctx, grouper_cli::tpch::Q1).await, "Q1 must fuse");
     });

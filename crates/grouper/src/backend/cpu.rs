@@ -17,6 +17,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::CastExpr;
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::metrics::BaselineMetrics;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr};
 use futures::StreamExt;
@@ -60,7 +61,9 @@ pub(crate) async fn run_cpu(
         .flatten()
         .map(|f| {
             let (decimals, keys) = (f.lane_only_columns(), f.key_only_columns());
-            match fused_scan::rebuilt(&f.source, &decimals, &keys, context) {
+            let narrowed = fused_scan::rebuilt(&f.source, &decimals, &keys, context)
+                .or_else(|| crate::narrow_table::rebuilt(&f.source, &decimals, &keys));
+            match narrowed {
                 Some((scan, read)) => f.over(scan, read.to_string()),
                 None => f,
             }
@@ -70,7 +73,10 @@ pub(crate) async fn run_cpu(
     let (input, fused) = match &fusion {
         Some(f) => (input, Some(f.describe())),
         None => match may_fuse
-            .then(|| fused_scan::unfused(&input, plan, context))
+            .then(|| {
+                fused_scan::unfused(&input, plan, context)
+                    .or_else(|| crate::narrow_table::rebuilt(&input, &[], &plan.key_only_columns()))
+            })
             .flatten()
         {
             Some((scan, read)) => (scan, Some(format!("read: {read}"))),
@@ -366,6 +372,22 @@ fn morsels(
     min_rows: usize,
     context: &TaskContext,
 ) -> Result<(Arc<dyn ExecutionPlan>, usize, usize)> {
+    // A narrowed table's scan is split below its widening, which then widens each morsel.
+    if let Some(w) = source.downcast_ref::<crate::narrow_table::WidenExec>() {
+        let (inner, parts, workers) = morsels(
+            Arc::clone(w.input()),
+            keep_whole,
+            threads,
+            min_rows,
+            context,
+        )?;
+        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+        return Ok((
+            source.replace_children(vec![inner], options)?,
+            parts,
+            workers,
+        ));
+    }
     let scan = source.downcast_ref::<DataSourceExec>();
     let Some(scan) = scan.filter(|_| source.fetch().is_none() && !keep_whole()) else {
         let parts = source.output_partitioning().partition_count();
