@@ -64,18 +64,32 @@ impl Prepared {
     /// Plans, compiles and (resident) uploads `query` over `batches`. A streaming input seen
     /// before (the same arrays, query and transfer options) comes from the cache.
     pub fn new(query: &GpuQuery, batches: &[RecordBatch], opts: &GpuOptions) -> Result<Self> {
+        Self::new_known_by(query, batches, || Ok(batches.to_vec()), opts)
+    }
+
+    /// [`Prepared::new`] over the batches `batches` makes, an input the cache knows by the
+    /// arrays of `identity` (the same rows, in another form that stays the same from query to
+    /// query: a narrowed in-memory table's stored batches, whose widened batches are new arrays
+    /// each time). `batches` runs only when the cache does not hold the input.
+    pub fn new_known_by(
+        query: &GpuQuery,
+        identity: &[RecordBatch],
+        batches: impl FnOnce() -> Result<Vec<RecordBatch>>,
+        opts: &GpuOptions,
+    ) -> Result<Self> {
         let gpu = Gpu::get()?;
         let layout = query.check(opts)?;
         let cacheable = opts.cache_bytes > 0 && !opts.resident;
-        let key = cacheable.then(|| InputKey::new(query, batches, opts));
+        let key = cacheable.then(|| InputKey::new(query, identity, opts));
         if let Some(input) = key.as_ref().and_then(cache::lookup) {
             return Self::for_options(input, opts, true);
         }
+        let batches = batches()?;
         let input = Arc::new(PreparedInput::build(
             gpu,
             query,
             layout,
-            Source::Batches(batches),
+            Source::Batches(&batches),
             opts,
         )?);
         if let Some(key) = key {

@@ -17,7 +17,7 @@
 //! DataFusion sees the declared types: a scan reads the stored batches and [`WidenExec`] casts the
 //! narrowed columns back, batch by batch (exact: every value was checked to fit). grouper's CPU
 //! workers skip that cast where they read a narrowed column only as the fused program's 64-bit
-//! lanes or only as a group key ([`rebuilt`]), which is how they read such columns of Parquet
+//! lanes or only as a group key ([`crate::backend::fused_scan::rebuilt_narrowed`]), which is how they read such columns of Parquet
 //! files too ([`crate::backend::fused_scan`]). The GPU backend reads the widened batches; its
 //! prepared-input cache knows an input by its arrays, so a table the GPU reads repeatedly is
 //! better registered as a plain `MemTable`.
@@ -30,6 +30,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{
     DataType, Decimal128Type, Field, Schema, SchemaRef, DECIMAL64_MAX_PRECISION,
 };
+use arrow::error::ArrowError;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::ColumnStatistics;
@@ -49,8 +50,6 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 use rayon::prelude::*;
-
-use crate::backend::fused_scan::Narrowed;
 
 /// Bytes of values (offsets included) a batch's dictionary of a string column may hold for the
 /// column to be stored dictionary-encoded: each batch's values are coded once, so they must be
@@ -240,7 +239,10 @@ impl TableProvider for NarrowTable {
 
 /// `input` with its columns cast to `schema`'s types where they differ: `input` itself when
 /// none does.
-fn widen(input: Arc<dyn ExecutionPlan>, schema: SchemaRef) -> Result<Arc<dyn ExecutionPlan>> {
+pub(crate) fn widen(
+    input: Arc<dyn ExecutionPlan>,
+    schema: SchemaRef,
+) -> Result<Arc<dyn ExecutionPlan>> {
     if input
         .schema()
         .fields()
@@ -253,12 +255,30 @@ fn widen(input: Arc<dyn ExecutionPlan>, schema: SchemaRef) -> Result<Arc<dyn Exe
     Ok(Arc::new(WidenExec::try_new(input, schema)?))
 }
 
+/// `batch` (a narrowed table's stored batch) with its columns cast to `schema`'s types where
+/// they differ.
+pub(crate) fn widened_batch(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, ArrowError> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(a, f)| match a.data_type() == f.data_type() {
+            true => Ok(Arc::clone(a)),
+            false => cast(a, f.data_type()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(Arc::clone(schema), columns)
+}
+
 /// A narrowed table's scan as DataFusion declares it: its input's batches with the narrowed
 /// columns cast back to their declared types (the same rows, columns and partitions).
 #[derive(Debug)]
 pub struct WidenExec {
-    input: Arc<dyn ExecutionPlan>,
-    schema: SchemaRef,
+    pub(crate) input: Arc<dyn ExecutionPlan>,
+    pub(crate) schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
 
@@ -352,19 +372,7 @@ impl ExecutionPlan for WidenExec {
         let schema = Arc::clone(&self.schema);
         let stream = self.input.execute(partition, context)?;
         let out = Arc::clone(&schema);
-        let widened = stream.map(move |b| {
-            let b = b?;
-            let columns = b
-                .columns()
-                .iter()
-                .zip(out.fields())
-                .map(|(a, f)| match a.data_type() == f.data_type() {
-                    true => Ok(Arc::clone(a)),
-                    false => cast(a, f.data_type()),
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            Ok(RecordBatch::try_new(Arc::clone(&out), columns)?)
-        });
+        let widened = stream.map(move |b| Ok(widened_batch(&b?, &out)?));
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, widened)))
     }
 
@@ -401,53 +409,6 @@ impl ExecutionPlan for WidenExec {
         }
         Ok(Arc::new(stats))
     }
-}
-
-/// `source` (a narrowed table's [`WidenExec`]) rebuilt for grouper's CPU workers: the narrowed
-/// columns among `decimals` (read only as the fused program's 64-bit lanes) and `keys` (read only
-/// as group keys) left narrow, the rest widened; with what stays narrow. `None` for any other
-/// source, or when nothing would stay narrow.
-pub(crate) fn rebuilt(
-    source: &Arc<dyn ExecutionPlan>,
-    decimals: &[usize],
-    keys: &[usize],
-) -> Option<(Arc<dyn ExecutionPlan>, Narrowed)> {
-    let w = source.downcast_ref::<WidenExec>()?;
-    let stored = w.input.schema();
-    let mut read = Narrowed::default();
-    let fields: Vec<Field> = stored
-        .fields()
-        .iter()
-        .zip(w.schema.fields())
-        .enumerate()
-        .map(|(c, (s, d))| {
-            let keep = match s.data_type() {
-                t if t == d.data_type() => false,
-                DataType::Decimal64(..) if decimals.contains(&c) => {
-                    read.decimals += 1;
-                    true
-                }
-                DataType::Dictionary(..) if keys.contains(&c) => {
-                    read.keys += 1;
-                    true
-                }
-                _ => false,
-            };
-            match keep {
-                true => s.as_ref().clone(),
-                false => d.as_ref().clone(),
-            }
-        })
-        .collect();
-    if read == Narrowed::default() {
-        return None;
-    }
-    let schema = Arc::new(Schema::new_with_metadata(
-        fields,
-        w.schema.metadata().clone(),
-    ));
-    let plan = widen(Arc::clone(&w.input), schema).ok()?;
-    Some((plan, read))
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ pub(crate) async fn run_cpu(
         .map(|f| {
             let (decimals, keys) = (f.lane_only_columns(), f.key_only_columns());
             let narrowed = fused_scan::rebuilt(&f.source, &decimals, &keys, context)
-                .or_else(|| crate::narrow_table::rebuilt(&f.source, &decimals, &keys));
+                .or_else(|| fused_scan::rebuilt_narrowed(&f.source, &decimals, &keys));
             match narrowed {
                 Some((scan, read)) => f.over(scan, read.to_string()),
                 None => f,
@@ -75,7 +75,7 @@ pub(crate) async fn run_cpu(
         None => match may_fuse
             .then(|| {
                 fused_scan::unfused(&input, plan, context)
-                    .or_else(|| crate::narrow_table::rebuilt(&input, &[], &plan.key_only_columns()))
+                    .or_else(|| fused_scan::rebuilt_narrowed(&input, &[], &plan.key_only_columns()))
             })
             .flatten()
         {

@@ -52,6 +52,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::fusion::CpuFusion;
 use super::mapped::MappedReaderFactory;
 use crate::group_by::GroupByPlan;
+use crate::narrow_table::{widen, WidenExec};
 use crate::parquet_files::{
     cached_footer, local_parquet_files, local_path, scan_columns, scan_files, top_level_column,
 };
@@ -253,6 +254,53 @@ pub(crate) fn rebuilt(
     same_columns(&output, &scan.schema()).then_some((scan, narrowed))
 }
 
+/// `source` (a narrowed in-memory table's [`WidenExec`]: [`crate::narrow_table`]) rebuilt for grouper's CPU workers: the narrowed
+/// columns among `decimals` (read only as the fused program's 64-bit lanes) and `keys` (read only
+/// as group keys) left narrow, the rest widened; with what stays narrow. `None` for any other
+/// source, or when nothing would stay narrow.
+pub(crate) fn rebuilt_narrowed(
+    source: &Arc<dyn ExecutionPlan>,
+    decimals: &[usize],
+    keys: &[usize],
+) -> Option<(Arc<dyn ExecutionPlan>, Narrowed)> {
+    let w = source.downcast_ref::<WidenExec>()?;
+    let stored = w.input.schema();
+    let mut read = Narrowed::default();
+    let fields: Vec<Field> = stored
+        .fields()
+        .iter()
+        .zip(w.schema.fields())
+        .enumerate()
+        .map(|(c, (s, d))| {
+            let keep = match s.data_type() {
+                t if t == d.data_type() => false,
+                DataType::Decimal64(..) if decimals.contains(&c) => {
+                    read.decimals += 1;
+                    true
+                }
+                DataType::Dictionary(..) if keys.contains(&c) => {
+                    read.keys += 1;
+                    true
+                }
+                _ => false,
+            };
+            match keep {
+                true => s.as_ref().clone(),
+                false => d.as_ref().clone(),
+            }
+        })
+        .collect();
+    if read == Narrowed::default() {
+        return None;
+    }
+    let schema = Arc::new(Schema::new_with_metadata(
+        fields,
+        w.schema.metadata().clone(),
+    ));
+    let plan = widen(Arc::clone(&w.input), schema).ok()?;
+    Some((plan, read))
+}
+
 /// The columns to change, by name.
 struct Wanted {
     decimals: Vec<String>,
@@ -424,8 +472,12 @@ mod tests {
                    WHERE ship < 70 AND tax < 0.07 GROUP BY k";
         let mut answers = Vec::new();
         for backend in [Backend::Cpu, Backend::DataFusion] {
+            // Two threads over the two files: with more, DataFusion round-robins the scan's
+            // batches between the filter and the scan, where the CPU does not fuse (an H200
+            // host's 16 threads).
             let ctx = session_context(&GrouperConfig {
                 backend,
+                threads: Some(2),
                 ..Default::default()
             })
             .unwrap();

@@ -25,6 +25,7 @@ use super::cpu::evaluate;
 use super::{external, in_memory_rows, over_budget, Attempt, Ran};
 use crate::config::{Backend, Engine};
 use crate::group_by::GroupByPlan;
+use crate::narrow_table::{widened_batch, WidenExec};
 
 /// The GPU form of `plan`'s query and whether its batches come from the fused source, or why
 /// the GPU cannot run it (an unsupported type or expression). It does not start the GPU: the
@@ -174,7 +175,15 @@ pub(crate) async fn run(
     let out = match streamed {
         Some(out) => out,
         None => {
-            let batches = collect(&source, context, (!fused).then(|| Arc::clone(plan))).await?;
+            // A narrowed table's stored batches are collected as they are: the cache knows the
+            // input by them, and they are widened only when it does not hold it.
+            let widen = source.downcast_ref::<WidenExec>().filter(|_| fused);
+            let collected = match widen {
+                Some(w) => w.input(),
+                None => &source,
+            };
+            let batches = collect(collected, context, (!fused).then(|| Arc::clone(plan))).await?;
+            let widened = widen.map(|w| Arc::clone(&w.schema()));
             let timer = baseline.elapsed_compute().timer();
             let mut opts = engine.gpu_options();
             if !fused {
@@ -182,7 +191,15 @@ pub(crate) async fn run(
                 opts.cache_bytes = 0;
             }
             let out = tokio::task::spawn_blocking(move || {
-                Prepared::new(&query, &batches.0, &opts).and_then(|mut p| p.run())
+                let stored = &batches.0;
+                let input = || match &widened {
+                    None => Ok(stored.clone()),
+                    Some(schema) => stored
+                        .iter()
+                        .map(|b| Ok(widened_batch(b, schema)?))
+                        .collect(),
+                };
+                Prepared::new_known_by(&query, stored, input, &opts).and_then(|mut p| p.run())
             })
             .await
             .map_err(external)?;

@@ -201,3 +201,40 @@ async fn a_narrowed_table_answers_as_its_memtable() {
         }
     }
 }
+
+/// On the GPU (where there is one; `GROUPER_REQUIRE_GPU=1` makes its absence a failure): the
+/// same answers, and the second run of a fused query finds its prepared input in the cache,
+/// which knows it by the stored batches (the widened ones are new arrays each run).
+#[cfg(feature = "gpu")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_gpu_a_narrowed_table_answers_as_its_memtable_and_is_cached() {
+    if grouper_gpu::Gpu::get().is_err() {
+        assert!(
+            !grouper_gpu::gpu_required(),
+            "GROUPER_REQUIRE_GPU is set and no GPU started"
+        );
+        return;
+    }
+    let schema = schema();
+    let parts = batches(&schema);
+    let config = GrouperConfig {
+        backend: Backend::Gpu,
+        threads: Some(3),
+        ..Default::default()
+    };
+    let plain = session_context(&config).unwrap();
+    let table = MemTable::try_new(Arc::clone(&schema), parts.clone()).unwrap();
+    plain.register_table("t", Arc::new(table)).unwrap();
+    let narrow = session_context(&config).unwrap();
+    let table = NarrowTable::try_new(Arc::clone(&schema), parts).unwrap();
+    narrow.register_table("t", Arc::new(table)).unwrap();
+    let sql = "SELECT flag, status, sum(price * (1 - disc)), sum(qty), count(*) \
+               FROM t WHERE ship < 70 GROUP BY flag, status";
+    let (want, _) = answers(&plain, sql).await;
+    let (first, shown) = answers(&narrow, sql).await;
+    assert!(shown.contains("device="), "{shown}");
+    let (second, shown) = answers(&narrow, sql).await;
+    assert_eq!(first, want);
+    assert_eq!(second, want);
+    assert!(shown.contains("(cached)"), "{shown}");
+}
