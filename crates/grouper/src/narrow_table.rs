@@ -77,13 +77,7 @@ impl NarrowTable {
     /// (rayon's pool) and drops the wide batches as it goes.
     pub fn try_new(schema: SchemaRef, partitions: Vec<Vec<RecordBatch>>) -> Result<Self> {
         for b in partitions.iter().flatten() {
-            let fits = b.num_columns() == schema.fields().len()
-                && b.schema()
-                    .fields()
-                    .iter()
-                    .zip(schema.fields())
-                    .all(|(a, d)| a.data_type() == d.data_type());
-            if !fits {
+            if !fields_agree(&b.schema(), &schema, |a, d| a.data_type() == d.data_type()) {
                 return Err(DataFusionError::Plan(format!(
                     "a batch's schema {} is not the table's {schema}",
                     b.schema()
@@ -237,19 +231,21 @@ impl TableProvider for NarrowTable {
     }
 }
 
+/// Whether `a` and `b` have as many fields and each pair agrees by `same`.
+fn fields_agree(a: &SchemaRef, b: &SchemaRef, same: impl Fn(&Field, &Field) -> bool) -> bool {
+    a.fields().len() == b.fields().len()
+        && a.fields().iter().zip(b.fields()).all(|(x, y)| same(x, y))
+}
+
 /// `input` with its columns cast to `schema`'s types where they differ: `input` itself when
 /// none does.
 pub(crate) fn widen(
     input: Arc<dyn ExecutionPlan>,
     schema: SchemaRef,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    if input
-        .schema()
-        .fields()
-        .iter()
-        .zip(schema.fields())
-        .all(|(a, b)| a.data_type() == b.data_type())
-    {
+    if fields_agree(&input.schema(), &schema, |a, b| {
+        a.data_type() == b.data_type()
+    }) {
         return Ok(input);
     }
     Ok(Arc::new(WidenExec::try_new(input, schema)?))
@@ -284,13 +280,7 @@ pub struct WidenExec {
 
 impl WidenExec {
     fn try_new(input: Arc<dyn ExecutionPlan>, schema: SchemaRef) -> Result<Self> {
-        let same_names = input.schema().fields().len() == schema.fields().len()
-            && input
-                .schema()
-                .fields()
-                .iter()
-                .zip(schema.fields())
-                .all(|(a, b)| a.name() == b.name());
+        let same_names = fields_agree(&input.schema(), &schema, |a, b| a.name() == b.name());
         if !same_names {
             return Err(DataFusionError::Internal(format!(
                 "widening {} to {schema}: not the same columns",

@@ -139,6 +139,26 @@ fn a_batch_of_another_schema_is_an_error() {
     assert!(NarrowTable::try_new(schema(), vec![vec![batch]]).is_err());
 }
 
+/// Sessions of `backend` over table `t`: `parts` as a `MemTable`, and as a narrowed table.
+fn sessions(
+    backend: Backend,
+    schema: &SchemaRef,
+    parts: &[Vec<RecordBatch>],
+) -> (SessionContext, SessionContext) {
+    let config = GrouperConfig {
+        backend,
+        threads: Some(3),
+        ..Default::default()
+    };
+    let plain = session_context(&config).unwrap();
+    let table = MemTable::try_new(Arc::clone(schema), parts.to_vec()).unwrap();
+    plain.register_table("t", Arc::new(table)).unwrap();
+    let narrow = session_context(&config).unwrap();
+    let table = NarrowTable::try_new(Arc::clone(schema), parts.to_vec()).unwrap();
+    narrow.register_table("t", Arc::new(table)).unwrap();
+    (plain, narrow)
+}
+
 async fn answers(ctx: &SessionContext, sql: &str) -> (Vec<String>, String) {
     let plan = physical_plan(ctx, sql).await;
     let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
@@ -179,17 +199,7 @@ async fn a_narrowed_table_answers_as_its_memtable() {
         ),
     ];
     for backend in [Backend::Cpu, Backend::DataFusion] {
-        let config = GrouperConfig {
-            backend,
-            threads: Some(3),
-            ..Default::default()
-        };
-        let plain = session_context(&config).unwrap();
-        let table = MemTable::try_new(Arc::clone(&schema), parts.clone()).unwrap();
-        plain.register_table("t", Arc::new(table)).unwrap();
-        let narrow = session_context(&config).unwrap();
-        let table = NarrowTable::try_new(Arc::clone(&schema), parts.clone()).unwrap();
-        narrow.register_table("t", Arc::new(table)).unwrap();
+        let (plain, narrow) = sessions(backend, &schema, &parts);
         for (sql, read) in queries {
             let (want, _) = answers(&plain, sql).await;
             let (got, shown) = answers(&narrow, sql).await;
@@ -217,17 +227,7 @@ async fn on_the_gpu_a_narrowed_table_answers_as_its_memtable_and_is_cached() {
     }
     let schema = schema();
     let parts = batches(&schema);
-    let config = GrouperConfig {
-        backend: Backend::Gpu,
-        threads: Some(3),
-        ..Default::default()
-    };
-    let plain = session_context(&config).unwrap();
-    let table = MemTable::try_new(Arc::clone(&schema), parts.clone()).unwrap();
-    plain.register_table("t", Arc::new(table)).unwrap();
-    let narrow = session_context(&config).unwrap();
-    let table = NarrowTable::try_new(Arc::clone(&schema), parts).unwrap();
-    narrow.register_table("t", Arc::new(table)).unwrap();
+    let (plain, narrow) = sessions(Backend::Gpu, &schema, &parts);
     let sql = "SELECT flag, status, sum(price * (1 - disc)), sum(qty), count(*) \
                FROM t WHERE ship < 70 GROUP BY flag, status";
     let (want, _) = answers(&plain, sql).await;
