@@ -5,6 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use arrow::array::{RecordBatch, UInt64Array};
+use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
@@ -13,6 +15,7 @@ use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::windows::BoundedWindowAggExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
@@ -30,6 +33,9 @@ pub struct TopPerGroupExec {
     /// The window's `ORDER BY`.
     order: Vec<PhysicalSortExpr>,
     n: usize,
+    /// The `ROW_NUMBER` window's output (the input's columns and the numbers) when this node
+    /// numbers the rows itself in the window's place.
+    numbered: Option<SchemaRef>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -45,8 +51,20 @@ impl TopPerGroupExec {
             keys: k.to_vec(),
             order: o.to_vec(),
             n,
+            numbered: None,
             properties: Arc::clone(sort.properties()),
             metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    /// The same selection in place of `window` (a `ROW_NUMBER` over it, numbering the same
+    /// partitions in the same order): it appends each row's number in its group, which is the
+    /// window's column, and takes the window's properties.
+    pub(crate) fn numbering(self, window: &BoundedWindowAggExec) -> Self {
+        Self {
+            numbered: Some(window.schema()),
+            properties: Arc::clone(window.properties()),
+            ..self
         }
     }
 
@@ -66,10 +84,15 @@ impl DisplayAs for TopPerGroupExec {
         };
         write!(
             f,
-            "TopPerGroupExec: n={}, partition=[{}], order=[{}]",
+            "TopPerGroupExec: n={}, partition=[{}], order=[{}]{}",
             self.n,
             list(&self.keys),
-            list(&self.order)
+            list(&self.order),
+            if self.numbered.is_some() {
+                ", numbered"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -113,6 +136,7 @@ impl ExecutionPlan for TopPerGroupExec {
             keys: self.keys.clone(),
             order: self.order.clone(),
             n: self.n,
+            numbered: self.numbered.clone(),
             properties: Arc::clone(&self.properties),
             metrics: ExecutionPlanMetricsSet::new(),
         }))
@@ -130,7 +154,9 @@ impl ExecutionPlan for TopPerGroupExec {
         let reservation = MemoryConsumer::new(format!("TopPerGroupExec[{partition}]"))
             .register(context.memory_pool());
         let batch_size = context.session_config().batch_size();
-        let out_schema = Arc::clone(&schema);
+        let out_schema = self.numbered.clone().unwrap_or_else(|| Arc::clone(&schema));
+        let stream_schema = Arc::clone(&out_schema);
+        let numbered = self.numbered.is_some();
         let stream = futures::stream::once(async move {
             while let Some(batch) = input.next().await {
                 let batch = batch?;
@@ -144,7 +170,15 @@ impl ExecutionPlan for TopPerGroupExec {
                 }
             }
             let timer = baseline.elapsed_compute().timer();
-            let out = selection.finish(&out_schema)?;
+            let (out, numbers) = selection.finish(&schema)?;
+            let out = match numbered {
+                false => out,
+                true => {
+                    let mut columns = out.columns().to_vec();
+                    columns.push(Arc::new(UInt64Array::from(numbers)));
+                    RecordBatch::try_new(Arc::clone(&out_schema), columns)?
+                }
+            };
             timer.done();
             baseline.record_output(out.num_rows());
             let slices: Vec<Result<_>> = (0..out.num_rows())
@@ -159,7 +193,10 @@ impl ExecutionPlan for TopPerGroupExec {
             Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
         })
         .flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            stream_schema,
+            stream,
+        )))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

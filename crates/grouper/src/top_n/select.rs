@@ -194,19 +194,28 @@ impl Selection {
     }
 
     /// The selected rows, groups in the order of the keys' sort expressions and each group's
-    /// rows best first: the order the window above expects of its sorted input.
-    pub(crate) fn finish(mut self, schema: &SchemaRef) -> Result<RecordBatch> {
+    /// rows best first (the order a `ROW_NUMBER` window expects of its sorted input), with
+    /// each row's number in its group (1 for a group's best).
+    pub(crate) fn finish(mut self, schema: &SchemaRef) -> Result<(RecordBatch, Vec<u64>)> {
+        let empty = || {
+            (
+                RecordBatch::new_empty(std::sync::Arc::clone(schema)),
+                Vec::new(),
+            )
+        };
         if self.groups.is_empty() {
-            return Ok(RecordBatch::new_empty(std::sync::Arc::clone(schema)));
+            return Ok(empty());
         }
         let key_values = self.groups.emit(EmitTo::All)?;
         let key_rows = converter(&self.keys, schema)?.convert_columns(&key_values)?;
         let mut order: Vec<usize> = (0..key_rows.num_rows()).collect();
         order.sort_unstable_by(|&a, &b| key_rows.row(a).cmp(&key_rows.row(b)));
+        let mut numbers = Vec::new();
         let picks: Vec<(usize, usize)> = order
             .iter()
             .flat_map(|&g| {
                 let f = self.filled.get(g).copied().unwrap_or(0) as usize;
+                numbers.extend(1..=f as u64);
                 self.refs
                     .get(g * self.n..g * self.n + f)
                     .unwrap_or_default()
@@ -215,9 +224,9 @@ impl Selection {
             })
             .collect();
         if self.batches.is_empty() {
-            return Ok(RecordBatch::new_empty(std::sync::Arc::clone(schema)));
+            return Ok(empty());
         }
-        self.take(&picks)
+        Ok((self.take(&picks)?, numbers))
     }
 
     /// Bytes held: retained batches, candidates' slots, the groups' table.
