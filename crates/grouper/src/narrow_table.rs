@@ -73,8 +73,8 @@ pub struct NarrowTable {
 
 impl NarrowTable {
     /// `partitions` (batches of `schema`) stored narrowed: each column in the narrowest form
-    /// that holds every value of every batch, else as it is. The conversion runs in parallel
-    /// (rayon's pool) and drops the wide batches as it goes.
+    /// that holds every value of every batch, else as it is. Each column's batches convert in
+    /// parallel (rayon's pool); the wide batches live until it returns (its peak holds both).
     pub fn try_new(schema: SchemaRef, partitions: Vec<Vec<RecordBatch>>) -> Result<Self> {
         for b in partitions.iter().flatten() {
             if !fields_agree(&b.schema(), &schema, |a, d| a.data_type() == d.data_type()) {
