@@ -125,7 +125,7 @@ impl Selection {
         let mut pos = filled;
         while pos > 0 {
             let prev = self.slots.get(slot(pos - 1)).ok_or_else(out_of_range)?;
-            if bytes < prev {
+            if before(bytes, prev) {
                 pos -= 1;
             } else {
                 break;
@@ -264,6 +264,26 @@ fn evaluate(exprs: &[PhysicalSortExpr], batch: &RecordBatch) -> Result<Vec<Array
         .iter()
         .map(|e| e.expr.evaluate(batch)?.into_array(batch.num_rows()))
         .collect()
+}
+
+/// Whether order row `a` sorts before `b` (rows of equal width), compared eight bytes at a time
+/// as big-endian words: the same order as comparing the slices, without a `memcmp` call per
+/// offered row (db-benchmark q8 offers 1e7 rows of 9 bytes).
+pub(super) fn before(a: &[u8], b: &[u8]) -> bool {
+    let word = |c: &[u8]| <[u8; 8]>::try_from(c).map_or(0, u64::from_be_bytes);
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut wa).zip(&mut wb) {
+        let (x, y) = (word(x), word(y));
+        if x != y {
+            return x < y;
+        }
+    }
+    for (x, y) in wa.remainder().iter().zip(wb.remainder()) {
+        if x != y {
+            return x < y;
+        }
+    }
+    false
 }
 
 /// Row `row` of `rows`, which must be `width` bytes like every row of fixed-width columns.
