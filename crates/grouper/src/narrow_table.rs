@@ -57,8 +57,9 @@ use rayon::prelude::*;
 /// dictionaries).
 pub const SMALL_DICTIONARY: usize = 16 << 10;
 
-/// The dictionary type a string column is stored as.
-fn string_dictionary() -> DataType {
+/// The dictionary type a string column is stored as (and a Parquet file's string key is read
+/// as: [`crate::backend::fused_scan`]).
+pub(crate) fn string_dictionary() -> DataType {
     DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
 }
 
@@ -166,22 +167,15 @@ fn narrowed(a: &ArrayRef, t: &DataType) -> Option<ArrayRef> {
         DataType::Decimal64(..) => {
             let wide = a.as_primitive_opt::<Decimal128Type>()?;
             // A NULL slot's value may be anything: it is stored as 0.
-            let values = match wide.nulls() {
-                None => wide
-                    .values()
-                    .iter()
-                    .map(|&v| i64::try_from(v).ok())
-                    .collect::<Option<Vec<i64>>>()?,
-                Some(n) => wide
-                    .values()
-                    .iter()
-                    .zip(n.iter())
-                    .map(|(&v, valid)| match valid {
-                        true => i64::try_from(v).ok(),
-                        false => Some(0),
-                    })
-                    .collect::<Option<Vec<i64>>>()?,
-            };
+            let values = wide
+                .values()
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| match wide.is_valid(i) {
+                    true => i64::try_from(v).ok(),
+                    false => Some(0),
+                })
+                .collect::<Option<Vec<i64>>>()?;
             let narrow =
                 Decimal64Array::new(values.into(), wide.nulls().cloned()).with_data_type(t.clone());
             Some(Arc::new(narrow))

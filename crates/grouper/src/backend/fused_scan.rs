@@ -52,7 +52,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::fusion::CpuFusion;
 use super::mapped::MappedReaderFactory;
 use crate::group_by::GroupByPlan;
-use crate::narrow_table::{widen, WidenExec};
+use crate::narrow_table::{string_dictionary, widen, WidenExec};
 use crate::parquet_files::{
     cached_footer, local_parquet_files, local_path, scan_columns, scan_files, top_level_column,
 };
@@ -61,11 +61,6 @@ use crate::parquet_files::{
 /// column chunk to be read dictionary-encoded: each batch codes its dictionary's values once,
 /// so a dictionary must be small beside a batch (16 KiB: about a thousand short strings).
 const SMALL_KEY_DICTIONARY: i64 = 16 << 10;
-
-/// The dictionary type a key column is read as.
-fn key_dictionary() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
 
 /// What a rebuilt scan reads differently: columns by name, each with its new type.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
@@ -254,10 +249,10 @@ pub(crate) fn rebuilt(
     same_columns(&output, &scan.schema()).then_some((scan, narrowed))
 }
 
-/// `source` (a narrowed in-memory table's [`WidenExec`]: [`crate::narrow_table`]) rebuilt for grouper's CPU workers: the narrowed
-/// columns among `decimals` (read only as the fused program's 64-bit lanes) and `keys` (read only
-/// as group keys) left narrow, the rest widened; with what stays narrow. `None` for any other
-/// source, or when nothing would stay narrow.
+/// `source` (a narrowed in-memory table's [`WidenExec`]: [`crate::narrow_table`]) rebuilt for
+/// grouper's CPU workers: the narrowed columns among `decimals` (read only as the fused
+/// program's 64-bit lanes) and `keys` (read only as group keys) left narrow, the rest widened;
+/// with what stays narrow. `None` for any other source, or when nothing would stay narrow.
 pub(crate) fn rebuilt_narrowed(
     source: &Arc<dyn ExecutionPlan>,
     decimals: &[usize],
@@ -324,7 +319,7 @@ impl Wanted {
                     DataType::Decimal128(p, s) if self.decimals.contains(f.name()) => {
                         field.with_data_type(DataType::Decimal64(*p, *s))
                     }
-                    _ if self.keys.contains(f.name()) => field.with_data_type(key_dictionary()),
+                    _ if self.keys.contains(f.name()) => field.with_data_type(string_dictionary()),
                     _ => field,
                 }
             })
