@@ -35,7 +35,7 @@ impl PartialGroups {
         accs.iter_mut().for_each(|a| a.resize(len));
         let mut parts: Vec<Vec<ArrayRef>> = Vec::new();
         let mut at = 0u32;
-        for chunk in chunks {
+        for mut chunk in chunks {
             let n = chunk.words.len();
             if n == 0 {
                 continue;
@@ -43,8 +43,8 @@ impl PartialGroups {
             parts.push(codec.decode(&chunk.words)?);
             let src: Vec<u32> = chunk.select.unwrap_or_else(|| (0..n as u32).collect());
             let dst: Vec<u32> = (at..at + n as u32).collect();
-            for (a, c) in accs.iter_mut().zip(&chunk.accs) {
-                a.merge(c.as_ref(), &src, &dst)?;
+            for (a, c) in accs.iter_mut().zip(&mut chunk.accs) {
+                a.merge_take(c.as_mut(), &src, &dst)?;
             }
             at += n as u32;
         }

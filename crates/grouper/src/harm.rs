@@ -258,6 +258,10 @@ fn datafusion_group_bytes(plan: &GroupByPlan) -> u128 {
                 AggKind::Sum | AggKind::Min | AggKind::Max => value,
                 // CorrelationGroupsAccumulator: a count and five double sums.
                 AggKind::Corr => 48,
+                // VarianceGroupsAccumulator: a count, a mean and m2.
+                AggKind::Var | AggKind::VarPop | AggKind::Stddev | AggKind::StddevPop => 24,
+                // MedianGroupsAccumulator: a Vec per group, and its values.
+                AggKind::Median => 24,
             }
         })
         .sum();

@@ -162,6 +162,11 @@ fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
             "max" => AggKind::Max,
             "avg" => AggKind::Avg,
             "corr" => AggKind::Corr,
+            "var" => AggKind::Var,
+            "var_pop" => AggKind::VarPop,
+            "stddev" => AggKind::Stddev,
+            "stddev_pop" => AggKind::StddevPop,
+            "median" => AggKind::Median,
             _ => return Ok(None),
         };
         let arg = match (kind, exprs.as_slice()) {

@@ -255,6 +255,12 @@ const AGGS: &[&str] = &[
     "sum(v_i64 * 2 + 1)",
     "corr(v_f64, v_i32)",
     "corr(v_i64 * 2, v_f64)",
+    "median(v_f64)",
+    "median(v_i64)",
+    "median(v_dec)",
+    "stddev(v_f64)",
+    "var_pop(v_i32)",
+    "stddev_pop(v_dec * 2)",
 ];
 
 proptest! {
@@ -310,7 +316,7 @@ fn unsupported_aggregates_stay_in_datafusion() {
     rt().block_on(async {
         let ctx = context(&cfg(Backend::Cpu, None), &batch);
         for sql in [
-            "SELECT k_i32, median(v_i64) FROM t GROUP BY k_i32",
+            "SELECT k_i32, bit_and(v_i64) FROM t GROUP BY k_i32",
             "SELECT k_i32, sum(v_i64) FILTER (WHERE v_i32 > 0) FROM t GROUP BY k_i32",
             "SELECT k_i32, k_str, sum(v_i64) FROM t GROUP BY ROLLUP (k_i32, k_str)",
         ] {
@@ -564,6 +570,7 @@ fn fused_translation_matches_the_cpu_path() {
             "SELECT k_i32, k_str, sum(v_i64 / 3), avg(v_dec) FROM t WHERE v_i64 IS NOT NULL AND k_i32 <> 4 GROUP BY k_i32, k_str",
             "SELECT k_dec, min(k_date), max(v_i64 - v_i32) FROM t WHERE k_date >= DATE '1970-01-20' GROUP BY k_dec",
             "SELECT k_str, corr(v_f64, v_i32), corr(v_i64 * 2, v_f64 + 1) FROM t WHERE v_i32 > 3 GROUP BY k_str",
+            "SELECT k_i32, median(v_f64), median(v_i64 - 1), stddev(v_i64 * 2), var(v_dec) FROM t WHERE v_i32 > 3 GROUP BY k_i32",
         ] {
             assert!(fused_matches_cpu(&ctx, sql).await, "{sql}: expected the rule to fuse it");
         }

@@ -1,7 +1,7 @@
 //! The db-benchmark group-by questions (`grouper bench groupby`) through grouper's CPU backend,
 //! every aggregation taken (`--grouper-only`), against DataFusion alone on the suite's G1 data
-//! with NULLs: string and integer keys, composite keys of six columns, SUM/AVG/MIN/MAX/COUNT
-//! and CORR (question 9).
+//! with NULLs: string and integer keys, composite keys of six columns, SUM/AVG/MIN/MAX/COUNT,
+//! MEDIAN and STDDEV (question 6) and CORR (question 9).
 
 use std::sync::Arc;
 

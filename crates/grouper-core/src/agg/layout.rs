@@ -51,6 +51,10 @@ fn declare(spec: &AggregateSpec, input: &DataType) -> Option<Vec<(Op, Input)>> {
         AggKind::Avg => avg::fields(input),
         AggKind::Min | AggKind::Max => min_max::fields(spec.kind == AggKind::Max, input),
         AggKind::Corr => corr::fields(input),
+        // Welford's state and a list of values combine by no atomic operation.
+        AggKind::Var | AggKind::VarPop | AggKind::Stddev | AggKind::StddevPop | AggKind::Median => {
+            None
+        }
     }
 }
 
@@ -127,6 +131,9 @@ pub fn to_accumulator(agg: &AggLayout, cols: &[Vec<u64>]) -> Result<Box<dyn Grou
         AggKind::Avg => avg::from_words(spec, &words),
         AggKind::Min | AggKind::Max => min_max::from_words(spec, &words),
         AggKind::Corr => Ok(corr::from_words(&words)),
+        AggKind::Var | AggKind::VarPop | AggKind::Stddev | AggKind::StddevPop | AggKind::Median => {
+            Err(no_word_form(spec))
+        }
     }
 }
 

@@ -30,8 +30,10 @@ pub mod columns;
 pub mod corr;
 mod count;
 pub mod layout;
+pub mod median;
 mod min_max;
 pub mod sum;
+pub mod variance;
 pub mod words;
 
 use std::fmt;
@@ -43,8 +45,10 @@ pub use accumulator::{new_accumulator, GroupAccumulator, Groups};
 pub use avg::{Avg, AvgDecimal};
 pub use corr::{pair_type, Corr};
 pub use count::{Count, CountStar};
+pub use median::Median;
 pub use min_max::{MinMaxBool, MinMaxBytes, MinMaxPrimitive};
 pub use sum::{SumDecimal, SumF64, SumI64, SumU64};
+pub use variance::Variance;
 
 use crate::error::{GrouperError, Result};
 
@@ -66,6 +70,16 @@ pub enum AggKind {
     /// `CORR(x, y)`: Pearson's coefficient; its argument is the pair
     /// ([`corr::pair_type`]).
     Corr,
+    /// `VAR(x)` (`VAR_SAMP`): the sample variance ([`variance`]).
+    Var,
+    /// `VAR_POP(x)`: the population variance.
+    VarPop,
+    /// `STDDEV(x)` (`STDDEV_SAMP`): the sample standard deviation.
+    Stddev,
+    /// `STDDEV_POP(x)`: the population standard deviation.
+    StddevPop,
+    /// `MEDIAN(x)`: the holistic aggregate ([`median`]).
+    Median,
 }
 
 impl AggKind {
@@ -79,6 +93,11 @@ impl AggKind {
             AggKind::Max => "max",
             AggKind::Avg => "avg",
             AggKind::Corr => "corr",
+            AggKind::Var => "var",
+            AggKind::VarPop => "var_pop",
+            AggKind::Stddev => "stddev",
+            AggKind::StddevPop => "stddev_pop",
+            AggKind::Median => "median",
         }
     }
 }
@@ -190,6 +209,12 @@ impl AggregateSpec {
             }
             AggKind::Corr if *input == pair_type() => Ok(DataType::Float64),
             AggKind::Corr => Err(unsupported(input)),
+            AggKind::Var | AggKind::VarPop | AggKind::Stddev | AggKind::StddevPop => match input {
+                DataType::Float64 => Ok(DataType::Float64),
+                t => Err(unsupported(t)),
+            },
+            AggKind::Median if median::supports(input) => Ok(input.clone()),
+            AggKind::Median => Err(unsupported(input)),
         }
     }
 }
@@ -240,6 +265,19 @@ pub trait Aggregate: Send + Sync + 'static {
     }
     /// Combines a partial state into another.
     fn merge(&self, state: &mut Self::State, other: &Self::State) -> Result<()>;
+    /// [`Aggregate::merge`] of a state the caller gives up: a holistic state moves its values
+    /// instead of copying them. The default is `merge`.
+    fn merge_owned(&self, state: &mut Self::State, other: Self::State) -> Result<()> {
+        self.merge(state, &other)
+    }
+    /// Bytes each folded non-NULL value adds to a state: 0 for the algebraic aggregates,
+    /// whose states have a fixed size; a holistic one (MEDIAN) keeps its values. With
+    /// [`Aggregate::held_bytes`] it lets memory accounting see states that grow.
+    const VALUE_BYTES: usize = 0;
+    /// Bytes `state` holds outside itself (a holistic aggregate's values).
+    fn held_bytes(&self, _state: &Self::State) -> usize {
+        0
+    }
     /// The SQL results of a list of states, in order.
     fn finalize(&self, states: Vec<Self::State>) -> Result<ArrayRef>;
     /// The states `states[i]` for each `i` of `rows`, as Arrow columns ([`columns`]): how

@@ -82,10 +82,10 @@ pub fn merge(mut locals: Vec<(super::Accumulators, Vec<bool>)>) -> Result<Option
     let Some((mut accs, mut present)) = locals.pop() else {
         return Ok(None);
     };
-    for (other_accs, other_present) in &locals {
-        let idx = present_ids(other_present);
-        for (a, b) in accs.iter_mut().zip(other_accs) {
-            a.merge(b.as_ref(), &idx, &idx)?;
+    for (mut other_accs, other_present) in locals {
+        let idx = present_ids(&other_present);
+        for (a, b) in accs.iter_mut().zip(&mut other_accs) {
+            a.merge_take(b.as_mut(), &idx, &idx)?;
         }
         for &g in &idx {
             present[g as usize] = true;

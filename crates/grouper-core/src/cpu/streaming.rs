@@ -65,9 +65,9 @@ impl Partial {
             .collect();
         let src: Vec<u32> = (0..(n as u32) * lanes).collect();
         let mut out = new_accumulators(spec)?;
-        for (o, a) in out.iter_mut().zip(&self.accs) {
+        for (o, a) in out.iter_mut().zip(&mut self.accs) {
             o.resize(n);
-            o.merge(a.as_ref(), &src, &dst)?;
+            o.merge_take(a.as_mut(), &src, &dst)?;
         }
         self.accs = out;
         self.lanes = 1;
@@ -150,24 +150,26 @@ impl Partial {
 
     /// The key words of the groups with rows and their accumulators, compacted to those groups.
     pub fn into_words(self, spec: &QuerySpec) -> Result<(Vec<u64>, Accumulators)> {
-        let this = self.folded(spec)?;
+        let mut this = self.folded(spec)?;
         let groups = this.index.into_groups();
         let Some(ids) = groups.ids else {
             return Ok((groups.words, this.accs));
         };
         let dst: Vec<u32> = (0..ids.len() as u32).collect();
         let mut out = new_accumulators(spec)?;
-        for (o, a) in out.iter_mut().zip(&this.accs) {
+        for (o, a) in out.iter_mut().zip(&mut this.accs) {
             o.resize(ids.len());
-            o.merge(a.as_ref(), &ids, &dst)?;
+            o.merge_take(a.as_mut(), &ids, &dst)?;
         }
         Ok((groups.words, out))
     }
 
-    /// Bytes held by the groups: the index and each group's aggregate states (`state_bytes`
-    /// per group), for memory accounting.
+    /// Bytes held by the groups: the index, each group's aggregate states (`state_bytes`
+    /// per group) and what the states hold outside themselves (a MEDIAN's values), for memory
+    /// accounting.
     pub fn memory_bytes(&self, state_bytes: usize) -> usize {
-        self.index.memory_bytes() + self.index.len() * self.lanes as usize * state_bytes
+        let held: usize = self.accs.iter().map(|a| a.held_bytes()).sum();
+        self.index.memory_bytes() + self.index.len() * self.lanes as usize * state_bytes + held
     }
 
     /// The key word of each group with rows, in the order [`Partial::rekeyed`] expects.
@@ -183,15 +185,15 @@ impl Partial {
         words: &[u64],
         mut index: Box<dyn GroupIndex>,
     ) -> Result<Self> {
-        let (_, accs) = self.into_words(spec)?;
+        let (_, mut accs) = self.into_words(spec)?;
         let mut dst = Vec::with_capacity(words.len());
         index.intern(words, &mut dst);
         let src: Vec<u32> = (0..words.len() as u32).collect();
         let mut out = Partial::new(spec, index)?;
         // Into lane 0 of each group's copies.
         dst.iter_mut().for_each(|g| *g *= out.lanes);
-        for (o, a) in out.accs.iter_mut().zip(&accs) {
-            o.merge(a.as_ref(), &src, &dst)?;
+        for (o, a) in out.accs.iter_mut().zip(&mut accs) {
+            o.merge_take(a.as_mut(), &src, &dst)?;
         }
         Ok(out)
     }

@@ -229,6 +229,28 @@ fn build(
     let aggs: Vec<(AggregateSpec, Option<ArrayRef>)> = vec![
         (AggregateSpec::count_star(), None),
         (AggregateSpec::new(AggKind::Corr, pair_type()), Some(pair)),
+        // The aggregates without a word form: Welford's state and the holistic MEDIAN
+        // (whose states move between partial results), over each type it keeps.
+        (
+            AggregateSpec::new(AggKind::Var, DataType::Float64),
+            Some(floats.clone()),
+        ),
+        (
+            AggregateSpec::new(AggKind::StddevPop, DataType::Float64),
+            Some(floats.clone()),
+        ),
+        (
+            AggregateSpec::new(AggKind::Median, DataType::Float64),
+            Some(floats.clone()),
+        ),
+        (
+            AggregateSpec::new(AggKind::Median, DataType::Int64),
+            Some(ints.clone()),
+        ),
+        (
+            AggregateSpec::new(AggKind::Median, DataType::Decimal128(15, 2)),
+            Some(decs.clone()),
+        ),
         (
             AggregateSpec::new(AggKind::Count, DataType::Int64),
             Some(ints.clone()),
