@@ -73,9 +73,14 @@ pub const PARTITIONED_MIN_GROUPS: u64 = 1 << 18;
 /// 2^24 values look like 21k-25k groups from 8192 rows, and arrive as millions), and no key so
 /// hot that its partition would be a quarter of all the work.
 fn partitioning_pays(e: &Estimate) -> bool {
-    let hot = e.top_count.saturating_mul(4) > e.sampled as u64;
     let long_tail = e.skewed() && e.groups >= 2 * e.sampled as u64;
-    !hot && (e.nearly_unique() || e.groups >= PARTITIONED_MIN_GROUPS || long_tail)
+    !hot_key(e) && (e.nearly_unique() || e.groups >= PARTITIONED_MIN_GROUPS || long_tail)
+}
+
+/// Whether one key takes over a quarter of the sampled rows: partitioned rows would make its
+/// partition a quarter of all the work, where private tables absorb it.
+fn hot_key(e: &Estimate) -> bool {
+    e.top_count.saturating_mul(4) > e.sampled as u64
 }
 
 /// Domains up to this size are indexed directly however sparsely the sample fills them
@@ -181,10 +186,13 @@ pub fn choose(
         (None, Some(advised)) => advised,
         // Per-thread direct arrays of more than a third of their budget (16 threads over a
         // 2^20 domain: 400 MiB to clear and merge, 261 ms where DataFusion took 111): rows
-        // partitioned by hash unless a hot key would make one partition all the work, then
-        // private tables, which absorb it.
+        // partitioned by hash unless a hot key would make one partition most of the work,
+        // then private tables, which absorb it. Skew alone is no reason: zipf keys over 2^24
+        // values (the hottest in 11% of the rows), 2^24 rows on 2 threads here, partitioned
+        // 331 ms, private tables 419, DataFusion 353 (`bench cpu-sweep --strategies`); on the
+        // H100 host's 16 threads over 2^20 values 104 against 107.
         (None, None) if indexable && estimate.domain.saturating_mul(3) > perfect_limit => {
-            if estimate.skewed() {
+            if hot_key(&estimate) {
                 (
                     Strategy::ThreadLocal,
                     format!(
@@ -301,17 +309,30 @@ mod tests {
         // budget), partitioned.
         assert_eq!(pick(uniform, 2), Strategy::Perfect);
         assert_eq!(pick(uniform, 16), Strategy::Partitioned);
-        // A hot key keeps private tables, which absorb it.
-        let hot = estimate(
-            &[(0..8192u64)
-                .map(|r| if r % 4 == 0 { 5 } else { r * 127 % (1 << 20) })
-                .collect()],
-            1 << 20,
-            Hints::default(),
-        );
+        // A key in a third of the rows keeps private tables, which absorb it.
+        let with_hot_key = |every: u64| {
+            estimate(
+                &[(0..8192u64)
+                    .map(|r| {
+                        if r % every == 0 {
+                            5
+                        } else {
+                            r * 127 % (1 << 20)
+                        }
+                    })
+                    .collect()],
+                1 << 20,
+                Hints::default(),
+            )
+        };
+        let hot = with_hot_key(3);
         assert!(hot.skewed());
         assert_eq!(pick(hot, 2), Strategy::Perfect);
         assert_eq!(pick(hot, 16), Strategy::ThreadLocal);
+        // Skewed, but the hottest key in a tenth of the rows (zipf 1.1's share): partitioned.
+        let skewed = with_hot_key(10);
+        assert!(skewed.skewed());
+        assert_eq!(pick(skewed, 16), Strategy::Partitioned);
         // 2^18 keys' arrays on 16 threads (100 MiB) stay direct.
         let smaller = Estimate {
             domain: 1 << 18,
