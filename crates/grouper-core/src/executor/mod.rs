@@ -106,6 +106,9 @@ pub struct Aggregation {
     overrides: Overrides,
     /// Largest domain `auto` keeps dense (memory bound of per-worker arrays).
     perfect_limit: u64,
+    /// Workers (the pool's threads when this was built): what share of the work one hot key
+    /// may take before partitioned rows wait on its partition.
+    threads: usize,
     /// Largest domain a requested `perfect` keeps dense (type bound and a larger memory bound).
     forced_perfect_limit: u64,
     /// Bytes of aggregate state per group (all aggregates), for memory accounting.
@@ -188,6 +191,7 @@ impl Aggregation {
             spec,
             overrides,
             perfect_limit,
+            threads,
             forced_perfect_limit,
             state_bytes,
             hints,
@@ -253,6 +257,7 @@ impl Aggregation {
             estimate,
             &self.overrides,
             self.perfect_limit,
+            self.threads,
             self.profile.as_deref(),
         )?;
         if decision.strategy == Strategy::Perfect {

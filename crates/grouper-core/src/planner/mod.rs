@@ -83,6 +83,12 @@ fn hot_key(e: &Estimate) -> bool {
     e.top_count.saturating_mul(4) > e.sampled as u64
 }
 
+/// Whether one key's partition would hold more than a worker's share of the rows (the hottest
+/// key in over `1 / threads` of the sample): then partitioned rows wait on that partition.
+fn outweighs_a_worker(e: &Estimate, threads: usize) -> bool {
+    e.top_count.saturating_mul(threads.max(1) as u64) > e.sampled as u64
+}
+
 /// Domains up to this size are indexed directly however sparsely the sample fills them
 /// (measured: direct indexing beat hashing on zipf keys up to 2^20).
 pub const ALWAYS_PERFECT_DOMAIN: u64 = 1 << 20;
@@ -134,13 +140,15 @@ pub const BOUNDED_INITIAL_GROUPS: usize = 1 << 14;
 /// Default load of hash tables: linear probing stays short below one half.
 pub const DEFAULT_FILL: f64 = 0.5;
 
-/// Chooses strategy and parameters; `perfect_limit` is the largest domain to index directly.
+/// Chooses strategy and parameters for `threads` workers; `perfect_limit` is the largest domain
+/// to index directly.
 /// `profile`, this machine's calibration, decides before the rules where it measured near the
 /// estimate.
 pub fn choose(
     estimate: Estimate,
     overrides: &Overrides,
     perfect_limit: u64,
+    threads: usize,
     profile: Option<&Profile>,
 ) -> Result<Decision> {
     let fill_factor = overrides.fill_factor.unwrap_or(DEFAULT_FILL);
@@ -186,17 +194,18 @@ pub fn choose(
         (None, Some(advised)) => advised,
         // Per-thread direct arrays of more than a third of their budget (16 threads over a
         // 2^20 domain: 400 MiB to clear and merge, 261 ms where DataFusion took 111): rows
-        // partitioned by hash unless a hot key would make one partition most of the work,
-        // then private tables, which absorb it. Skew alone is no reason: zipf keys over 2^24
-        // values (the hottest in 11% of the rows), 2^24 rows on 2 threads here, partitioned
-        // 331 ms, private tables 419, DataFusion 353 (`bench cpu-sweep --strategies`); on the
-        // H100 host's 16 threads over 2^20 values 104 against 107.
+        // partitioned by hash unless a hot key's partition would outweigh a worker's share of
+        // the rows, then private tables, which absorb it. Zipf 1.1 keys (the hottest in 11%
+        // of the rows): over 2^24 values, 2^24 rows on 2 threads here, partitioned 331 ms,
+        // private tables 419, DataFusion 353; over 2^20 values, 2^25 rows on an H200 host's
+        // 16 threads, partitioned 147, private tables 122, DataFusion 122 (`bench cpu-sweep
+        // --strategies`, `cpu-sweep-*-7dc250a*.json`).
         (None, None) if indexable && estimate.domain.saturating_mul(3) > perfect_limit => {
-            if hot_key(&estimate) {
+            if hot_key(&estimate) || outweighs_a_worker(&estimate, threads) {
                 (
                     Strategy::ThreadLocal,
                     format!(
-                        "direct-index arrays of the key domain ({}) would take over a third of their budget over all threads, and a hot key takes {} of {} sampled rows: per-thread tables absorb it",
+                        "direct-index arrays of the key domain ({}) would take over a third of their budget over all threads, and a hot key takes {} of {} sampled rows, more than one of {threads} workers' share: per-thread tables absorb it",
                         estimate.domain, estimate.top_count, estimate.sampled
                     ),
                 )
@@ -301,7 +310,7 @@ mod tests {
         assert!(!uniform.skewed());
         let auto = Overrides::default();
         let pick = |e: Estimate, threads| {
-            choose(e, &auto, perfect_limit(24, threads), None)
+            choose(e, &auto, perfect_limit(24, threads), threads, None)
                 .unwrap()
                 .strategy
         };
@@ -329,10 +338,16 @@ mod tests {
         assert!(hot.skewed());
         assert_eq!(pick(hot, 2), Strategy::Perfect);
         assert_eq!(pick(hot, 16), Strategy::ThreadLocal);
-        // Skewed, but the hottest key in a tenth of the rows (zipf 1.1's share): partitioned.
+        // Skewed, the hottest key in a tenth of the rows (zipf 1.1's share): on 16 threads its
+        // partition would outweigh a worker's share, on 2 (over 2^24 values) it does not.
         let skewed = with_hot_key(10);
         assert!(skewed.skewed());
-        assert_eq!(pick(skewed, 16), Strategy::Partitioned);
+        assert_eq!(pick(skewed, 16), Strategy::ThreadLocal);
+        let wider = Estimate {
+            domain: 1 << 24,
+            ..skewed
+        };
+        assert_eq!(pick(wider, 2), Strategy::Partitioned);
         // 2^18 keys' arrays on 16 threads (100 MiB) stay direct.
         let smaller = Estimate {
             domain: 1 << 18,
@@ -353,7 +368,7 @@ mod tests {
         assert!(q18.sorted && q18.looks_dense());
         let limit = perfect_limit(24, 2);
         let auto = Overrides::default();
-        let pick = |e: Estimate| choose(e, &auto, limit, None).unwrap().strategy;
+        let pick = |e: Estimate| choose(e, &auto, limit, 2, None).unwrap().strategy;
         assert_eq!(pick(q18), Strategy::ThreadLocal);
         assert_eq!(
             pick(Estimate {
@@ -394,7 +409,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            choose(q18, &perfect, limit, None).unwrap().strategy,
+            choose(q18, &perfect, limit, 2, None).unwrap().strategy,
             Strategy::Perfect
         );
     }
@@ -417,7 +432,7 @@ mod tests {
         let limit = perfect_limit(24, 2);
         let auto = Overrides::default();
         assert_eq!(
-            choose(e, &auto, limit, None).unwrap().strategy,
+            choose(e, &auto, limit, 2, None).unwrap().strategy,
             Strategy::Perfect
         );
         let wide = Estimate {
@@ -425,14 +440,14 @@ mod tests {
             ..e
         };
         assert_eq!(
-            choose(wide, &auto, limit, None).unwrap().strategy,
+            choose(wide, &auto, limit, 2, None).unwrap().strategy,
             Strategy::ThreadLocal
         );
         let bad = Overrides {
             fill_factor: Some(1.5),
             ..Default::default()
         };
-        assert!(choose(e, &bad, limit, None).is_err());
+        assert!(choose(e, &bad, limit, 2, None).is_err());
         // A wide domain that the sample fills sparsely goes to hashing; a dense one stays direct.
         let sparse = Estimate {
             rows: 1 << 16,
@@ -448,7 +463,7 @@ mod tests {
             sorted: false,
         };
         assert_eq!(
-            choose(sparse, &auto, limit, None).unwrap().strategy,
+            choose(sparse, &auto, limit, 2, None).unwrap().strategy,
             Strategy::ThreadLocal
         );
         let dense = Estimate {
@@ -457,7 +472,7 @@ mod tests {
             ..sparse
         };
         assert_eq!(
-            choose(dense, &auto, limit, None).unwrap().strategy,
+            choose(dense, &auto, limit, 2, None).unwrap().strategy,
             Strategy::Perfect
         );
         let unique = Estimate {
@@ -468,7 +483,7 @@ mod tests {
             ..sparse
         };
         assert_eq!(
-            choose(unique, &auto, limit, None).unwrap().strategy,
+            choose(unique, &auto, limit, 2, None).unwrap().strategy,
             Strategy::Partitioned
         );
         // A first batch of 8192 rows, 94% distinct, from 2^22 rows over 2^16 groups: 64 rows a
@@ -481,7 +496,7 @@ mod tests {
             ..unique
         };
         assert_eq!(
-            choose(first_batch, &auto, limit, None).unwrap().strategy,
+            choose(first_batch, &auto, limit, 2, None).unwrap().strategy,
             Strategy::ThreadLocal
         );
         let few_rows_each = Estimate {
@@ -489,7 +504,9 @@ mod tests {
             ..first_batch
         };
         assert_eq!(
-            choose(few_rows_each, &auto, limit, None).unwrap().strategy,
+            choose(few_rows_each, &auto, limit, 2, None)
+                .unwrap()
+                .strategy,
             Strategy::Partitioned
         );
         // The same groups with a key in over a quarter of the rows stay in private tables,
@@ -500,7 +517,7 @@ mod tests {
         };
         assert!(hot.skewed());
         assert_eq!(
-            choose(hot, &auto, limit, None).unwrap().strategy,
+            choose(hot, &auto, limit, 2, None).unwrap().strategy,
             Strategy::ThreadLocal
         );
         // Zipf keys over 2^22 values from 2^25 rows: the sample sees 3361 keys, one in 11.6% of
@@ -515,7 +532,7 @@ mod tests {
         };
         assert!(zipf.skewed());
         assert_eq!(
-            choose(zipf, &auto, limit, None).unwrap().strategy,
+            choose(zipf, &auto, limit, 2, None).unwrap().strategy,
             Strategy::Partitioned
         );
         let short_tail = Estimate {
@@ -525,7 +542,7 @@ mod tests {
             ..zipf
         };
         assert_eq!(
-            choose(short_tail, &auto, limit, None).unwrap().strategy,
+            choose(short_tail, &auto, limit, 2, None).unwrap().strategy,
             Strategy::ThreadLocal
         );
         // A device profile measured near the estimate decides before the rules, within what
@@ -540,16 +557,16 @@ mod tests {
                 shape: None,
             }],
         };
-        let d = choose(sparse, &auto, limit, Some(&profile)).unwrap();
+        let d = choose(sparse, &auto, limit, 2, Some(&profile)).unwrap();
         assert_eq!(d.strategy, Strategy::Perfect, "{d}");
         assert!(d.reason.starts_with("device profile"), "{d}");
-        let d = choose(unique, &auto, limit, Some(&profile)).unwrap();
+        let d = choose(unique, &auto, limit, 2, Some(&profile)).unwrap();
         assert_eq!(d.strategy, Strategy::Partitioned, "too far from 2^11: {d}");
         let wide_sparse = Estimate {
             domain: 1 << 40,
             ..sparse
         };
-        let d = choose(wide_sparse, &auto, limit, Some(&profile)).unwrap();
+        let d = choose(wide_sparse, &auto, limit, 2, Some(&profile)).unwrap();
         assert_eq!(d.strategy, Strategy::Shared, "{d}");
         // Skewed keys take no advice from uniform points: the rules decide.
         let hot = Estimate {
@@ -558,7 +575,7 @@ mod tests {
             ..wide_sparse
         };
         assert!(hot.skewed());
-        let d = choose(hot, &auto, limit, Some(&profile)).unwrap();
+        let d = choose(hot, &auto, limit, 2, Some(&profile)).unwrap();
         assert_eq!(d.strategy, Strategy::ThreadLocal, "{d}");
         assert!(!d.reason.starts_with("device profile"), "{d}");
         // Dense keys are located by their domain: skewed keys over 2^18 values whose first
@@ -587,7 +604,7 @@ mod tests {
             ..sparse
         };
         assert!(zipf.skewed());
-        let d = choose(zipf, &auto, limit, Some(&profile)).unwrap();
+        let d = choose(zipf, &auto, limit, 2, Some(&profile)).unwrap();
         assert_eq!(d.strategy, Strategy::ThreadLocal, "{d}");
         // The bound is memory: many threads or big states index less directly.
         assert_eq!(perfect_limit(24, 2), (1 << 30) / (25 * 2));
@@ -614,7 +631,7 @@ mod tests {
             sorted: false,
         };
         let limit = perfect_limit(24, 16);
-        let d = choose(e, &Overrides::default(), limit, None).unwrap();
+        let d = choose(e, &Overrides::default(), limit, 16, None).unwrap();
         assert_eq!(d.params.initial_groups, (1 << 20) * 5 / 4 + 16);
         assert_eq!(d.params.private_groups, (1 << 16) * 5 / 4 + 16);
         // Many distinct keys in the first rows size it for four times as many.
@@ -622,14 +639,14 @@ mod tests {
             sketched: (1 << 20, 200_000),
             ..e
         };
-        let d = choose(wide, &Overrides::default(), limit, None).unwrap();
+        let d = choose(wide, &Overrides::default(), limit, 16, None).unwrap();
         assert_eq!(d.params.private_groups, 800_000 * 5 / 4 + 16);
         // A forced initial size (the tests of growth) sizes both.
         let tiny = Overrides {
             initial_groups: Some(1),
             ..Default::default()
         };
-        let d = choose(e, &tiny, limit, None).unwrap();
+        let d = choose(e, &tiny, limit, 16, None).unwrap();
         assert_eq!((d.params.initial_groups, d.params.private_groups), (1, 1));
     }
 }
