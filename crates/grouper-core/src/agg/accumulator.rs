@@ -298,30 +298,14 @@ pub fn new_accumulator(spec: &AggregateSpec) -> Result<Box<dyn GroupAccumulator>
     })
 }
 
-/// MEDIAN over a numeric type, dispatched on the Arrow type.
+/// MEDIAN over a numeric type ([`super::median::supports`]), dispatched on the Arrow type.
 fn median(t: &DataType) -> Result<Box<dyn GroupAccumulator>> {
-    macro_rules! prim {
-        ($ty:ty) => {
-            boxed(Median::<$ty>::new(t.clone()))
-        };
+    let unsupported = || GrouperError::UnsupportedType {
+        what: "median",
+        data_type: t.clone(),
+    };
+    if !super::median::supports(t) {
+        return Err(unsupported());
     }
-    Ok(match t {
-        DataType::Int8 => prim!(Int8Type),
-        DataType::Int16 => prim!(Int16Type),
-        DataType::Int32 => prim!(Int32Type),
-        DataType::Int64 => prim!(Int64Type),
-        DataType::UInt8 => prim!(UInt8Type),
-        DataType::UInt16 => prim!(UInt16Type),
-        DataType::UInt32 => prim!(UInt32Type),
-        DataType::UInt64 => prim!(UInt64Type),
-        DataType::Float32 => prim!(Float32Type),
-        DataType::Float64 => prim!(Float64Type),
-        DataType::Decimal128(_, _) => prim!(Decimal128Type),
-        other => {
-            return Err(GrouperError::UnsupportedType {
-                what: "median",
-                data_type: other.clone(),
-            })
-        }
-    })
+    crate::with_ordinal_type!(t, T => Ok(boxed(Median::<T>::new(t.clone()))), _ => Err(unsupported()))
 }
