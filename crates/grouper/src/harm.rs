@@ -260,7 +260,8 @@ fn datafusion_group_bytes(plan: &GroupByPlan) -> u128 {
                 AggKind::Corr => 48,
                 // VarianceGroupsAccumulator: a count, a mean and m2.
                 AggKind::Var | AggKind::VarPop | AggKind::Stddev | AggKind::StddevPop => 24,
-                // MedianGroupsAccumulator: a Vec per group, and its values.
+                // MedianGroupsAccumulator: a Vec per group (its values aside, as they are in
+                // grouper's state bytes).
                 AggKind::Median => 24,
             }
         })

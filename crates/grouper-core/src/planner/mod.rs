@@ -205,7 +205,7 @@ pub fn choose(
                 (
                     Strategy::ThreadLocal,
                     format!(
-                        "direct-index arrays of the key domain ({}) would take over a third of their budget over all threads, and a hot key takes {} of {} sampled rows, more than one of {threads} workers' share: per-thread tables absorb it",
+                        "direct-index arrays of the key domain ({}) would take over a third of their budget over all threads, and a hot key takes {} of {} sampled rows, over a quarter or over one of {threads} workers' share: per-thread tables absorb it",
                         estimate.domain, estimate.top_count, estimate.sampled
                     ),
                 )
