@@ -18,6 +18,7 @@
 //! [`group_index::GroupIndex`], or buffered), when `auto` may pick it, and whether its tables
 //! grow. Adding a strategy is its module, an enum variant and a row here.
 
+pub mod buffered;
 pub mod dense;
 pub mod group_index;
 pub mod morsel;
@@ -252,22 +253,6 @@ pub fn update_all(
         acc.update(gids, arg.as_ref())?;
     }
     Ok(())
-}
-
-/// Runs a buffered strategy over all morsels and their key words.
-pub fn run_buffered(
-    strategy: Strategy,
-    spec: &QuerySpec,
-    morsels: &[InputBatch],
-    words: &[Vec<u64>],
-    params: &Params,
-) -> Result<Vec<Chunk>> {
-    match strategy.descriptor().intake {
-        Intake::Buffered(run) => run(spec, morsels, words, params),
-        Intake::Streaming(_) => Err(GrouperError::InvalidOption(format!(
-            "{strategy} streams; it does not run on buffered input"
-        ))),
-    }
 }
 
 /// Arrays of one chunk's finalized aggregates.

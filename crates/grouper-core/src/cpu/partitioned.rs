@@ -17,13 +17,17 @@
 //! over keys too wide to index, or per-thread direct arrays too large for all threads, and no
 //! key in a quarter of the sampled rows.
 
+use std::ops::Range;
+
 use arrow::array::{Array, ArrayRef};
 use arrow::compute::interleave;
+use arrow::row::Rows;
 use rayon::prelude::*;
 
-use super::{new_accumulators, thread_local::partition_of, Chunk, Params};
-use crate::error::Result;
+use super::{new_accumulators, thread_local::partition_of, Accumulators, Chunk, Params};
+use crate::error::{GrouperError, Result};
 use crate::input::{InputBatch, QuerySpec};
+use crate::keys::{Dictionary, KeyCodec};
 use crate::table::LinearTable;
 use crate::trace;
 
@@ -52,47 +56,66 @@ fn partition_bits(groups: usize, threads: usize) -> u32 {
 const BLOCK_MORSELS: usize = 8;
 
 /// A block of morsels' rows copied in partition order: the rows of partition `p` are
-/// `offsets[p]..offsets[p + 1]` of `words` and of each argument array, in input order. Each
+/// `offsets[p]..offsets[p + 1]` of `keys` and of each argument array, in input order. Each
 /// partition then reads a contiguous run from every block, where gathering its rows from the
 /// morsels themselves read a cache line for each 8-byte value (one in 512 of a line's rows
 /// was the partition's): 0.14 s of 0.25 at 2^25 rows on 16 threads.
-struct Block {
-    words: Vec<u64>,
+struct Block<K> {
+    /// Key words ([`run`]) or interned rows' bytes ([`run_interned`]).
+    keys: K,
     args: Vec<Option<ArrayRef>>,
     offsets: Vec<u32>,
 }
 
-/// Copies `morsels` (with their key `words`) in partition order: a stable counting sort, so
-/// each partition keeps the input's row order and float sums add as the input lists them.
-fn scatter(
+/// Rows' `arrow-row` bytes in partition order, with their hashes (which picked the partition
+/// and probe its dictionary shard).
+struct RowKeys {
+    data: Vec<u8>,
+    /// Row `i` is `data[ends[i - 1]..ends[i]]` (from 0 for the first).
+    ends: Vec<usize>,
+    hashes: Vec<u64>,
+}
+
+impl RowKeys {
+    fn row(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.data[start..self.ends[i]]
+    }
+}
+
+/// Morsels' rows in partition order.
+struct Order {
+    /// Each partition's first position, and the end.
+    offsets: Vec<u32>,
+    /// The (morsel, row) at each position.
+    at: Vec<(usize, usize)>,
+    /// The aggregates' arguments copied into that order.
+    args: Vec<Option<ArrayRef>>,
+}
+
+/// The partition order of `morsels`' rows, given each row's partition (`part`, morsel after
+/// morsel) of `parts`: a stable counting sort, so each partition keeps the input's row order
+/// and float sums add as the input lists them.
+fn partition_order(
     spec: &QuerySpec,
     morsels: &[InputBatch],
-    words: &[Vec<u64>],
-    bits: u32,
-) -> Result<Block> {
-    let parts = 1usize << bits;
-    let rows: usize = words.iter().map(Vec::len).sum();
-    let part: Vec<u16> = words
-        .iter()
-        .flatten()
-        .map(|&w| partition_of(w, bits) as u16)
-        .collect();
+    part: &[u16],
+    parts: usize,
+) -> Result<Order> {
     let mut offsets = vec![0u32; parts + 1];
-    for &p in &part {
+    for &p in part {
         offsets[p as usize + 1] += 1;
     }
     for p in 0..parts {
         offsets[p + 1] += offsets[p];
     }
     let mut next = offsets.clone();
-    let mut at = vec![(0usize, 0usize); rows];
-    let mut out = vec![0u64; rows];
+    let mut at = vec![(0usize, 0usize); part.len()];
     let mut i = 0;
-    for (m, ws) in words.iter().enumerate() {
-        for (r, &w) in ws.iter().enumerate() {
+    for (m, morsel) in morsels.iter().enumerate() {
+        for r in 0..morsel.num_rows() {
             let slot = &mut next[part[i] as usize];
             at[*slot as usize] = (m, r);
-            out[*slot as usize] = w;
             *slot += 1;
             i += 1;
         }
@@ -106,11 +129,98 @@ fn scatter(
             arrays.map(|arrays| interleave(&arrays, &at)).transpose()
         })
         .collect::<std::result::Result<_, _>>()?;
+    Ok(Order { offsets, at, args })
+}
+
+/// Copies `morsels` (with their key `words`) in partition order.
+fn scatter(
+    spec: &QuerySpec,
+    morsels: &[InputBatch],
+    words: &[Vec<u64>],
+    bits: u32,
+) -> Result<Block<Vec<u64>>> {
+    let part: Vec<u16> = words
+        .iter()
+        .flatten()
+        .map(|&w| partition_of(w, bits) as u16)
+        .collect();
+    let order = partition_order(spec, morsels, &part, 1 << bits)?;
     Ok(Block {
-        words: out,
-        args,
-        offsets,
+        keys: order.at.iter().map(|&(m, r)| words[m][r]).collect(),
+        args: order.args,
+        offsets: order.offsets,
     })
+}
+
+/// Copies `morsels` in partition order with their keys as interned rows: a row's partition is
+/// its shard of `dict`.
+fn scatter_rows(
+    spec: &QuerySpec,
+    morsels: &[InputBatch],
+    codec: &KeyCodec,
+    dict: &Dictionary,
+) -> Result<Block<RowKeys>> {
+    let rows: Vec<Rows> = morsels
+        .iter()
+        .map(|m| codec.rows(&m.keys))
+        .collect::<Result<_>>()?;
+    let n: usize = rows.iter().map(Rows::num_rows).sum();
+    let (mut hashes, mut part) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut firsts = Vec::with_capacity(rows.len());
+    for r in &rows {
+        firsts.push(hashes.len());
+        for row in r.iter() {
+            let (h, shard) = dict.place(row.data());
+            hashes.push(h);
+            part.push(shard as u16);
+        }
+    }
+    let order = partition_order(spec, morsels, &part, dict.shard_count())?;
+    let bytes: usize = rows.iter().map(|r| r.size()).sum();
+    let mut keys = RowKeys {
+        data: Vec::with_capacity(bytes),
+        ends: Vec::with_capacity(n),
+        hashes: Vec::with_capacity(n),
+    };
+    for &(m, r) in &order.at {
+        keys.data.extend_from_slice(rows[m].row(r).data());
+        keys.ends.push(keys.data.len());
+        keys.hashes.push(hashes[firsts[m] + r]);
+    }
+    Ok(Block {
+        keys,
+        args: order.args,
+        offsets: order.offsets,
+    })
+}
+
+/// Aggregates partition `p` of `blocks`: `map` gives the group ids of a block's run of rows
+/// (and the groups so far), told how many of the partition's rows came before and in all.
+fn fold_partition<K>(
+    spec: &QuerySpec,
+    blocks: &[Block<K>],
+    p: usize,
+    gids: &mut Vec<u32>,
+    mut map: impl FnMut(&K, Range<usize>, &mut Vec<u32>, (usize, usize)) -> Result<usize>,
+) -> Result<Accumulators> {
+    let range = |b: &Block<K>| b.offsets[p] as usize..b.offsets[p + 1] as usize;
+    let total: usize = blocks.iter().map(|b| range(b).len()).sum();
+    let mut accs = new_accumulators(spec)?;
+    let mut done = 0;
+    for b in blocks {
+        let rows = range(b);
+        if rows.is_empty() {
+            continue;
+        }
+        let groups = map(&b.keys, rows.clone(), gids, (done, total))?;
+        done += rows.len();
+        for (acc, arg) in accs.iter_mut().zip(&b.args) {
+            let arg = arg.as_ref().map(|a| a.slice(rows.start, rows.len()));
+            acc.resize(groups);
+            acc.update(gids, arg.as_ref())?;
+        }
+    }
+    Ok(accs)
 }
 
 /// Runs the strategy: one chunk per partition.
@@ -128,7 +238,7 @@ pub fn run(
         rows.max(params.initial_groups),
         rayon::current_num_threads(),
     );
-    let blocks: Vec<Block> = morsels
+    let blocks: Vec<Block<Vec<u64>>> = morsels
         .par_chunks(BLOCK_MORSELS)
         .zip(words.par_chunks(BLOCK_MORSELS))
         .map(|(m, w)| scatter(spec, m, w, bits))
@@ -138,33 +248,79 @@ pub fn run(
     (0..1usize << bits)
         .into_par_iter()
         .map_init(Vec::new, |gids, p| {
-            let range = |b: &Block| b.offsets[p] as usize..b.offsets[p + 1] as usize;
-            let total: usize = blocks.iter().map(|b| range(b).len()).sum();
             let mut table = LinearTable::new(expect, params.hash, params.fill_factor);
-            let mut accs = new_accumulators(spec)?;
-            let mut done = 0;
-            for b in &blocks {
-                let rows = range(b);
-                if rows.is_empty() {
-                    continue;
-                }
-                // Once some rows are in, room for the groups they project to (an estimate from
-                // a sample runs low for nearly unique keys: 10M groups of db-benchmark q10
-                // planned as 32k, and nine doublings took a fifth of the time).
-                if done > 0 && done < total {
-                    let projected = table.len() as f64 * total as f64 / done as f64;
-                    table.reserve((projected * 1.125) as usize);
-                }
-                done += rows.len();
-                table.map(&b.words[rows.clone()], gids);
-                for (acc, arg) in accs.iter_mut().zip(&b.args) {
-                    let arg = arg.as_ref().map(|a| a.slice(rows.start, rows.len()));
-                    acc.resize(table.len());
-                    acc.update(gids, arg.as_ref())?;
-                }
-            }
+            let accs = fold_partition(
+                spec,
+                &blocks,
+                p,
+                gids,
+                |words, rows, gids, (done, total)| {
+                    // Once some rows are in, room for the groups they project to (an estimate from
+                    // a sample runs low for nearly unique keys: 10M groups of db-benchmark q10
+                    // planned as 32k, and nine doublings took a fifth of the time).
+                    if done > 0 && done < total {
+                        let projected = table.len() as f64 * total as f64 / done as f64;
+                        table.reserve((projected * 1.125) as usize);
+                    }
+                    table.map(&words[rows], gids);
+                    Ok(table.len())
+                },
+            )?;
             Ok(Chunk {
                 words: table.into_keys(),
+                accs,
+                select: None,
+            })
+        })
+        .collect()
+}
+
+/// Partitions a buffered partitioned aggregation over interned keys wants for `rows` rows
+/// (the shards of the codec's dictionary, [`KeyCodec::plan_open`]).
+pub fn interned_partitions(rows: usize, params: &Params) -> usize {
+    1 << partition_bits(
+        rows.max(params.initial_groups),
+        rayon::current_num_threads(),
+    )
+}
+
+/// Runs the strategy over keys too wide to pack (an open interned `codec` whose dictionary has
+/// [`interned_partitions`] shards): each row's `arrow-row` bytes go to the partition of their
+/// shard, and each partition interns them into its own shard, whose dense local indexes are
+/// the group ids. The grouping is done once, by the interning: planning over every row, then
+/// encoding, then grouping the codes in a table of their own did it three times (db-benchmark
+/// q10 at 3e7 rows on 2 threads: 20 s, DataFusion 3.9 s).
+pub fn run_interned(
+    spec: &QuerySpec,
+    morsels: &[InputBatch],
+    codec: &KeyCodec,
+) -> Result<Vec<Chunk>> {
+    let dict = codec.row_dictionary().ok_or_else(|| {
+        GrouperError::InvalidInput("interned aggregation over packed keys".into())
+    })?;
+    let blocks: Vec<Block<RowKeys>> = morsels
+        .par_chunks(BLOCK_MORSELS)
+        .map(|m| scatter_rows(spec, m, codec, dict))
+        .collect::<Result<_>>()?;
+    let parts = dict.shard_count();
+    trace::event(|| format!("partitioned: interned rows scattered to {parts} partitions"));
+    (0..parts)
+        .into_par_iter()
+        .map_init(Vec::new, |gids, p| {
+            let mut groups = 0;
+            let accs = fold_partition(spec, &blocks, p, gids, |keys, rows, gids, _| {
+                let values = rows.map(|i| (keys.hashes[i], keys.row(i)));
+                groups = dict.intern_in_shard(p, values, gids);
+                Ok(groups)
+            })?;
+            let words: Vec<u64> = (0..groups as u32).map(|l| dict.code(p, l)).collect();
+            if words.last().is_some_and(|&w| w > u64::from(u32::MAX)) {
+                return Err(GrouperError::Unsupported(
+                    "more than 2^32 groups of keys too wide to pack".into(),
+                ));
+            }
+            Ok(Chunk {
+                words,
                 accs,
                 select: None,
             })
@@ -217,8 +373,8 @@ mod tests {
             assert!(ids.windows(2).all(|w| w[0] < w[1]), "input order in {p}");
             for i in rows {
                 let (m, r) = (vals.value(i) / 1000, vals.value(i) % 1000);
-                assert_eq!(b.words[i], words[m as usize][r as usize]);
-                assert_eq!(partition_of(b.words[i], bits), p);
+                assert_eq!(b.keys[i], words[m as usize][r as usize]);
+                assert_eq!(partition_of(b.keys[i], bits), p);
                 assert!(!std::mem::replace(&mut seen[(m * 500 + r) as usize], true));
             }
         }

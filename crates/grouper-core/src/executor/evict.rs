@@ -12,8 +12,8 @@
 use std::sync::{Arc, PoisonError};
 
 use super::{Aggregation, Worker};
-use crate::cpu::new_accumulators;
 use crate::cpu::streaming::Partial;
+use crate::cpu::{buffered, new_accumulators};
 use crate::error::Result;
 use crate::keys::KeyCodec;
 use crate::partial::PartialGroups;
@@ -68,7 +68,8 @@ impl Worker {
             let kept = std::mem::take(&mut self.kept);
             self.kept_bytes = 0;
             if let Some(decision) = agg.planned() {
-                let (chunks, codec) = agg.run_kept(&kept, &decision)?;
+                let (chunks, codec) =
+                    buffered::run_kept(decision.strategy, &agg.spec, &kept, &decision.params)?;
                 out.push(PartialGroups::from_chunks(
                     chunks,
                     &codec,

@@ -26,7 +26,7 @@ use rayon::prelude::*;
 
 use crate::cpu::morsel::run_workers;
 use crate::cpu::streaming::{self, Partial};
-use crate::cpu::{self, dense, finalize_chunk_aggs, new_accumulators, Chunk, Intake, Strategy};
+use crate::cpu::{buffered, dense, finalize_chunk_aggs, new_accumulators, Chunk, Intake, Strategy};
 use crate::error::{GrouperError, Result};
 use crate::input::{morsels, InputBatch, QuerySpec};
 use crate::keys::KeyCodec;
@@ -416,40 +416,11 @@ impl Aggregation {
             (streaming::merge(&self.spec, parts, &params)?, plan.codec)
         } else {
             let kept: Vec<InputBatch> = workers.into_iter().flat_map(|w| w.kept).collect();
-            self.run_kept(&kept, &decision)?
+            let (chunks, codec) =
+                buffered::run_kept(decision.strategy, &self.spec, &kept, &params)?;
+            (chunks, Arc::new(codec))
         };
         Ok(Some((chunks, codec, decision)))
-    }
-
-    /// Runs the buffered strategy of `decision` over kept batches: result chunks and the codec
-    /// planned over all their keys.
-    fn run_kept(
-        &self,
-        kept: &[InputBatch],
-        decision: &Decision,
-    ) -> Result<(Vec<Chunk>, Arc<KeyCodec>)> {
-        let morsels = morsels(kept);
-        trace::event(|| format!("buffered: {} morsels kept", morsels.len()));
-        let keys: Vec<&[ArrayRef]> = morsels.iter().map(|m| m.keys.as_slice()).collect();
-        let codec = KeyCodec::plan(&self.spec.key_types, &keys)?;
-        trace::event(|| "buffered: codec planned over all keys".into());
-        let words = morsels
-            .par_iter()
-            .map(|m| {
-                codec.encode(&m.keys, m.num_rows())?.ok_or_else(|| {
-                    GrouperError::InvalidInput("a codec planned over all input misses a key".into())
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        trace::event(|| "buffered: key words encoded".into());
-        let chunks = cpu::run_buffered(
-            decision.strategy,
-            &self.spec,
-            &morsels,
-            &words,
-            &decision.params,
-        )?;
-        Ok((chunks, Arc::new(codec)))
     }
 
     /// Decodes and finalizes chunks into the result's parts.

@@ -20,8 +20,15 @@ use super::view_map::{
 
 #[derive(Debug)]
 struct Inner {
-    values: Vec<Box<[u8]>>,
-    /// Local index (position in `values`) of each value longer than a view holds inline, by
+    /// The values' bytes, one after another: value `i` is `data[ends[i - 1]..ends[i]]`. One
+    /// buffer, where a box per value cost an allocation each: db-benchmark q10's 3e7 interned
+    /// rows spent a fifth of the query in the kernel clearing the pages the boxes took.
+    data: Vec<u8>,
+    ends: Vec<usize>,
+    /// Each value's hash (0 for a short value of a one-shard dictionary, which has none): the
+    /// index grows without hashing its values' bytes again.
+    hashes: Vec<u64>,
+    /// Local index (position in `ends`) of each value longer than a view holds inline, by
     /// hash.
     index: HashTable<u32>,
     /// Local index of each short value, by its view: Utf8View keys look their rows up here
@@ -29,13 +36,41 @@ struct Inner {
     /// million short strings (db-benchmark's `id3` at 1e8 rows) found a quarter of them in each
     /// worker's own cache of them and hashed, probed and compared the rest batch by batch.
     inline: ViewMap,
-    /// Bytes of the values.
-    bytes: usize,
 }
 
-/// A value of [`Dictionary::from_distinct`] copied out, with its view if it is short (for the
-/// map of views) or else its hash (for the index): a short value's hash is never used.
-type Placed = (Box<[u8]>, Result<u128, u64>);
+impl Inner {
+    fn new(slots: usize) -> Self {
+        Self {
+            data: Vec::new(),
+            ends: Vec::new(),
+            hashes: Vec::new(),
+            index: HashTable::new(),
+            inline: ViewMap::with_slots(slots),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn value(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.data[start..self.ends[i]]
+    }
+
+    /// Appends `v` (hash `h`) to the values; its local index.
+    fn push(&mut self, h: u64, v: &[u8]) -> u32 {
+        let local = self.ends.len() as u32;
+        self.data.extend_from_slice(v);
+        self.ends.push(self.data.len());
+        self.hashes.push(h);
+        local
+    }
+}
+
+/// A value of [`Dictionary::from_distinct`], with its view if it is short (for the map of
+/// views) or else its hash (for the index): a short value's hash is never used.
+type Placed<'a> = (&'a [u8], Result<u128, u64>);
 
 /// Shards of a dictionary of interned composite keys ([`Dictionary::sharded`]).
 pub const ROW_SHARDS: usize = 64;
@@ -76,21 +111,15 @@ impl Dictionary {
         Self::with_shards(ROW_SHARDS)
     }
 
-    fn with_shards(n: usize) -> Self {
+    /// An empty dictionary of `n` shards (at least one).
+    pub fn with_shards(n: usize) -> Self {
         // A string column's one shard starts its map of short values at the size that keeps a
         // few values apart ([`MIN_SLOTS`]); the shards of interned rows, rarely short, start
         // small (64 of 20 KiB each were written for every interned plan).
         let slots = if n > 1 { 2 } else { MIN_SLOTS };
         Self {
             shards: (0..n.max(1))
-                .map(|_| {
-                    RwLock::new(Inner {
-                        values: Vec::new(),
-                        index: HashTable::new(),
-                        inline: ViewMap::with_slots(slots),
-                        bytes: 0,
-                    })
-                })
+                .map(|_| RwLock::new(Inner::new(slots)))
                 .collect(),
             hasher: DefaultHashBuilder::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -98,16 +127,16 @@ impl Dictionary {
     }
 
     /// A one-shard dictionary of the values of `parts`, which must all be distinct, coded in
-    /// their order, built in parallel: the values copied out and their hashes taken a part a
-    /// task, the map of short values filled a run of slots a task
-    /// ([`ViewMap::from_regions`]); only longer values are indexed by one thread.
+    /// their order, built in parallel: the values' hashes taken a part a task, the map of short
+    /// values filled a run of slots a task ([`ViewMap::from_regions`]); only longer values are
+    /// copied and indexed by one thread.
     pub(super) fn from_distinct(parts: &[Vec<&[u8]>]) -> Self {
         let dict = Self::new();
         let placed: Vec<Vec<Placed>> = parts
             .par_iter()
             .map(|part| {
                 part.iter()
-                    .map(|&v| (v.into(), inline_view(v).ok_or_else(|| dict.hash(v))))
+                    .map(|&v| (v, inline_view(v).ok_or_else(|| dict.hash(v))))
                     .collect()
             })
             .collect();
@@ -140,20 +169,17 @@ impl Dictionary {
         let mut inner = dict.shards[0]
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let Inner {
-            values,
-            index,
-            inline,
-            bytes,
-        } = &mut *inner;
-        *inline = ViewMap::from_regions(&by_region);
-        values.reserve_exact(placed.iter().map(Vec::len).sum());
+        inner.inline = ViewMap::from_regions(&by_region);
+        let count = placed.iter().map(Vec::len).sum();
+        let bytes = placed.iter().flatten().map(|(v, _)| v.len()).sum();
+        inner.data.reserve_exact(bytes);
+        inner.ends.reserve_exact(count);
+        inner.hashes.reserve_exact(count);
         for (v, key) in placed.into_iter().flatten() {
-            let local = values.len() as u32;
-            *bytes += v.len();
-            values.push(v);
+            let local = inner.push(key.err().unwrap_or(0), v);
             if let Err(h) = key {
-                index.insert_unique(h, local, |&c| dict.hasher.hash_one(&values[c as usize]));
+                let Inner { index, hashes, .. } = &mut *inner;
+                index.insert_unique(h, local, |&c| hashes[c as usize]);
             }
         }
         drop(inner);
@@ -173,9 +199,7 @@ impl Dictionary {
 
     /// Number of values.
     pub fn len(&self) -> usize {
-        (0..self.shards.len())
-            .map(|i| self.shard(i).values.len())
-            .sum()
+        (0..self.shards.len()).map(|i| self.shard(i).len()).sum()
     }
 
     /// One past the largest code handed out: the length for one shard; for several, the
@@ -184,23 +208,19 @@ impl Dictionary {
         let n = self.shards.len();
         match n {
             1 => self.len(),
-            _ => {
-                n * (0..n)
-                    .map(|i| self.shard(i).values.len())
-                    .max()
-                    .unwrap_or(0)
-            }
+            _ => n * (0..n).map(|i| self.shard(i).len()).max().unwrap_or(0),
         }
     }
 
-    /// Bytes held (values, their boxes and the index), for memory accounting: a dictionary is
+    /// Bytes held (values, their ends and hashes, and the index), for memory accounting: a dictionary is
     /// shared by a query's workers, so no worker's groups count it.
     pub fn memory_bytes(&self) -> usize {
         (0..self.shards.len())
             .map(|i| {
                 let s = self.shard(i);
-                s.bytes
-                    + s.values.capacity() * std::mem::size_of::<Box<[u8]>>()
+                s.data.capacity()
+                    + s.ends.capacity() * std::mem::size_of::<usize>()
+                    + s.hashes.capacity() * std::mem::size_of::<u64>()
                     + s.index.capacity() * (std::mem::size_of::<u32>() + 1)
                     + s.inline.memory_bytes()
             })
@@ -217,8 +237,45 @@ impl Dictionary {
         ((h >> 32) as usize) % self.shards.len()
     }
 
-    fn code(&self, shard: usize, local: u32) -> u64 {
+    /// The code of local index `local` in shard `shard`.
+    pub fn code(&self, shard: usize, local: u32) -> u64 {
         u64::from(local) * self.shards.len() as u64 + shard as u64
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The hash of `v` and the shard it belongs in, for [`Dictionary::intern_in_shard`].
+    pub fn place(&self, v: &[u8]) -> (u64, usize) {
+        let h = self.hash(v);
+        (h, self.shard_of(h))
+    }
+
+    /// Interns `values` that all belong in `shard` (each with its hash from
+    /// [`Dictionary::place`]) under the shard's write lock, taken once: each value's local
+    /// index in the shard into `out` (cleared first; its code is [`Dictionary::code`]).
+    /// Returns the shard's number of values. For a task that owns its shard (partitioned
+    /// aggregation over interned rows): local indexes are dense, so they serve as group ids.
+    pub fn intern_in_shard<'a>(
+        &self,
+        shard: usize,
+        values: impl Iterator<Item = (u64, &'a [u8])>,
+        out: &mut Vec<u32>,
+    ) -> usize {
+        let mut inner = self.shards[shard]
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        out.clear();
+        for (h, v) in values {
+            let local = match find(&inner, h, v) {
+                Some(local) => local,
+                None => self.append(&mut inner, h, v),
+            };
+            out.push(local);
+        }
+        inner.len()
     }
 
     /// Codes of `values` (`None` rows stay `None`), appending unseen values while their codes
@@ -289,7 +346,7 @@ impl Dictionary {
                 let local = match find(&inner, h, v) {
                     Some(local) => local,
                     None => {
-                        if self.code(shard, inner.values.len() as u32) >= capacity {
+                        if self.code(shard, inner.len() as u32) >= capacity {
                             return None;
                         }
                         self.append(&mut inner, h, v)
@@ -350,11 +407,9 @@ impl Dictionary {
     }
 
     fn append(&self, inner: &mut Inner, h: u64, v: &[u8]) -> u32 {
-        let local = inner.values.len() as u32;
-        inner.values.push(v.into());
-        inner.bytes += v.len();
+        let local = inner.push(h, v);
         let Inner {
-            values,
+            hashes,
             index,
             inline,
             ..
@@ -364,7 +419,7 @@ impl Dictionary {
                 inline.get_or_insert(view, local);
             }
             None => {
-                index.insert_unique(h, local, |&c| self.hasher.hash_one(&values[c as usize]));
+                index.insert_unique(h, local, |&c| hashes[c as usize]);
             }
         }
         local
@@ -434,7 +489,7 @@ impl Dictionary {
             .iter()
             .map(|&c| {
                 let (local, shard) = (c as usize / n, c as usize % n);
-                &*guards[shard].values[local]
+                guards[shard].value(local)
             })
             .collect())
     }
@@ -446,7 +501,9 @@ fn find(inner: &Inner, h: u64, v: &[u8]) -> Option<u32> {
         Some(view) => inner.inline.get(view),
         None => inner
             .index
-            .find(h, |&c| &*inner.values[c as usize] == v)
+            .find(h, |&c| {
+                inner.hashes[c as usize] == h && inner.value(c as usize) == v
+            })
             .copied(),
     }
 }

@@ -492,6 +492,18 @@ fn wide_composite_keys_take_the_interned_path() {
         3,
     );
     check_all(&spec, &input, HashFn::Murmur3, Some(1));
+    // Strings, NULLs and more rows than one block of morsels holds: `partitioned` interns
+    // the rows a partition a dictionary shard, over several blocks.
+    let (spec, input) = build(
+        200_000,
+        150_000,
+        &[KeyKind::StrView, KeyKind::U64Wide, KeyKind::U64Wide],
+        Dist::Skewed,
+        5,
+        11,
+        4,
+    );
+    check_all(&spec, &input, HashFn::Murmur3, None);
 }
 
 #[test]
