@@ -21,13 +21,12 @@ use std::ops::Range;
 
 use arrow::array::{Array, ArrayRef};
 use arrow::compute::interleave;
-use arrow::row::Rows;
 use rayon::prelude::*;
 
 use super::{new_accumulators, thread_local::partition_of, Accumulators, Chunk, Params};
 use crate::error::{GrouperError, Result};
 use crate::input::{InputBatch, QuerySpec};
-use crate::keys::{Dictionary, KeyCodec};
+use crate::keys::{Dictionary, KeyCodec, KeyRows};
 use crate::table::LinearTable;
 use crate::trace;
 
@@ -160,30 +159,30 @@ fn scatter_rows(
     codec: &KeyCodec,
     dict: &Dictionary,
 ) -> Result<Block<RowKeys>> {
-    let rows: Vec<Rows> = morsels
+    let rows: Vec<KeyRows> = morsels
         .iter()
-        .map(|m| codec.rows(&m.keys))
+        .map(|m| codec.rows(&m.keys, m.num_rows()))
         .collect::<Result<_>>()?;
-    let n: usize = rows.iter().map(Rows::num_rows).sum();
+    let n: usize = rows.iter().map(KeyRows::num_rows).sum();
     let (mut hashes, mut part) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let mut firsts = Vec::with_capacity(rows.len());
     for r in &rows {
         firsts.push(hashes.len());
-        for row in r.iter() {
-            let (h, shard) = dict.place(row.data());
+        for i in 0..r.num_rows() {
+            let (h, shard) = dict.place(r.row(i));
             hashes.push(h);
             part.push(shard as u16);
         }
     }
     let order = partition_order(spec, morsels, &part, dict.shard_count())?;
-    let bytes: usize = rows.iter().map(|r| r.size()).sum();
+    let bytes: usize = rows.iter().map(KeyRows::bytes).sum();
     let mut keys = RowKeys {
         data: Vec::with_capacity(bytes),
         ends: Vec::with_capacity(n),
         hashes: Vec::with_capacity(n),
     };
     for &(m, r) in &order.at {
-        keys.data.extend_from_slice(rows[m].row(r).data());
+        keys.data.extend_from_slice(rows[m].row(r));
         keys.ends.push(keys.data.len());
         keys.hashes.push(hashes[firsts[m] + r]);
     }

@@ -30,6 +30,7 @@ mod dictionary;
 pub mod ordinal;
 mod view_map;
 mod views;
+mod wide;
 
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ use rayon::prelude::*;
 
 use arrow::array::{new_empty_array, Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use arrow::datatypes::DataType;
-use arrow::row::{RowConverter, Rows, SortField};
+use arrow::row::{RowConverter, SortField};
 
 pub(crate) use columns::as_declared;
 pub(crate) use columns::is_string_column;
@@ -45,6 +46,8 @@ use columns::{add_dictionary_terms, seeded_dictionary, string_codes};
 pub use dictionary::{Dictionary, ROW_SHARDS};
 use ordinal::{encode_ordinal, Ordinal};
 use views::{add_one_byte_terms, NULL_SLOT};
+use wide::Halves;
+pub use wide::KeyRows;
 
 use crate::error::{GrouperError, Result};
 use crate::strings::{string_array, ByteColumn};
@@ -116,11 +119,15 @@ impl ColumnPlan {
 #[derive(Debug, Clone)]
 enum Layout {
     Packed(Vec<ColumnPlan>),
-    /// Composite keys in `arrow-row` format, interned; the word is the dictionary code.
+    /// Composite keys in `arrow-row` format (or as two packed words, `halves`), interned; the
+    /// word is the dictionary code.
     Interned {
         converter: Arc<RowConverter>,
         rows: Arc<Dictionary>,
         capacity: u64,
+        /// The columns' packed plans, whose domain passed 2^64.
+        columns: Vec<ColumnPlan>,
+        halves: Option<Arc<Halves>>,
     },
 }
 
@@ -268,8 +275,8 @@ impl KeyCodec {
         if let Layout::Interned { rows, .. } = &codec.layout {
             // In parallel over the batches: the dictionary's shards take the appends.
             batches.par_iter().try_for_each(|b| -> Result<()> {
-                let r = codec.rows(b)?;
-                rows.encode((0..r.num_rows()).map(|i| Some(r.row(i).data())), u64::MAX);
+                let r = codec.rows(b, b.first().map_or(0, |k| k.len()))?;
+                rows.encode((0..r.num_rows()).map(|i| Some(r.row(i))), u64::MAX);
                 Ok(())
             })?;
         }
@@ -281,16 +288,25 @@ impl KeyCodec {
     /// `shards` shards, starts empty and open (codes up to 2^32), so that each row is interned
     /// once, as it is encoded or by partitioned aggregation a shard a partition
     /// ([`KeyCodec::row_dictionary`]), not once to plan and again to encode (db-benchmark q10
-    /// at 3e7 rows: 11.6 s of 29 planning). [`KeyCodec::sealed`] closes it.
+    /// at 3e7 rows: 11.6 s of 29 planning). Keys whose columns split into two packed words
+    /// are interned as those ([`wide`]). [`KeyCodec::sealed`] closes it.
     pub fn plan_open(
         key_types: &[DataType],
         batches: &[&[ArrayRef]],
         shards: usize,
     ) -> Result<Self> {
         let mut codec = Self::layout(key_types, batches, true)?;
-        if let Layout::Interned { rows, capacity, .. } = &mut codec.layout {
+        if let Layout::Interned {
+            rows,
+            capacity,
+            columns,
+            halves,
+            ..
+        } = &mut codec.layout
+        {
             *rows = Arc::new(Dictionary::with_shards(shards));
             *capacity = 1 << 32;
+            *halves = Halves::split(key_types, columns)?.map(Arc::new);
             codec.domain = *capacity;
         }
         Ok(codec)
@@ -314,11 +330,15 @@ impl KeyCodec {
         }
     }
 
-    /// The `arrow-row` form of `keys` that an interned layout interns.
-    pub fn rows(&self, keys: &[ArrayRef]) -> Result<Rows> {
-        Ok(self
-            .row_converter()?
-            .convert_columns(&as_declared(keys, &self.key_types)?)?)
+    /// The bytes of `keys` (`rows` rows) that an interned layout interns.
+    pub fn rows(&self, keys: &[ArrayRef], rows: usize) -> Result<KeyRows> {
+        if let Some(h) = wide::halves_of(self) {
+            return Ok(KeyRows::Fixed(h.rows(keys, rows)?));
+        }
+        Ok(KeyRows::Arrow(
+            self.row_converter()?
+                .convert_columns(&as_declared(keys, &self.key_types)?)?,
+        ))
     }
 
     /// The columns' codecs and their packing over `batches`' keys, dictionaries of interned
@@ -384,6 +404,8 @@ impl KeyCodec {
                 converter: Arc::new(RowConverter::new(fields)?),
                 rows: Arc::new(Dictionary::sharded()),
                 capacity: MIN_CAPACITY,
+                columns: cols,
+                halves: None,
             },
             domain: MIN_CAPACITY,
         })
@@ -440,11 +462,15 @@ impl KeyCodec {
             Layout::Interned {
                 converter,
                 capacity,
+                columns,
+                halves,
                 ..
             } => Layout::Interned {
                 converter: Arc::clone(converter),
                 rows: Arc::new(Dictionary::sharded()),
                 capacity: *capacity,
+                columns: columns.clone(),
+                halves: halves.clone(),
             },
             Layout::Packed(cols) => Layout::Packed(
                 cols.iter()
@@ -486,9 +512,9 @@ impl KeyCodec {
                 capacity,
                 ..
             } => {
-                let r = self.rows(keys)?;
+                let r = self.rows(keys, rows)?;
                 Ok(dict
-                    .encode((0..r.num_rows()).map(|i| Some(r.row(i).data())), *capacity)
+                    .encode((0..r.num_rows()).map(|i| Some(r.row(i))), *capacity)
                     .map(|codes| codes.into_iter().map(|c| c.unwrap_or(0) as u64).collect()))
             }
         }
@@ -502,12 +528,16 @@ impl KeyCodec {
                 converter,
                 rows,
                 capacity,
+                columns,
+                halves,
             } => Ok(Self {
                 key_types: self.key_types.clone(),
                 layout: Layout::Interned {
                     converter: Arc::clone(converter),
                     rows: Arc::clone(rows),
                     capacity: (2 * capacity).max(rows.code_bound() as u64 + batch_rows),
+                    columns: columns.clone(),
+                    halves: halves.clone(),
                 },
                 domain: 0,
             }
@@ -565,15 +595,21 @@ impl KeyCodec {
         match &self.layout {
             Layout::Packed(cols) => cols.iter().map(|c| decode_column(c, words)).collect(),
             Layout::Interned {
-                converter, rows, ..
+                converter,
+                rows,
+                halves,
+                ..
             } => {
                 if words.is_empty() {
                     return Ok(self.key_types.iter().map(new_empty_array).collect());
                 }
                 let codes: Vec<u32> = words.iter().map(|&w| w as u32).collect();
-                rows.with_values(&codes, |values| {
-                    let parser = converter.parser();
-                    Ok(converter.convert_rows(values.into_iter().map(|v| parser.parse(v)))?)
+                rows.with_values(&codes, |values| match halves {
+                    Some(h) => h.decode(&values),
+                    None => {
+                        let parser = converter.parser();
+                        Ok(converter.convert_rows(values.into_iter().map(|v| parser.parse(v)))?)
+                    }
                 })
             }
         }

@@ -504,6 +504,18 @@ fn wide_composite_keys_take_the_interned_path() {
         4,
     );
     check_all(&spec, &input, HashFn::Murmur3, None);
+    // No NULLs: the wide column packs alone, the rest in a second word, and the keys are
+    // interned as two words.
+    let (spec, input) = build(
+        200_000,
+        150_000,
+        &[KeyKind::U64Wide, KeyKind::StrView, KeyKind::I64],
+        Dist::Uniform,
+        0,
+        12,
+        3,
+    );
+    check_all(&spec, &input, HashFn::Murmur3, None);
 }
 
 #[test]
