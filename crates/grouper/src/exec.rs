@@ -516,7 +516,35 @@ mod tests {
         df.register_table("t", table as _).unwrap();
         let want = answer_lines(&df.sql(sql).await.unwrap().collect().await.unwrap(), false);
         let plan = crate::test_support::physical_plan(&ctx, sql).await;
+        assert_eq!(above_group_by(&plan).as_deref(), Some("ProjectionExec"));
         let got = collect(plan, ctx.task_ctx()).await.unwrap();
         assert_eq!(answer_lines(&got, false), want);
+        // A partitioned join relies on the hash partitioning the replaced aggregation had: the
+        // repartition stays, and the answer is DataFusion's.
+        let sql = "SELECT t.k, t.v, g.s FROM t JOIN (SELECT k, sum(v) AS s FROM t GROUP BY k) g \
+                   ON t.k = g.k";
+        for c in [&ctx, &df] {
+            for o in ["", "_rows"] {
+                let set =
+                    format!("SET datafusion.optimizer.hash_join_single_partition_threshold{o} = 0");
+                c.sql(&set).await.unwrap();
+            }
+        }
+        let plan = crate::test_support::physical_plan(&ctx, sql).await;
+        assert_eq!(above_group_by(&plan).as_deref(), Some("RepartitionExec"));
+        let want = answer_lines(&df.sql(sql).await.unwrap().collect().await.unwrap(), false);
+        let got = collect(plan, ctx.task_ctx()).await.unwrap();
+        assert_eq!(answer_lines(&got, false), want);
+    }
+
+    /// The name of the node whose child is the plan's GroupByExec.
+    fn above_group_by(plan: &Arc<dyn ExecutionPlan>) -> Option<String> {
+        plan.children().into_iter().find_map(|c| {
+            if c.downcast_ref::<GroupByExec>().is_some() {
+                Some(plan.name().to_string())
+            } else {
+                above_group_by(c)
+            }
+        })
     }
 }

@@ -8,10 +8,17 @@
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
+
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::DataType;
 
 use arrow::buffer::NullBuffer;
 use hashbrown::{DefaultHashBuilder, HashTable};
+use std::sync::Arc;
+
+use crate::error::{GrouperError, Result};
+use crate::strings::string_array;
 use rayon::prelude::*;
 
 use super::view_map::{
@@ -89,6 +96,9 @@ pub struct Dictionary {
     /// Unique to this dictionary in the process: what a worker thread's cache of its codes
     /// ([`super::views`]) is kept for.
     id: u64,
+    /// The values as an Arrow array of a string type, with that type, while no value was
+    /// added since ([`Dictionary::values_array`]).
+    array: Mutex<Option<(DataType, ArrayRef)>>,
 }
 
 /// The next [`Dictionary`]'s id.
@@ -123,6 +133,7 @@ impl Dictionary {
                 .collect(),
             hasher: DefaultHashBuilder::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            array: Mutex::new(None),
         }
     }
 
@@ -479,6 +490,29 @@ impl Dictionary {
     #[cfg(test)]
     pub(super) fn inline_is_large(&self) -> bool {
         self.shard(0).inline.is_large()
+    }
+
+    /// The values of a one-shard dictionary (codes are positions) as one array of string type
+    /// `data_type`, built once and kept while no value is added: decoding a string key takes
+    /// its rows from it, where building each row's string anew (validated, collected, then
+    /// appended) took most of the decode (db-benchmark q10 at 1e8 rows on 16 threads: 1.4 s
+    /// to decode 1e8 groups' keys, DataFusion's whole query 1.8 s).
+    pub fn values_array(&self, data_type: &DataType) -> Result<ArrayRef> {
+        if self.shards.len() != 1 {
+            return Err(GrouperError::InvalidInput(
+                "the values of a sharded dictionary are not in code order".into(),
+            ));
+        }
+        let mut cache = self.array.lock().unwrap_or_else(PoisonError::into_inner);
+        let inner = self.shard(0);
+        if let Some((t, a)) = cache.as_ref() {
+            if t == data_type && a.len() == inner.len() {
+                return Ok(Arc::clone(a));
+            }
+        }
+        let array = string_array(data_type, (0..inner.len()).map(|i| Some(inner.value(i))))?;
+        *cache = Some((data_type.clone(), Arc::clone(&array)));
+        Ok(array)
     }
 
     /// Calls `f` with the value of each code.

@@ -36,7 +36,10 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use arrow::array::{new_empty_array, Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
+use arrow::array::{
+    new_empty_array, Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, UInt32Array,
+};
+use arrow::compute::take;
 use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
 
@@ -50,7 +53,7 @@ use wide::Halves;
 pub use wide::KeyRows;
 
 use crate::error::{GrouperError, Result};
-use crate::strings::{string_array, ByteColumn};
+use crate::strings::ByteColumn;
 use crate::with_ordinal_type;
 
 /// Whether grouper handles group keys of this type.
@@ -775,15 +778,8 @@ fn decode_column(col: &ColumnPlan, words: &[u64]) -> Result<ArrayRef> {
                 .collect::<BooleanArray>(),
         ),
         Codec::Bytes { dict, .. } => {
-            let codes: Vec<Option<u64>> = words.iter().map(|&w| code(w)).collect();
-            let present: Vec<u32> = codes.iter().flatten().map(|&c| c as u32).collect();
-            dict.with_values(&present, |values| {
-                let mut it = values.into_iter();
-                string_array(
-                    &col.data_type,
-                    codes.iter().map(|c| c.and_then(|_| it.next())),
-                )
-            })?
+            let codes: UInt32Array = words.iter().map(|&w| code(w).map(|c| c as u32)).collect();
+            take(&dict.values_array(&col.data_type)?, &codes, None)?
         }
         Codec::Ordinal { min, .. } => with_ordinal_type!(&col.data_type, T => {
             let array: PrimitiveArray<T> = words
