@@ -33,6 +33,7 @@ impl PartialGroups {
     ) -> Result<Self> {
         let len: usize = chunks.iter().map(|c| c.words.len()).sum();
         accs.iter_mut().for_each(|a| a.resize(len));
+        codec.prepare_decode()?;
         let mut parts: Vec<Vec<ArrayRef>> = Vec::new();
         let mut at = 0u32;
         for mut chunk in chunks {

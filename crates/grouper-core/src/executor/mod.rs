@@ -434,6 +434,7 @@ impl Aggregation {
         // subquery, 15M at SF 10) one thread decoding them all held 15 others idle.
         let chunks: Vec<Chunk> = chunks.into_iter().filter(|c| !c.words.is_empty()).collect();
         let num_rows = chunks.iter().map(|c| c.words.len()).sum();
+        codec.prepare_decode()?;
         let parts: Vec<Vec<ArrayRef>> = chunks
             .into_par_iter()
             .map(|chunk| {

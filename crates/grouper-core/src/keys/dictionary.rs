@@ -96,8 +96,8 @@ pub struct Dictionary {
     /// Unique to this dictionary in the process: what a worker thread's cache of its codes
     /// ([`super::views`]) is kept for.
     id: u64,
-    /// The values as an Arrow array of a string type, with that type, while no value was
-    /// added since ([`Dictionary::values_array`]).
+    /// Values as an Arrow array of a string type, with that type
+    /// ([`Dictionary::build_values_array`]).
     array: Mutex<Option<(DataType, ArrayRef)>>,
 }
 
@@ -492,27 +492,44 @@ impl Dictionary {
         self.shard(0).inline.is_large()
     }
 
-    /// The values of a one-shard dictionary (codes are positions) as one array of string type
-    /// `data_type`, built once and kept while no value is added: decoding a string key takes
-    /// its rows from it, where building each row's string anew (validated, collected, then
-    /// appended) took most of the decode (db-benchmark q10 at 1e8 rows on 16 threads: 1.4 s
-    /// to decode 1e8 groups' keys, DataFusion's whole query 1.8 s).
-    pub fn values_array(&self, data_type: &DataType) -> Result<ArrayRef> {
+    /// Builds and keeps the values of a one-shard dictionary (codes are positions) as one array
+    /// of string type `data_type`, for decoding a result's keys ([`Dictionary::values_array`]):
+    /// taking each row from it replaces building each row's string anew (validated, collected,
+    /// then appended), which took most of the decode (db-benchmark q10 at 1e8 rows on 16
+    /// threads: 1.4 s to decode 1e8 groups' keys, DataFusion's whole query 1.8 s). Built only
+    /// for a final decode ([`super::KeyCodec::prepare_decode`]): a worker re-keying its groups
+    /// while the dictionary grows would build the whole dictionary for a share of it.
+    pub fn build_values_array(&self, data_type: &DataType) -> Result<()> {
         if self.shards.len() != 1 {
             return Err(GrouperError::InvalidInput(
                 "the values of a sharded dictionary are not in code order".into(),
             ));
         }
-        let mut cache = self.array.lock().unwrap_or_else(PoisonError::into_inner);
-        let inner = self.shard(0);
-        if let Some((t, a)) = cache.as_ref() {
-            if t == data_type && a.len() == inner.len() {
-                return Ok(Arc::clone(a));
-            }
+        if self.values_array(data_type, self.len()).is_some() {
+            return Ok(());
         }
-        let array = string_array(data_type, (0..inner.len()).map(|i| Some(inner.value(i))))?;
-        *cache = Some((data_type.clone(), Arc::clone(&array)));
-        Ok(array)
+        let array = {
+            let inner = self.shard(0);
+            string_array(data_type, (0..inner.len()).map(|i| Some(inner.value(i))))?
+        };
+        let mut cache = self.array.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache
+            .as_ref()
+            .is_none_or(|(t, a)| t != data_type || a.len() < array.len())
+        {
+            *cache = Some((data_type.clone(), array));
+        }
+        Ok(())
+    }
+
+    /// The kept values array of `data_type`, when it holds every code below `codes` (codes
+    /// never change, so an array built before later values were added still serves).
+    pub fn values_array(&self, data_type: &DataType, codes: usize) -> Option<ArrayRef> {
+        let cache = self.array.lock().unwrap_or_else(PoisonError::into_inner);
+        cache
+            .as_ref()
+            .filter(|(t, a)| t == data_type && a.len() >= codes)
+            .map(|(_, a)| Arc::clone(a))
     }
 
     /// Calls `f` with the value of each code.

@@ -53,7 +53,7 @@ use wide::Halves;
 pub use wide::KeyRows;
 
 use crate::error::{GrouperError, Result};
-use crate::strings::ByteColumn;
+use crate::strings::{string_array, ByteColumn};
 use crate::with_ordinal_type;
 
 /// Whether grouper handles group keys of this type.
@@ -593,6 +593,25 @@ impl KeyCodec {
         self
     }
 
+    /// Readies the string columns' dictionaries for decoding many words at once (a query's
+    /// result): each builds its values as one array, which [`KeyCodec::decode`] takes rows
+    /// from ([`Dictionary::build_values_array`]).
+    pub fn prepare_decode(&self) -> Result<()> {
+        let cols = match &self.layout {
+            Layout::Packed(cols) => cols.iter().collect::<Vec<_>>(),
+            Layout::Interned { .. } => match wide::halves_of(self) {
+                Some(h) => return h.prepare_decode(),
+                None => return Ok(()),
+            },
+        };
+        for c in cols {
+            if let Codec::Bytes { dict, .. } = &c.codec {
+                dict.build_values_array(&c.data_type)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Decodes key words into one array per key column.
     pub fn decode(&self, words: &[u64]) -> Result<Vec<ArrayRef>> {
         match &self.layout {
@@ -778,8 +797,20 @@ fn decode_column(col: &ColumnPlan, words: &[u64]) -> Result<ArrayRef> {
                 .collect::<BooleanArray>(),
         ),
         Codec::Bytes { dict, .. } => {
-            let codes: UInt32Array = words.iter().map(|&w| code(w).map(|c| c as u32)).collect();
-            take(&dict.values_array(&col.data_type)?, &codes, None)?
+            let codes: Vec<Option<u64>> = words.iter().map(|&w| code(w)).collect();
+            let below = codes.iter().flatten().max().map_or(0, |&c| c as usize + 1);
+            if let Some(values) = dict.values_array(&col.data_type, below) {
+                let codes: UInt32Array = codes.iter().map(|c| c.map(|c| c as u32)).collect();
+                return Ok(take(&values, &codes, None)?);
+            }
+            let present: Vec<u32> = codes.iter().flatten().map(|&c| c as u32).collect();
+            dict.with_values(&present, |values| {
+                let mut it = values.into_iter();
+                string_array(
+                    &col.data_type,
+                    codes.iter().map(|c| c.and_then(|_| it.next())),
+                )
+            })?
         }
         Codec::Ordinal { min, .. } => with_ordinal_type!(&col.data_type, T => {
             let array: PrimitiveArray<T> = words

@@ -72,6 +72,12 @@ impl Halves {
         Ok(out)
     }
 
+    /// Readies both words' string columns for decoding ([`KeyCodec::prepare_decode`]).
+    pub(super) fn prepare_decode(&self) -> Result<()> {
+        self.lo.prepare_decode()?;
+        self.hi.prepare_decode()
+    }
+
     /// The key columns of two-word keys' bytes.
     pub(super) fn decode(&self, values: &[&[u8]]) -> Result<Vec<ArrayRef>> {
         let word = |v: &[u8], at: usize| -> Result<u64> {
