@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use super::{new_accumulators, thread_local::partition_of, Accumulators, Chunk, Params};
 use crate::error::{GrouperError, Result};
 use crate::input::{InputBatch, QuerySpec};
-use crate::keys::{Dictionary, KeyCodec, KeyRows};
+use crate::keys::{Dictionary, HashedValues, KeyCodec, KeyRows};
 use crate::table::LinearTable;
 use crate::trace;
 
@@ -60,26 +60,11 @@ const BLOCK_MORSELS: usize = 8;
 /// morsels themselves read a cache line for each 8-byte value (one in 512 of a line's rows
 /// was the partition's): 0.14 s of 0.25 at 2^25 rows on 16 threads.
 struct Block<K> {
-    /// Key words ([`run`]) or interned rows' bytes ([`run_interned`]).
+    /// Key words ([`run`]), or interned rows' bytes with their hashes, which picked the
+    /// partition and probe its dictionary shard ([`run_interned`]).
     keys: K,
     args: Vec<Option<ArrayRef>>,
     offsets: Vec<u32>,
-}
-
-/// Rows' `arrow-row` bytes in partition order, with their hashes (which picked the partition
-/// and probe its dictionary shard).
-struct RowKeys {
-    data: Vec<u8>,
-    /// Row `i` is `data[ends[i - 1]..ends[i]]` (from 0 for the first).
-    ends: Vec<usize>,
-    hashes: Vec<u64>,
-}
-
-impl RowKeys {
-    fn row(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.data[start..self.ends[i]]
-    }
 }
 
 /// Morsels' rows in partition order.
@@ -158,7 +143,7 @@ fn scatter_rows(
     morsels: &[InputBatch],
     codec: &KeyCodec,
     dict: &Dictionary,
-) -> Result<Block<RowKeys>> {
+) -> Result<Block<HashedValues>> {
     let rows: Vec<KeyRows> = morsels
         .iter()
         .map(|m| codec.rows(&m.keys, m.num_rows()))
@@ -176,15 +161,9 @@ fn scatter_rows(
     }
     let order = partition_order(spec, morsels, &part, dict.shard_count())?;
     let bytes: usize = rows.iter().map(KeyRows::bytes).sum();
-    let mut keys = RowKeys {
-        data: Vec::with_capacity(bytes),
-        ends: Vec::with_capacity(n),
-        hashes: Vec::with_capacity(n),
-    };
+    let mut keys = HashedValues::with_capacity(n, bytes);
     for &(m, r) in &order.at {
-        keys.data.extend_from_slice(rows[m].row(r));
-        keys.ends.push(keys.data.len());
-        keys.hashes.push(hashes[firsts[m] + r]);
+        keys.push(hashes[firsts[m] + r], rows[m].row(r));
     }
     Ok(Block {
         keys,
@@ -230,13 +209,7 @@ pub fn run(
     params: &Params,
 ) -> Result<Vec<Chunk>> {
     let rows: usize = words.iter().map(Vec::len).sum();
-    // Partitions for the rows, not the estimate: the planner takes this strategy where groups
-    // are nearly as many as rows, and a sample's estimate of such keys runs low (2.65M groups
-    // of 4M rows planned as 32k: 8 partitions of tables far out of cache, 4x slower).
-    let bits = partition_bits(
-        rows.max(params.initial_groups),
-        rayon::current_num_threads(),
-    );
+    let bits = bits_for_rows(rows, params);
     let blocks: Vec<Block<Vec<u64>>> = morsels
         .par_chunks(BLOCK_MORSELS)
         .zip(words.par_chunks(BLOCK_MORSELS))
@@ -274,13 +247,21 @@ pub fn run(
         .collect()
 }
 
-/// Partitions a buffered partitioned aggregation over interned keys wants for `rows` rows
-/// (the shards of the codec's dictionary, [`KeyCodec::plan_open`]).
-pub fn interned_partitions(rows: usize, params: &Params) -> usize {
-    1 << partition_bits(
+/// Partition bits for `rows` input rows on the pool's threads: partitions for the rows, not
+/// the estimate. The planner takes this strategy where groups are nearly as many as rows, and
+/// a sample's estimate of such keys runs low (2.65M groups of 4M rows planned as 32k: 8
+/// partitions of tables far out of cache, 4x slower).
+fn bits_for_rows(rows: usize, params: &Params) -> u32 {
+    partition_bits(
         rows.max(params.initial_groups),
         rayon::current_num_threads(),
     )
+}
+
+/// Partitions a buffered partitioned aggregation over interned keys wants for `rows` rows
+/// (the shards of the codec's dictionary, [`KeyCodec::plan_open`]).
+pub fn interned_partitions(rows: usize, params: &Params) -> usize {
+    1 << bits_for_rows(rows, params)
 }
 
 /// Runs the strategy over keys too wide to pack (an open interned `codec` whose dictionary has
@@ -297,7 +278,7 @@ pub fn run_interned(
     let dict = codec.row_dictionary().ok_or_else(|| {
         GrouperError::InvalidInput("interned aggregation over packed keys".into())
     })?;
-    let blocks: Vec<Block<RowKeys>> = morsels
+    let blocks: Vec<Block<HashedValues>> = morsels
         .par_chunks(BLOCK_MORSELS)
         .map(|m| scatter_rows(spec, m, codec, dict))
         .collect::<Result<_>>()?;
@@ -308,7 +289,7 @@ pub fn run_interned(
         .map_init(Vec::new, |gids, p| {
             let mut groups = 0;
             let accs = fold_partition(spec, &blocks, p, gids, |keys, rows, gids, _| {
-                let values = rows.map(|i| (keys.hashes[i], keys.row(i)));
+                let values = rows.map(|i| (keys.hash(i), keys.get(i)));
                 groups = dict.intern_in_shard(p, values, gids);
                 Ok(groups)
             })?;

@@ -21,21 +21,17 @@ use crate::error::{GrouperError, Result};
 use crate::strings::string_array;
 use rayon::prelude::*;
 
+use super::hashed_values::HashedValues;
 use super::view_map::{
     inline_view, is_inline, region_of, ViewMap, EMPTY, INLINE_MAX, MIN_SLOTS, REGIONS,
 };
 
 #[derive(Debug)]
 struct Inner {
-    /// The values' bytes, one after another: value `i` is `data[ends[i - 1]..ends[i]]`. One
-    /// buffer, where a box per value cost an allocation each: db-benchmark q10's 3e7 interned
-    /// rows spent a fifth of the query in the kernel clearing the pages the boxes took.
-    data: Vec<u8>,
-    ends: Vec<usize>,
-    /// Each value's hash (0 for a short value of a one-shard dictionary, which has none): the
-    /// index grows without hashing its values' bytes again.
-    hashes: Vec<u64>,
-    /// Local index (position in `ends`) of each value longer than a view holds inline, by
+    /// The values in order of their local indexes, with their hashes (0 for a short value of
+    /// a one-shard dictionary, which has none).
+    values: HashedValues,
+    /// Local index (position in `values`) of each value longer than a view holds inline, by
     /// hash.
     index: HashTable<u32>,
     /// Local index of each short value, by its view: Utf8View keys look their rows up here
@@ -48,30 +44,14 @@ struct Inner {
 impl Inner {
     fn new(slots: usize) -> Self {
         Self {
-            data: Vec::new(),
-            ends: Vec::new(),
-            hashes: Vec::new(),
+            values: HashedValues::default(),
             index: HashTable::new(),
             inline: ViewMap::with_slots(slots),
         }
     }
 
     fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    fn value(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.data[start..self.ends[i]]
-    }
-
-    /// Appends `v` (hash `h`) to the values; its local index.
-    fn push(&mut self, h: u64, v: &[u8]) -> u32 {
-        let local = self.ends.len() as u32;
-        self.data.extend_from_slice(v);
-        self.ends.push(self.data.len());
-        self.hashes.push(h);
-        local
+        self.values.len()
     }
 }
 
@@ -183,14 +163,12 @@ impl Dictionary {
         inner.inline = ViewMap::from_regions(&by_region);
         let count = placed.iter().map(Vec::len).sum();
         let bytes = placed.iter().flatten().map(|(v, _)| v.len()).sum();
-        inner.data.reserve_exact(bytes);
-        inner.ends.reserve_exact(count);
-        inner.hashes.reserve_exact(count);
+        inner.values = HashedValues::with_capacity(count, bytes);
         for (v, key) in placed.into_iter().flatten() {
-            let local = inner.push(key.err().unwrap_or(0), v);
+            let local = inner.values.push(key.err().unwrap_or(0), v);
             if let Err(h) = key {
-                let Inner { index, hashes, .. } = &mut *inner;
-                index.insert_unique(h, local, |&c| hashes[c as usize]);
+                let Inner { index, values, .. } = &mut *inner;
+                index.insert_unique(h, local, |&c| values.hash(c as usize));
             }
         }
         drop(inner);
@@ -229,9 +207,7 @@ impl Dictionary {
         (0..self.shards.len())
             .map(|i| {
                 let s = self.shard(i);
-                s.data.capacity()
-                    + s.ends.capacity() * std::mem::size_of::<usize>()
-                    + s.hashes.capacity() * std::mem::size_of::<u64>()
+                s.values.memory_bytes()
                     + s.index.capacity() * (std::mem::size_of::<u32>() + 1)
                     + s.inline.memory_bytes()
             })
@@ -418,19 +394,18 @@ impl Dictionary {
     }
 
     fn append(&self, inner: &mut Inner, h: u64, v: &[u8]) -> u32 {
-        let local = inner.push(h, v);
+        let local = inner.values.push(h, v);
         let Inner {
-            hashes,
+            values,
             index,
             inline,
-            ..
         } = inner;
         match inline_view(v) {
             Some(view) => {
                 inline.get_or_insert(view, local);
             }
             None => {
-                index.insert_unique(h, local, |&c| hashes[c as usize]);
+                index.insert_unique(h, local, |&c| values.hash(c as usize));
             }
         }
         local
@@ -510,7 +485,10 @@ impl Dictionary {
         }
         let array = {
             let inner = self.shard(0);
-            string_array(data_type, (0..inner.len()).map(|i| Some(inner.value(i))))?
+            string_array(
+                data_type,
+                (0..inner.len()).map(|i| Some(inner.values.get(i))),
+            )?
         };
         let mut cache = self.array.lock().unwrap_or_else(PoisonError::into_inner);
         if cache
@@ -540,7 +518,7 @@ impl Dictionary {
             .iter()
             .map(|&c| {
                 let (local, shard) = (c as usize / n, c as usize % n);
-                guards[shard].value(local)
+                guards[shard].values.get(local)
             })
             .collect())
     }
@@ -553,7 +531,7 @@ fn find(inner: &Inner, h: u64, v: &[u8]) -> Option<u32> {
         None => inner
             .index
             .find(h, |&c| {
-                inner.hashes[c as usize] == h && inner.value(c as usize) == v
+                inner.values.hash(c as usize) == h && inner.values.get(c as usize) == v
             })
             .copied(),
     }

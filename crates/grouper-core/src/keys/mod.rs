@@ -27,6 +27,7 @@
 
 mod columns;
 mod dictionary;
+mod hashed_values;
 pub mod ordinal;
 mod packed;
 mod view_map;
@@ -48,6 +49,7 @@ pub(crate) use columns::as_declared;
 pub(crate) use columns::is_string_column;
 use columns::{add_dictionary_terms, seeded_dictionary, string_codes};
 pub use dictionary::{Dictionary, ROW_SHARDS};
+pub use hashed_values::HashedValues;
 use ordinal::{encode_ordinal, Ordinal};
 pub use packed::{PackedColumn, PackedKind};
 use views::{add_one_byte_terms, NULL_SLOT};
@@ -130,8 +132,6 @@ enum Layout {
         converter: Arc<RowConverter>,
         rows: Arc<Dictionary>,
         capacity: u64,
-        /// The columns' packed plans, whose domain passed 2^64.
-        columns: Vec<ColumnPlan>,
         halves: Option<Arc<Halves>>,
     },
 }
@@ -276,7 +276,7 @@ impl KeyCodec {
     }
 
     fn plan_with(key_types: &[DataType], batches: &[&[ArrayRef]], headroom: bool) -> Result<Self> {
-        let codec = Self::layout(key_types, batches, headroom)?;
+        let codec = Self::pack(key_types, Self::columns(key_types, batches, headroom)?)?;
         if let Layout::Interned { rows, .. } = &codec.layout {
             // In parallel over the batches: the dictionary's shards take the appends.
             batches.par_iter().try_for_each(|b| -> Result<()> {
@@ -300,18 +300,18 @@ impl KeyCodec {
         batches: &[&[ArrayRef]],
         shards: usize,
     ) -> Result<Self> {
-        let mut codec = Self::layout(key_types, batches, true)?;
+        let cols = Self::columns(key_types, batches, true)?;
+        let mut codec = Self::pack(key_types, cols.clone())?;
         if let Layout::Interned {
             rows,
             capacity,
-            columns,
             halves,
             ..
         } = &mut codec.layout
         {
             *rows = Arc::new(Dictionary::with_shards(shards));
             *capacity = 1 << 32;
-            *halves = Halves::split(key_types, columns)?.map(Arc::new);
+            *halves = Halves::split(key_types, &cols)?.map(Arc::new);
             codec.domain = *capacity;
         }
         Ok(codec)
@@ -346,9 +346,12 @@ impl KeyCodec {
         ))
     }
 
-    /// The columns' codecs and their packing over `batches`' keys, dictionaries of interned
-    /// rows left empty.
-    fn layout(key_types: &[DataType], batches: &[&[ArrayRef]], headroom: bool) -> Result<Self> {
+    /// Each key column's codec over `batches`' keys, before packing.
+    fn columns(
+        key_types: &[DataType],
+        batches: &[&[ArrayRef]],
+        headroom: bool,
+    ) -> Result<Vec<ColumnPlan>> {
         for t in key_types {
             if !supports(t) {
                 return Err(GrouperError::UnsupportedType {
@@ -382,7 +385,7 @@ impl KeyCodec {
             let nulls = batches.par_iter().any(|b| b[c].logical_null_count() > 0);
             cols.push(ColumnPlan::new(t.clone(), codec, nulls));
         }
-        Self::pack(key_types, cols)
+        Ok(cols)
     }
 
     /// Mixed-radix layout of `cols`, or the interned layout if the domain exceeds 2^64.
@@ -409,7 +412,6 @@ impl KeyCodec {
                 converter: Arc::new(RowConverter::new(fields)?),
                 rows: Arc::new(Dictionary::sharded()),
                 capacity: MIN_CAPACITY,
-                columns: cols,
                 halves: None,
             },
             domain: MIN_CAPACITY,
@@ -467,14 +469,12 @@ impl KeyCodec {
             Layout::Interned {
                 converter,
                 capacity,
-                columns,
                 halves,
                 ..
             } => Layout::Interned {
                 converter: Arc::clone(converter),
                 rows: Arc::new(Dictionary::sharded()),
                 capacity: *capacity,
-                columns: columns.clone(),
                 halves: halves.clone(),
             },
             Layout::Packed(cols) => Layout::Packed(
@@ -533,7 +533,6 @@ impl KeyCodec {
                 converter,
                 rows,
                 capacity,
-                columns,
                 halves,
             } => Ok(Self {
                 key_types: self.key_types.clone(),
@@ -541,7 +540,6 @@ impl KeyCodec {
                     converter: Arc::clone(converter),
                     rows: Arc::clone(rows),
                     capacity: (2 * capacity).max(rows.code_bound() as u64 + batch_rows),
-                    columns: columns.clone(),
                     halves: halves.clone(),
                 },
                 domain: 0,
