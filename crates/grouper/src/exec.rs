@@ -519,6 +519,21 @@ mod tests {
         assert_eq!(above_group_by(&plan).as_deref(), Some("ProjectionExec"));
         let got = collect(plan, ctx.task_ctx()).await.unwrap();
         assert_eq!(answer_lines(&got, false), want);
+        // DataFusion's two-level plan for COUNT(DISTINCT): the outer GroupByExec takes the
+        // inner one's output as it is, with no repartition between or above them.
+        let distinct = "SELECT k, count(DISTINCT v) AS d FROM t GROUP BY k";
+        let plan = crate::test_support::physical_plan(&ctx, distinct).await;
+        let shown = datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(true)
+            .to_string();
+        assert_eq!(shown.matches("GroupByExec").count(), 2, "{shown}");
+        assert!(!shown.contains("RepartitionExec"), "{shown}");
+        let want = answer_lines(
+            &df.sql(distinct).await.unwrap().collect().await.unwrap(),
+            false,
+        );
+        let got = collect(plan, ctx.task_ctx()).await.unwrap();
+        assert_eq!(answer_lines(&got, false), want);
         // A partitioned join relies on the hash partitioning the replaced aggregation had: the
         // repartition stays, and the answer is DataFusion's.
         let sql = "SELECT t.k, t.v, g.s FROM t JOIN (SELECT k, sum(v) AS s FROM t GROUP BY k) g \
