@@ -296,24 +296,22 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     Ok(out)
 }
 
-/// Partitions per worker thread a scan is split into, at most: finer pieces than one per
-/// thread let the workers even out what each one reads (a Parquet file's row groups fall
-/// unevenly into byte ranges; a thread may run slower than its siblings).
-const MORSELS_PER_THREAD: usize = 8;
+/// Partitions per worker thread a scan is split into, at most: the query ends when its last
+/// worker does, about half a morsel after the average one, and threads run at unequal speeds.
+/// TPC-H Q1 at SF 10 in memory on the H200 host's 16 threads, 128 morsels of 470k rows (~25 ms
+/// each): the workers finished 164-188 ms after the start, their average 176; with 512, within
+/// 3 ms of each other (Q1 184-207 -> 179-189 ms, 4 rounds in turns). From Parquet likewise:
+/// 131 morsels of SF 10's `lineitem` left workers ending 225-254 ms (the H200 host, per-thread
+/// speeds 1.4x apart), 524 (a row group each) within 7 ms; a morsel of whole row groups costs
+/// the pooled scan nothing more than its row groups do ([`super::pooled_scan`]).
+const MORSELS_PER_THREAD: usize = 32;
 
 /// Rows a morsel of memory or of Parquet row groups holds at least: each partition costs a
 /// stream of its own (for a file, an open and a dictionary page per column), which a small
 /// input's few batches would not repay. Local Parquet files cut a row group into parts only
 /// past this many rows, and make morsels of whole row groups down to a quarter of it
-/// ([`row_group_morsels::split`]): a whole row group decodes its dictionary pages once.
+/// ([`row_group_morsels::cut_scan`]): a whole row group decodes its dictionary pages once.
 const MIN_MORSEL_ROWS: usize = 1 << 18;
-
-/// [`MORSELS_PER_THREAD`] for in-memory batches, whose partitions are slices (no open, no
-/// dictionary page): the query ends when its last worker does, about half a morsel after the
-/// average one. TPC-H Q1 at SF 10 in memory on the H200 host's 16 threads, 128 morsels of 470k
-/// rows (~25 ms each): the workers finished 164-188 ms after the start, their average 176; with
-/// 512, within 3 ms of each other (Q1 184-207 -> 179-189 ms, 4 rounds in turns).
-const MEMORY_MORSELS_PER_THREAD: usize = 32;
 
 /// In-memory morsels hold at least [`MIN_MORSEL_ROWS`] over this many rows (2^16), so that a
 /// table of a few million rows still gives each thread several.
@@ -394,14 +392,11 @@ fn morsels(
         return Ok((source, parts, parts));
     };
     let threads = threads.max(1);
-    let (per_thread, min_rows) = match in_memory(scan) {
-        Some(_) => (
-            MEMORY_MORSELS_PER_THREAD,
-            min_rows / MEMORY_MIN_ROWS_DIVISOR,
-        ),
-        None => (MORSELS_PER_THREAD, min_rows),
+    let min_rows = match in_memory(scan) {
+        Some(_) => min_rows / MEMORY_MIN_ROWS_DIVISOR,
+        None => min_rows,
     };
-    let most = threads.saturating_mul(per_thread);
+    let most = threads.saturating_mul(MORSELS_PER_THREAD);
     // A whole number of morsels a worker: 38 equal morsels (db-benchmark's 1e7 rows over
     // 2^18) on 16 threads left six workers a third more rows than the rest, whose wait set the
     // query's time (q4: workers of three morsels 8.9-9.7 ms, of two 5.8-6.8).
@@ -410,12 +405,16 @@ fn morsels(
     });
     let finer = match sliced(scan, target)? {
         Some(sliced) => sliced,
-        None => match row_group_morsels::split(&source, target, min_rows, context) {
-            Some(split) => pooled_scan::over(&split, context).unwrap_or(split),
-            None => source
-                .repartitioned(target, context.session_config().options())?
-                .unwrap_or(source),
-        },
+        None => {
+            let cut = row_group_morsels::cut_scan(&source, target, min_rows, context)
+                .and_then(|cut| pooled_scan::over(&cut, context).or_else(|| cut.scan()));
+            match cut {
+                Some(scan) => scan,
+                None => source
+                    .repartitioned(target, context.session_config().options())?
+                    .unwrap_or(source),
+            }
+        }
     };
     let parts = finer.output_partitioning().partition_count();
     Ok((finer, parts, parts.min(threads)))
@@ -530,7 +529,7 @@ mod tests {
     use datafusion::catalog::MemTable;
     use datafusion::physical_plan::{collect, collect_partitioned, ExecutionPlanProperties};
 
-    use super::{claim, morsel_slices, morsels, PhysicalExpr, MEMORY_MORSELS_PER_THREAD};
+    use super::{claim, morsel_slices, morsels, PhysicalExpr, MORSELS_PER_THREAD};
     use crate::config::Backend;
     use crate::test_support::physical_plan;
     use crate::GrouperConfig;
@@ -707,7 +706,7 @@ mod tests {
         assert_eq!(scan.output_partitioning().partition_count(), 3);
         let (finer, parts, tasks) =
             morsels(Arc::clone(&scan), || false, 2, 100, &ctx.task_ctx()).unwrap();
-        assert_eq!(parts, 2 * MEMORY_MORSELS_PER_THREAD, "split to morsels");
+        assert_eq!(parts, 2 * MORSELS_PER_THREAD, "split to morsels");
         assert_eq!(finer.output_partitioning().partition_count(), parts);
         assert_eq!(tasks, 2, "one worker a thread");
         // In memory, no morsel under a quarter of `min_rows`.

@@ -42,6 +42,7 @@ use datafusion::physical_plan::{
 
 use super::mapped::map_file;
 use super::pooled_pages::{PagePool, PooledRowGroup};
+use super::row_group_morsels::{self, CutScan};
 use crate::parquet_files::{cached_footer, local_parquet_files, local_path, scan_columns};
 
 /// One file the scan reads: its map, footer and the decoders' view of the projected columns.
@@ -81,12 +82,11 @@ impl fmt::Debug for PooledScanExec {
     }
 }
 
-/// `scan` (a [`super::row_group_morsels::split`] of local Parquet files) read by grouper's
-/// scan, or `None` where it must stay DataFusion's (see the module's doc).
-pub(crate) fn over(
-    scan: &Arc<dyn ExecutionPlan>,
-    context: &TaskContext,
-) -> Option<Arc<dyn ExecutionPlan>> {
+/// `cut` (a scan of local Parquet files cut into morsels, [`super::row_group_morsels`]) read by
+/// grouper's scan, or `None` where it must stay DataFusion's (see the module's doc). Each file
+/// is pruned once, its surviving row groups and rows then taken from each morsel's runs.
+pub(crate) fn over(cut: &CutScan, context: &TaskContext) -> Option<Arc<dyn ExecutionPlan>> {
+    let scan = &cut.source;
     let (cfg, parquet, _) = local_parquet_files(scan)?;
     let predicate = parquet.filter();
     let options = &parquet.table_parquet_options().global;
@@ -129,70 +129,57 @@ pub(crate) fn over(
         .runtime_env()
         .cache_manager
         .get_file_metadata_cache();
-    let mut files: Vec<ScanFile> = Vec::new();
-    let mut paths = Vec::new();
-    let mut morsels = Vec::new();
-    for group in cfg.file_groups.iter() {
-        let mut runs = Vec::new();
-        for f in group.iter() {
-            if f.range.is_some() {
-                return None;
-            }
-            let path = local_path(f);
-            let at = match paths.iter().position(|p| *p == path) {
-                Some(at) => at,
-                None => {
-                    let metadata = cached_footer(f, Some(cache.as_ref()))?;
-                    files.push(scan_file(
-                        &path,
-                        f.object_meta.size,
-                        metadata,
-                        &table,
-                        &roots,
-                    )?);
-                    paths.push(path);
-                    files.len() - 1
-                }
-            };
-            let metadata = &files[at].metadata;
-            let groups = metadata.row_groups();
-            let mut plan = f
-                .extension::<ParquetAccessPlan>()
-                .cloned()
-                .unwrap_or_else(|| ParquetAccessPlan::new_all(groups.len()));
-            if plan.len() != groups.len() {
-                return None;
-            }
-            let name = f.object_meta.location.as_ref();
-            let file_metrics = ParquetFileMetrics::new(0, name, &metrics);
-            if let Some(p) = &pruning {
-                let mut filter = RowGroupAccessPlanFilter::new(plan);
-                let parquet_schema = metadata.file_metadata().schema_descr();
-                filter.prune_by_statistics(&table, parquet_schema, groups, p, &file_metrics);
-                plan = filter.build();
-            }
-            if let Some(p) = pages.as_ref().filter(|_| metadata.offset_index().is_some()) {
-                plan = p.prune_plan_with_page_index(
-                    plan,
-                    &table,
-                    metadata.file_metadata().schema_descr(),
-                    metadata,
-                    &file_metrics,
-                );
-            }
-            for row_group in plan.row_group_indexes() {
-                let selection = match &plan.inner()[row_group] {
-                    RowGroupAccess::Selection(s) => Some(s.clone()),
-                    _ => None,
-                };
-                runs.push(Run {
-                    file: at,
-                    row_group,
-                    selection,
-                });
-            }
+    let mut files: Vec<ScanFile> = Vec::with_capacity(cut.files.len());
+    let mut kept: Vec<ParquetAccessPlan> = Vec::with_capacity(cut.files.len());
+    for f in &cut.files {
+        if f.range.is_some() {
+            return None;
         }
-        morsels.push(runs);
+        let metadata = cached_footer(f, Some(cache.as_ref()))?;
+        let file = scan_file(&local_path(f), f.object_meta.size, metadata, &table, &roots)?;
+        let metadata = &file.metadata;
+        let groups = metadata.row_groups();
+        let mut plan = ParquetAccessPlan::new_all(groups.len());
+        let name = f.object_meta.location.as_ref();
+        let file_metrics = ParquetFileMetrics::new(0, name, &metrics);
+        if let Some(p) = &pruning {
+            let mut filter = RowGroupAccessPlanFilter::new(plan);
+            let parquet_schema = metadata.file_metadata().schema_descr();
+            filter.prune_by_statistics(&table, parquet_schema, groups, p, &file_metrics);
+            plan = filter.build();
+        }
+        if let Some(p) = pages.as_ref().filter(|_| metadata.offset_index().is_some()) {
+            plan = p.prune_plan_with_page_index(
+                plan,
+                &table,
+                metadata.file_metadata().schema_descr(),
+                metadata,
+                &file_metrics,
+            );
+        }
+        files.push(file);
+        kept.push(plan);
+    }
+    // Each morsel's runs, less the row groups and rows pruning left out.
+    let mut morsels = Vec::new();
+    for runs in cut.morsels() {
+        let mut read = Vec::with_capacity(runs.len());
+        for &(file, row_group, start, end) in runs {
+            let n = cut.rows(file, row_group)?;
+            let part = row_group_morsels::part(start, end, n);
+            let selection = match (kept.get(file)?.inner().get(row_group)?, part) {
+                (RowGroupAccess::Skip, _) => continue,
+                (RowGroupAccess::Scan, part) => part,
+                (RowGroupAccess::Selection(s), None) => Some(s.clone()),
+                (RowGroupAccess::Selection(s), Some(part)) => Some(s.intersection(&part)),
+            };
+            read.push(Run {
+                file,
+                row_group,
+                selection,
+            });
+        }
+        morsels.push(read);
     }
     let schema = scan.schema();
     let properties = PlanProperties::new(
@@ -422,7 +409,7 @@ mod tests {
     use datafusion::prelude::{SessionConfig, SessionContext};
 
     use super::over;
-    use crate::backend::row_group_morsels::split;
+    use crate::backend::row_group_morsels::cut_scan;
     use crate::test_support::{answer_lines, physical_plan};
 
     /// Only layouts of the same values are read as the table declares; casts stay DataFusion's.
@@ -557,8 +544,9 @@ mod tests {
             ("SELECT d, s FROM t WHERE s < 1700 OR s >= 9950", true),
         ] {
             let scan = scan_below(&physical_plan(&ctx, sql).await);
-            let cut = split(&scan, 16, 400, &ctx.task_ctx()).expect("cut into morsels");
+            let cut = cut_scan(&scan, 16, 400, &ctx.task_ctx()).expect("cut into morsels");
             let pooled = over(&cut, &ctx.task_ctx()).expect("read by the pooled scan");
+            let cut = cut.scan().expect("DataFusion's scan of the morsels");
             assert_eq!(pooled.schema(), scan.schema());
             let theirs = all_rows(&cut, &ctx).await;
             let ours = all_rows(&pooled, &ctx).await;
@@ -590,8 +578,9 @@ mod tests {
             .unwrap();
         let sql = "SELECT d, s FROM t WHERE s < 1700 OR s >= 9950";
         let scan = scan_below(&physical_plan(&ctx, sql).await);
-        let cut = split(&scan, 16, 400, &ctx.task_ctx()).expect("cut into morsels");
+        let cut = cut_scan(&scan, 16, 400, &ctx.task_ctx()).expect("cut into morsels");
         let pooled = over(&cut, &ctx.task_ctx()).expect("read by the pooled scan");
+        let cut = cut.scan().expect("DataFusion's scan of the morsels");
         let ours = all_rows(&pooled, &ctx).await;
         assert_eq!(ours.iter().map(RecordBatch::num_rows).sum::<usize>(), total);
         let theirs = answer_lines(&all_rows(&cut, &ctx).await, false);
@@ -606,7 +595,7 @@ mod tests {
             .await
             .unwrap();
         let scan = scan_below(&physical_plan(&ctx, "SELECT d FROM t WHERE s < 10").await);
-        let cut = split(&scan, 16, 400, &ctx.task_ctx()).expect("cut into morsels");
+        let cut = cut_scan(&scan, 16, 400, &ctx.task_ctx()).expect("cut into morsels");
         assert!(over(&cut, &ctx.task_ctx()).is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }

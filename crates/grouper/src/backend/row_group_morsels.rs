@@ -60,17 +60,70 @@ impl Morsel {
     }
 }
 
-/// `source`, a scan of whole local Parquet files, as about `target` partitions, one morsel
-/// each: a row group is cut into parts only past `min_rows` rows, and morsels of whole row
-/// groups hold at least a [`WHOLE_MIN_DIVISOR`]th of that (fewer where the files hold fewer
-/// rows); `None` when it is not such a scan, a footer cannot be read, or it would be a single
-/// morsel.
-pub(crate) fn split(
+/// A scan of whole local Parquet files cut into morsels, kept as runs of row groups: grouper's
+/// pooled scan reads them as they are ([`super::pooled_scan::over`]), and only DataFusion's
+/// scan needs them as a plan ([`CutScan::scan`]), whose access plans hold an entry for every row
+/// group of a file in every morsel (SF 10's `lineitem`, 524 row groups, in 524 morsels on 16
+/// threads: 275k entries, 9 MB, whose first touch alone cost the H200 host 10-25 ms).
+pub(crate) struct CutScan {
+    /// The scan that was cut.
+    pub(crate) source: Arc<dyn ExecutionPlan>,
+    /// Its files, whole, each once.
+    pub(crate) files: Vec<PartitionedFile>,
+    /// Per file, its row groups' rows.
+    row_groups: Vec<Vec<u64>>,
+    morsels: Vec<Morsel>,
+}
+
+impl CutScan {
+    /// Each morsel's runs: `(file, row group, start, end)`, the rows `start..end` of that row
+    /// group of `files[file]`.
+    pub(crate) fn morsels(&self) -> impl Iterator<Item = &[(usize, usize, u64, u64)]> + '_ {
+        self.morsels.iter().map(|m| m.runs.as_slice())
+    }
+
+    /// Rows of row group `row_group` of file `file`.
+    pub(crate) fn rows(&self, file: usize, row_group: usize) -> Option<u64> {
+        self.row_groups.get(file)?.get(row_group).copied()
+    }
+
+    /// The cut as DataFusion's scan: one partition a morsel, each file of it with an access
+    /// plan of the runs it reads.
+    pub(crate) fn scan(&self) -> Option<Arc<dyn ExecutionPlan>> {
+        let (cfg, _, _) = local_parquet_files(&self.source)?;
+        let groups = self
+            .morsels
+            .iter()
+            .map(|m| {
+                let read = m.files().map(|(f, runs)| {
+                    let counts = self.row_groups.get(f)?;
+                    Some(
+                        self.files
+                            .get(f)?
+                            .clone()
+                            .with_extension(access_plan(counts, &runs)),
+                    )
+                });
+                Some(FileGroup::new(read.collect::<Option<Vec<_>>>()?))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let config = FileScanConfigBuilder::from(cfg.clone())
+            .with_file_groups(groups)
+            .build();
+        Some(DataSourceExec::from_data_source(config))
+    }
+}
+
+/// `source`, a scan of whole local Parquet files, cut into about `target` morsels: a row group
+/// is cut into parts only past `min_rows` rows, and morsels of whole row groups hold at least a
+/// [`WHOLE_MIN_DIVISOR`]th of that (fewer where the files hold fewer rows); `None` when it is
+/// not such a scan, a footer cannot be read, or it would be a single morsel.
+pub(crate) fn cut_scan(
     source: &Arc<dyn ExecutionPlan>,
     target: usize,
     min_rows: usize,
     context: &TaskContext,
-) -> Option<Arc<dyn ExecutionPlan>> {
+) -> Option<CutScan> {
     let (cfg, _, _) = local_parquet_files(source)?;
     if cfg.preserve_order || !cfg.output_ordering.is_empty() {
         return None;
@@ -98,25 +151,23 @@ pub(crate) fn split(
     if morsels.len() < 2 {
         return None;
     }
-    let groups = morsels
-        .iter()
-        .map(|m| {
-            let read = m.files().map(|(f, runs)| {
-                let counts = row_groups.get(f)?;
-                Some(
-                    files
-                        .get(f)?
-                        .clone()
-                        .with_extension(access_plan(counts, &runs)),
-                )
-            });
-            Some(FileGroup::new(read.collect::<Option<Vec<_>>>()?))
-        })
-        .collect::<Option<Vec<_>>>()?;
-    let config = FileScanConfigBuilder::from(cfg.clone())
-        .with_file_groups(groups)
-        .build();
-    Some(DataSourceExec::from_data_source(config))
+    Some(CutScan {
+        source: Arc::clone(source),
+        files,
+        row_groups,
+        morsels,
+    })
+}
+
+/// [`cut_scan`] as DataFusion's scan ([`CutScan::scan`]), one partition a morsel.
+#[cfg(test)]
+pub(crate) fn split(
+    source: &Arc<dyn ExecutionPlan>,
+    target: usize,
+    min_rows: usize,
+    context: &TaskContext,
+) -> Option<Arc<dyn ExecutionPlan>> {
+    cut_scan(source, target, min_rows, context)?.scan()
 }
 
 /// The scan's files, each once and whole (no byte range), in the scan's order, when each is
@@ -206,20 +257,27 @@ fn access_plan(counts: &[u64], runs: &[(usize, u64, u64)]) -> ParquetAccessPlan 
     let mut plan = ParquetAccessPlan::new_none(counts.len());
     for &(rg, start, end) in runs {
         let n = counts.get(rg).copied().unwrap_or(end);
-        let access = if start == 0 && end == n {
-            RowGroupAccess::Scan
-        } else {
-            let selectors = [
-                RowSelector::skip(start as usize),
-                RowSelector::select((end - start) as usize),
-                RowSelector::skip((n - end) as usize),
-            ];
-            let selectors = selectors.into_iter().filter(|s| s.row_count > 0);
-            RowGroupAccess::Selection(RowSelection::from(selectors.collect::<Vec<_>>()))
+        let access = match part(start, end, n) {
+            None => RowGroupAccess::Scan,
+            Some(s) => RowGroupAccess::Selection(s),
         };
         plan.set(rg, access);
     }
     plan
+}
+
+/// The selection of rows `start..end` of a row group of `n` rows; `None` for all of them.
+pub(crate) fn part(start: u64, end: u64, n: u64) -> Option<RowSelection> {
+    if start == 0 && end >= n {
+        return None;
+    }
+    let selectors = [
+        RowSelector::skip(start as usize),
+        RowSelector::select(end.saturating_sub(start) as usize),
+        RowSelector::skip(n.saturating_sub(end) as usize),
+    ];
+    let selectors = selectors.into_iter().filter(|s| s.row_count > 0);
+    Some(RowSelection::from(selectors.collect::<Vec<_>>()))
 }
 
 #[cfg(test)]
