@@ -144,6 +144,25 @@ impl InputBatch {
         self.rows
     }
 
+    /// The rows `rows` (indices into this batch), gathered.
+    pub fn take(&self, rows: &[u32]) -> Result<Self> {
+        let indices = arrow::array::UInt32Array::from(rows.to_vec());
+        let take = |a: &ArrayRef| arrow::compute::take(a, &indices, None);
+        Ok(Self {
+            keys: self
+                .keys
+                .iter()
+                .map(take)
+                .collect::<std::result::Result<_, _>>()?,
+            args: self
+                .args
+                .iter()
+                .map(|a| a.as_ref().map(take).transpose())
+                .collect::<std::result::Result<_, _>>()?,
+            rows: rows.len(),
+        })
+    }
+
     /// Rows `offset..offset + len`, zero-copy.
     pub fn slice(&self, offset: usize, len: usize) -> Self {
         Self {

@@ -48,6 +48,17 @@ impl RunBuilder {
     /// Groups the rows whose group ids (below `groups`) are `gids`; `None` when the morsel has
     /// too many groups for grouping to pay (the caller runs the row loop).
     pub fn group(&mut self, gids: &[u32], groups: usize) -> Option<crate::agg::Runs<'_>> {
+        self.group_at(gids, groups, None)
+    }
+
+    /// [`RunBuilder::group`], the runs holding `places[i]` for row `i` where `places` is given:
+    /// the places in a morsel of the rows a filter kept, whose group ids `gids` are.
+    pub fn group_at(
+        &mut self,
+        gids: &[u32],
+        groups: usize,
+        places: Option<&[u32]>,
+    ) -> Option<crate::agg::Runs<'_>> {
         let most = MAX_GROUPS.min(gids.len() / MIN_ROWS_PER_GROUP);
         if groups > MAX_MAPPED_IDS || most == 0 {
             return None;
@@ -123,6 +134,11 @@ impl RunBuilder {
             let at = &mut self.counts[l as usize][QUARTERS - 1];
             self.order[*at as usize] = row as u32;
             *at += 1;
+        }
+        if let Some(places) = places {
+            for o in self.order.iter_mut() {
+                *o = places.get(*o as usize).copied()?;
+            }
         }
         Some(crate::agg::Runs {
             order: &self.order,

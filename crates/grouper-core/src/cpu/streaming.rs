@@ -125,6 +125,64 @@ impl Partial {
         Ok(())
     }
 
+    /// Whether [`Partial::update`] folds runs of rows ([`RunBuilder`]) rather than a row at a
+    /// time: what [`Partial::update_selected`] needs to read a filter's kept rows in place.
+    pub fn takes_runs(&self) -> bool {
+        self.lanes == 1 && self.accs.len() >= RUNS_MIN_AGGREGATES
+    }
+
+    /// Folds the rows `kept` (ascending places) of a morsel whose arguments hold every row, a
+    /// fused filter's selection left unmaterialised, and whose kept rows' key words are
+    /// `words`: the kept rows are grouped into runs of their places, which the aggregates read
+    /// in place. An aggregate that takes no runs (MIN, MAX, an argument with NULLs), or every
+    /// one where the morsel holds too many groups for runs, folds its kept rows gathered.
+    pub fn update_selected(
+        &mut self,
+        words: &[u64],
+        morsel: &InputBatch,
+        kept: &[u32],
+        gids: &mut Vec<u32>,
+    ) -> Result<()> {
+        self.index.intern(words, gids);
+        let groups = self.index.len() * self.lanes as usize;
+        let mut rows_left = Vec::new();
+        let runs = match self.lanes == 1 {
+            true => self.runs.group_at(gids, self.index.len(), Some(kept)),
+            false => None,
+        };
+        match runs {
+            Some(runs) => {
+                for (a, (acc, arg)) in self.accs.iter_mut().zip(&morsel.args).enumerate() {
+                    acc.resize(groups);
+                    if !acc.update_runs(&runs, arg.as_ref())? {
+                        rows_left.push(a);
+                    }
+                }
+            }
+            None => rows_left.extend(0..self.accs.len()),
+        }
+        if rows_left.is_empty() {
+            return Ok(());
+        }
+        if self.lanes > 1 {
+            let mask = self.lanes - 1;
+            for (i, g) in gids.iter_mut().enumerate() {
+                *g = *g * self.lanes + (i as u32 & mask);
+            }
+        }
+        let indices = arrow::array::UInt32Array::from(kept.to_vec());
+        for a in rows_left {
+            let (acc, arg) = (&mut self.accs[a], &morsel.args[a]);
+            let arg = arg
+                .as_ref()
+                .map(|v| arrow::compute::take(v, &indices, None))
+                .transpose()?;
+            acc.resize(groups);
+            acc.update(gids, arg.as_ref())?;
+        }
+        Ok(())
+    }
+
     /// Folds a morsel whose `rows` rows all have the key word `word` (one group: a constant
     /// key, a run of sorted keys, no GROUP BY) with each aggregate's reduction over the whole
     /// morsel ([`crate::agg::Aggregate::update_one`]): no group id per row, and sums that the

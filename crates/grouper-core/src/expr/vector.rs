@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
-use arrow::buffer::NullBuffer;
+use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::compute::FilterPredicate;
 use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Decimal128Type, Decimal64Type, Float32Type, Float64Type,
@@ -325,11 +325,13 @@ impl Program {
                 None => {
                     let s = &mut scratch.slots[slot];
                     let nulls = s.nulls.clone();
+                    let lanes = match s.kind {
+                        Kind::Borrowed => s.borrowed.clone(),
+                        _ => std::mem::take(&mut s.i64s).into(),
+                    };
                     let a = match to {
-                        Moved::Decimal64(scale) => {
-                            decimal_lanes(std::mem::take(&mut s.i64s), nulls, scale)
-                        }
-                        Moved::Int64 => prim::<Int64Type>(std::mem::take(&mut s.i64s), nulls),
+                        Moved::Decimal64(scale) => decimal_lanes(lanes, nulls, scale),
+                        Moved::Int64 => Arc::new(PrimitiveArray::<Int64Type>::new(lanes, nulls)),
                         Moved::Float64 => prim::<Float64Type>(std::mem::take(&mut s.f64s), nulls),
                     };
                     moved.push((slot, Arc::clone(&a)));
@@ -384,6 +386,17 @@ pub struct Selection {
 impl Selection {
     /// The selection of a filter's result (true keeps a row; it must have no NULLs).
     pub fn new(keep: &arrow::array::BooleanArray) -> Self {
+        Self::with_indices(keep, Self::indices(keep))
+    }
+
+    /// The selection of `keep` whose kept rows' [`Selection::indices`] are `indices`.
+    pub fn with_indices(keep: &arrow::array::BooleanArray, indices: Vec<u32>) -> Self {
+        let predicate = arrow::compute::FilterBuilder::new(keep).optimize().build();
+        Self { indices, predicate }
+    }
+
+    /// The rows a filter's result keeps (true; it must have no NULLs), ascending.
+    pub fn indices(keep: &arrow::array::BooleanArray) -> Vec<u32> {
         // Branch-free: every row's index is written at the next free place, which moves on only
         // past a kept row (a filter keeps most rows, or a branch per row would mispredict;
         // collecting the set bits' indices was ~3% of Q1's CPU time).
@@ -402,8 +415,7 @@ impl Selection {
             }
         }
         indices.truncate(n);
-        let predicate = arrow::compute::FilterBuilder::new(keep).optimize().build();
-        Self { indices, predicate }
+        indices
     }
 
     /// Number of kept rows.
@@ -440,6 +452,8 @@ enum Kind {
     F64,
     /// The values of an earlier node (a cast that changes no value).
     Alias(usize),
+    /// A column's own 64-bit values, every row and none NULL ([`Slot::borrowed`]).
+    Borrowed,
 }
 
 #[derive(Debug, Default)]
@@ -448,6 +462,9 @@ struct Slot {
     i64s: Vec<i64>,
     i128s: Vec<i128>,
     f64s: Vec<f64>,
+    /// An input column's values, read in place over a whole batch: no copy into `i64s`, and
+    /// a lane passed to an aggregate as it is.
+    borrowed: ScalarBuffer<i64>,
     nulls: Option<NullBuffer>,
 }
 
@@ -485,6 +502,7 @@ fn read(slots: &[Slot], i: usize) -> Result<Read<'_>> {
         Kind::I64 => Lanes::I64(&s.i64s),
         Kind::I128 => Lanes::I128(&s.i128s),
         Kind::F64 => Lanes::F64(&s.f64s),
+        Kind::Borrowed => Lanes::I64(&s.borrowed),
         Kind::Alias(_) => return Err(GrouperError::InvalidInput("program order".into())),
     };
     Ok(Read {
@@ -596,6 +614,19 @@ fn load(a: &ArrayRef, sel: Option<&Selection>, out: &mut Slot) -> Result<()> {
         }
     }
     out.nulls = gather_nulls(a.nulls(), sel);
+    // Every row of a column of 64-bit values without NULLs: read in place.
+    if sel.is_none() && out.nulls.is_none() {
+        let values = match a.data_type() {
+            DataType::Int64 => Some(a.as_primitive::<Int64Type>().values()),
+            DataType::Decimal64(..) => Some(a.as_primitive::<Decimal64Type>().values()),
+            _ => None,
+        };
+        if let Some(v) = values {
+            out.kind = Kind::Borrowed;
+            out.borrowed = v.clone();
+            return Ok(());
+        }
+    }
     macro_rules! ints {
         ($t:ty) => {{
             out.kind = Kind::I64;
@@ -687,9 +718,9 @@ fn prim<T: ArrowPrimitiveType>(values: Vec<T::Native>, nulls: Option<NullBuffer>
 /// A decimal node's 64-bit lanes as `Decimal64` of scale `scale`: the values as they are (the
 /// precision is the type's largest, not the node's, which may pass 18 digits while its values
 /// fit).
-fn decimal_lanes(values: Vec<i64>, nulls: Option<NullBuffer>, scale: i8) -> ArrayRef {
+fn decimal_lanes(values: ScalarBuffer<i64>, nulls: Option<NullBuffer>, scale: i8) -> ArrayRef {
     Arc::new(
-        PrimitiveArray::<Decimal64Type>::new(values.into(), nulls)
+        PrimitiveArray::<Decimal64Type>::new(values, nulls)
             .with_data_type(DataType::Decimal64(DECIMAL64_MAX_PRECISION, scale)),
     )
 }

@@ -225,18 +225,22 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
                         false => vec![batch],
                     };
                     for piece in pieces {
-                        let batch = match &fusion {
-                            None => evaluate(&piece, &plan)?,
+                        let (batch, kept) = match &fusion {
+                            None => (evaluate(&piece, &plan)?, None),
                             Some(f) => {
                                 let _timer = compute.timer();
                                 match f.evaluate(&mut scratch, &piece)? {
-                                    Some(b) => b,
+                                    Some(e) => (e.batch, e.kept),
                                     None => continue,
                                 }
                             }
                         };
                         let _timer = compute.timer();
-                        worker.push(&batch).map_err(external)?;
+                        match &kept {
+                            None => worker.push(&batch),
+                            Some(kept) => worker.push_selected(&batch, kept),
+                        }
+                        .map_err(external)?;
                         budget.after_batch(&agg, &mut worker)?;
                     }
                 }
