@@ -523,6 +523,14 @@ impl Worker {
         self.push(&batch.take(kept)?)
     }
 
+    /// Whether [`Worker::push_selected`] would read a batch's kept rows in place (a streaming
+    /// plan whose groups fold runs), so that leaving a filtered batch whole pays.
+    pub fn reads_kept_in_place(&self) -> bool {
+        let streaming = self.agg.current();
+        streaming.is_some_and(|p| p.decision.strategy.is_streaming())
+            && self.partial.as_ref().is_some_and(Partial::takes_runs)
+    }
+
     fn push_morsel(&mut self, morsel: &InputBatch) -> Result<()> {
         self.rows += morsel.num_rows() as u64;
         let agg = Arc::clone(&self.agg);

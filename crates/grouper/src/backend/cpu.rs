@@ -229,7 +229,8 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
                             None => (evaluate(&piece, &plan)?, None),
                             Some(f) => {
                                 let _timer = compute.timer();
-                                match f.evaluate(&mut scratch, &piece)? {
+                                let in_place = worker.reads_kept_in_place();
+                                match f.evaluate(&mut scratch, &piece, in_place)? {
                                     Some(e) => (e.batch, e.kept),
                                     None => continue,
                                 }

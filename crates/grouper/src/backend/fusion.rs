@@ -154,7 +154,11 @@ impl CpuFusion {
 
     /// The keys and arguments of the rows of `batch` the filter keeps; `None` when it keeps
     /// none. `scratch` is the calling worker's. Where the filter keeps most rows (at least
-    /// [`DENSE_KEPT`] of them) the program runs over every row and the keys stay whole, the
+    /// [`DENSE_KEPT`] of them) and the worker reads kept rows in place (`in_place`:
+    /// [`grouper_core::Worker::reads_kept_in_place`]; elsewhere it would gather them from the
+    /// whole batch, after the program ran over every row: TPC-H Q1 over a `MemTable`, whose
+    /// small key domain keeps copies of each state, ran 5% slower so on 2 threads here), the
+    /// program runs over every row and the keys stay whole, the
     /// kept rows returned beside them for the worker to read in place
     /// ([`grouper_core::Worker::push_selected`]): gathering the kept rows of each column read
     /// was a tenth of TPC-H Q1's CPU time on the H200 host, and the aggregates gather their
@@ -164,6 +168,7 @@ impl CpuFusion {
         &self,
         scratch: &mut Scratch,
         batch: &RecordBatch,
+        in_place: bool,
     ) -> Result<Option<Evaluated>> {
         let rows = batch.num_rows();
         let columns = batch.columns();
@@ -188,7 +193,7 @@ impl CpuFusion {
                 })
             })
         };
-        if kept.as_ref().is_some_and(|k| k.len() >= rows / DENSE_KEPT) {
+        if in_place && kept.as_ref().is_some_and(|k| k.len() >= rows / DENSE_KEPT) {
             if let Ok(args) = self.program.run(scratch, columns, None, rows) {
                 let keys = key_columns()
                     .map(|c| c.cloned())
