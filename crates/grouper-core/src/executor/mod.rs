@@ -17,6 +17,7 @@
 //! [`crate::spill`]); a new generation of the codec then starts over empty dictionaries.
 
 mod evict;
+mod selected;
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -28,7 +29,7 @@ use crate::cpu::morsel::run_workers;
 use crate::cpu::streaming::{self, Partial};
 use crate::cpu::{buffered, dense, finalize_chunk_aggs, new_accumulators, Chunk, Intake, Strategy};
 use crate::error::{GrouperError, Result};
-use crate::input::{morsels, InputBatch, QuerySpec, MORSEL_ROWS};
+use crate::input::{morsels, InputBatch, QuerySpec};
 use crate::keys::KeyCodec;
 use crate::partial::PartialGroups;
 use crate::planner::{self, Decision, Hints, KeyBounds, Overrides};
@@ -493,42 +494,6 @@ impl Worker {
             self.push_morsel(&morsel)?;
         }
         Ok(())
-    }
-
-    /// Folds the rows `kept` (ascending places, some of them) of `batch`, whose keys and
-    /// arguments hold every row: a fused filter's selection, left unmaterialised. Where the
-    /// worker's groups fold runs of rows ([`Partial::update_selected`]) the keys are coded
-    /// whole and the aggregates read the kept rows in place, with no filtered copy of any
-    /// column; otherwise (no plan yet, a batch past a morsel, a strategy without runs) the kept
-    /// rows are gathered and pushed as any batch.
-    pub fn push_selected(&mut self, batch: &InputBatch, kept: &[u32]) -> Result<()> {
-        if kept.len() == batch.num_rows() {
-            return self.push(batch);
-        }
-        let planned = self.agg.current();
-        let streaming = planned.is_some_and(|p| p.decision.strategy.is_streaming());
-        if streaming && batch.num_rows() <= MORSEL_ROWS && !kept.is_empty() {
-            let plan = self.sync()?;
-            if let Some(partial) = self.partial.as_mut().filter(|p| p.takes_runs()) {
-                if let Some(words) = plan.codec.encode(&batch.keys, batch.num_rows())? {
-                    if kept.last().is_some_and(|&r| r as usize >= words.len()) {
-                        return Err(GrouperError::InvalidInput("a row past the batch".into()));
-                    }
-                    let kept_words: Vec<u64> = kept.iter().map(|&r| words[r as usize]).collect();
-                    self.rows += kept.len() as u64;
-                    return partial.update_selected(&kept_words, batch, kept, &mut self.gids);
-                }
-            }
-        }
-        self.push(&batch.take(kept)?)
-    }
-
-    /// Whether [`Worker::push_selected`] would read a batch's kept rows in place (a streaming
-    /// plan whose groups fold runs), so that leaving a filtered batch whole pays.
-    pub fn reads_kept_in_place(&self) -> bool {
-        let streaming = self.agg.current();
-        streaming.is_some_and(|p| p.decision.strategy.is_streaming())
-            && self.partial.as_ref().is_some_and(Partial::takes_runs)
     }
 
     fn push_morsel(&mut self, morsel: &InputBatch) -> Result<()> {

@@ -156,9 +156,8 @@ impl CpuFusion {
     /// none. `scratch` is the calling worker's. Where the filter keeps most rows (at least
     /// [`DENSE_KEPT`] of them) and the worker reads kept rows in place (`in_place`:
     /// [`grouper_core::Worker::reads_kept_in_place`]; elsewhere it would gather them from the
-    /// whole batch, after the program ran over every row: TPC-H Q1 over a `MemTable`, whose
-    /// small key domain keeps copies of each state, ran 5% slower so on 2 threads here), the
-    /// program runs over every row and the keys stay whole, the
+    /// whole batch after the program ran over every row, work done twice), the program runs
+    /// over every row and the keys stay whole, the
     /// kept rows returned beside them for the worker to read in place
     /// ([`grouper_core::Worker::push_selected`]): gathering the kept rows of each column read
     /// was a tenth of TPC-H Q1's CPU time on the H200 host, and the aggregates gather their
