@@ -84,45 +84,7 @@ impl Partial {
         if let Some(&first) = words.first().filter(|&&w| words.iter().all(|&x| x == w)) {
             return self.update_one(first, words.len(), morsel, gids);
         }
-        self.index.intern(words, gids);
-        let groups = self.index.len() * self.lanes as usize;
-        let mut rows_left = Vec::new();
-        // Runs where the row loop would wait on its stores (states without copies: over a
-        // small direct domain the copies already spread them) for enough aggregates to pay for
-        // the grouping: for SUM and COUNT it cost more than it saved (`bench cpu-sweep` at 4
-        // and 16 groups on the H100 host, 0.66x and 0.88x DuckDB against 0.81x and 1.51x;
-        // `bench check`'s SUM+COUNT by 2^10 clustered keys 31% slower); Q1's eight gained.
-        let runs = match self.lanes == 1 && self.accs.len() >= RUNS_MIN_AGGREGATES {
-            true => self.runs.group(gids, self.index.len()),
-            false => None,
-        };
-        if let Some(runs) = runs {
-            for (a, (acc, arg)) in self.accs.iter_mut().zip(&morsel.args).enumerate() {
-                acc.resize(groups);
-                if !acc.update_runs(&runs, arg.as_ref())? {
-                    rows_left.push(a);
-                }
-            }
-            if rows_left.is_empty() {
-                return Ok(());
-            }
-        }
-        if self.lanes > 1 {
-            let mask = self.lanes - 1;
-            for (i, g) in gids.iter_mut().enumerate() {
-                *g = *g * self.lanes + (i as u32 & mask);
-            }
-        }
-        if rows_left.is_empty() {
-            return update_all(&mut self.accs, gids, morsel, groups);
-        }
-        // The aggregates that took no runs (MIN and MAX; inputs with NULLs) run the row loop.
-        for a in rows_left {
-            let (acc, arg) = (&mut self.accs[a], &morsel.args[a]);
-            acc.resize(groups);
-            acc.update(gids, arg.as_ref())?;
-        }
-        Ok(())
+        self.fold(words, morsel, None, gids)
     }
 
     /// Whether [`Partial::update`] folds runs of rows ([`RunBuilder`]) rather than a row at a
@@ -143,11 +105,28 @@ impl Partial {
         kept: &[u32],
         gids: &mut Vec<u32>,
     ) -> Result<()> {
+        self.fold(words, morsel, Some(kept), gids)
+    }
+
+    /// Folds the rows whose key words are `words` into the groups: every row of `morsel`, or
+    /// (`places`) the rows at those places of it.
+    fn fold(
+        &mut self,
+        words: &[u64],
+        morsel: &InputBatch,
+        places: Option<&[u32]>,
+        gids: &mut Vec<u32>,
+    ) -> Result<()> {
         self.index.intern(words, gids);
         let groups = self.index.len() * self.lanes as usize;
         let mut rows_left = Vec::new();
-        let runs = match self.lanes == 1 {
-            true => self.runs.group_at(gids, self.index.len(), Some(kept)),
+        // Runs where the row loop would wait on its stores (states without copies: over a
+        // small direct domain the copies already spread them) for enough aggregates to pay for
+        // the grouping: for SUM and COUNT it cost more than it saved (`bench cpu-sweep` at 4
+        // and 16 groups on the H100 host, 0.66x and 0.88x DuckDB against 0.81x and 1.51x;
+        // `bench check`'s SUM+COUNT by 2^10 clustered keys 31% slower); Q1's eight gained.
+        let runs = match self.takes_runs() {
+            true => self.runs.group_at(gids, self.index.len(), places),
             false => None,
         };
         match runs {
@@ -158,11 +137,11 @@ impl Partial {
                         rows_left.push(a);
                     }
                 }
+                if rows_left.is_empty() {
+                    return Ok(());
+                }
             }
             None => rows_left.extend(0..self.accs.len()),
-        }
-        if rows_left.is_empty() {
-            return Ok(());
         }
         if self.lanes > 1 {
             let mask = self.lanes - 1;
@@ -170,7 +149,21 @@ impl Partial {
                 *g = *g * self.lanes + (i as u32 & mask);
             }
         }
-        let indices = arrow::array::UInt32Array::from(kept.to_vec());
+        let Some(places) = places else {
+            if rows_left.len() == self.accs.len() {
+                return update_all(&mut self.accs, gids, morsel, groups);
+            }
+            // The aggregates that took no runs (MIN and MAX; inputs with NULLs) run the row
+            // loop.
+            for a in rows_left {
+                let (acc, arg) = (&mut self.accs[a], &morsel.args[a]);
+                acc.resize(groups);
+                acc.update(gids, arg.as_ref())?;
+            }
+            return Ok(());
+        };
+        // ... over the kept rows' values, gathered.
+        let indices = arrow::array::UInt32Array::from(places.to_vec());
         for a in rows_left {
             let (acc, arg) = (&mut self.accs[a], &morsel.args[a]);
             let arg = arg

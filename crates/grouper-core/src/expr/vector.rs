@@ -615,7 +615,9 @@ fn load(a: &ArrayRef, sel: Option<&Selection>, out: &mut Slot) -> Result<()> {
     }
     out.nulls = gather_nulls(a.nulls(), sel);
     // (A batch read in place before is let go.)
-    out.borrowed = ScalarBuffer::default();
+    if out.kind == Kind::Borrowed {
+        out.borrowed = ScalarBuffer::default();
+    }
     // Every row of a column of 64-bit values without NULLs: read in place.
     if sel.is_none() && out.nulls.is_none() {
         let values = match a.data_type() {
