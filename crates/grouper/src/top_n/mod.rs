@@ -5,7 +5,7 @@
 //! DataFusion plans the query as a sort of every row by (k, v), a window numbering the rows
 //! and a filter keeping the first N of each group. [`TopPerGroupRule`] replaces the sort and
 //! the window by [`TopPerGroupExec`]: one pass that keeps each group's best N rows so far
-//! ([`select::Selection`], a hash table of groups with N slots each), then emits them in the
+//! ([`select::Selection`], group ids with N slots each), then emits them in the
 //! sort's order with each row's number in its group (the window's column), so the filter
 //! above stays as it was:
 //!
@@ -31,6 +31,8 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 mod exec;
+mod groups;
+mod order;
 mod select;
 #[cfg(test)]
 mod tests;

@@ -1,18 +1,18 @@
 //! One partition's top-N rows per group: each group keeps its best `n` rows so far (by the
-//! window's `ORDER BY`, as byte-comparable rows of Arrow's row format) in `n` fixed slots,
-//! best first; a row that beats the group's worst slot replaces it. One pass over the input,
-//! O(1) work a row for small `n`, no sort of the input.
+//! window's `ORDER BY`, as [`OrderWords`]) in `n` fixed slots, best first; a row that beats
+//! the group's worst slot replaces it. One pass over the input, O(1) work a row for small `n`,
+//! no sort of the input.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::interleave_record_batch;
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, Rows, SortField};
+use arrow::row::{RowConverter, SortField};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::EmitTo;
 use datafusion::physical_expr::PhysicalSortExpr;
-use datafusion::physical_plan::aggregates::group_values::{new_group_values, GroupValues};
-use datafusion::physical_plan::aggregates::order::GroupOrdering;
+
+use super::groups::GroupIds;
+use super::order::OrderWords;
 
 /// Retained input rows past which the live candidates are copied out and the batches they
 /// came from dropped: at most this many rows above the candidates themselves (tests compact
@@ -23,22 +23,25 @@ const COMPACT_SLACK_ROWS: usize = if cfg!(test) { 1 << 12 } else { 1 << 20 };
 pub(crate) struct Selection {
     /// The partition keys (`PARTITION BY`), as the window's input sort orders them.
     keys: Vec<PhysicalSortExpr>,
-    /// The window's `ORDER BY`.
-    order: Vec<PhysicalSortExpr>,
     n: usize,
-    groups: Box<dyn GroupValues>,
-    order_rows: RowConverter,
-    /// Bytes of one row of `order_rows` (fixed: the order columns are fixed-width).
-    width: Option<usize>,
+    groups: GroupIds,
+    /// The window's `ORDER BY`, as words.
+    order: OrderWords,
+    /// The current batch's order words.
+    words: Vec<u128>,
     /// Candidates held per group (at most `n`).
     filled: Vec<u32>,
-    /// `n` slots a group: the candidates' order bytes, best first.
-    slots: Vec<u8>,
+    /// Candidates held in all (the sum of `filled`).
+    live: usize,
+    /// `n` slots a group: the candidates' order words, best first.
+    slots: Vec<u128>,
     /// `n` slots a group: (batch, row) of each candidate in `batches`.
     refs: Vec<(usize, usize)>,
     batches: Vec<RecordBatch>,
     retained_rows: usize,
     gids: Vec<usize>,
+    /// The current batch's rows that may become candidates.
+    candidates: Vec<usize>,
 }
 
 impl Selection {
@@ -49,34 +52,24 @@ impl Selection {
         order: &[PhysicalSortExpr],
         n: usize,
     ) -> Result<Self> {
-        let key_fields: Vec<arrow::datatypes::Field> = keys
+        let types = keys
             .iter()
-            .enumerate()
-            .map(|(i, k)| {
-                Ok(arrow::datatypes::Field::new(
-                    format!("k{i}"),
-                    k.expr.data_type(schema)?,
-                    true,
-                ))
-            })
-            .collect::<Result<_>>()?;
-        let groups = new_group_values(
-            std::sync::Arc::new(arrow::datatypes::Schema::new(key_fields)),
-            &GroupOrdering::None,
-        )?;
+            .map(|k| k.expr.data_type(schema))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             keys: keys.to_vec(),
-            order: order.to_vec(),
             n,
-            groups,
-            order_rows: converter(order, schema)?,
-            width: None,
+            groups: GroupIds::new(&types)?,
+            order: OrderWords::new(order, schema)?,
+            words: Vec::new(),
             filled: Vec::new(),
+            live: 0,
             slots: Vec::new(),
             refs: Vec::new(),
             batches: Vec::new(),
             retained_rows: 0,
             gids: Vec::new(),
+            candidates: Vec::new(),
         })
     }
 
@@ -88,10 +81,9 @@ impl Selection {
         }
         let keys = evaluate(&self.keys, &batch)?;
         self.groups.intern(&keys, &mut self.gids)?;
-        let order = self
-            .order_rows
-            .convert_columns(&evaluate(&self.order, &batch)?)?;
-        let width = *self.width.get_or_insert(order.row(0).as_ref().len());
+        let mut words = std::mem::take(&mut self.words);
+        self.order.encode(&batch, &mut words)?;
+        let width = self.order.width().ok_or_else(out_of_range)?;
         let (n, groups) = (self.n, self.groups.len());
         self.filled.resize(groups, 0);
         self.slots.resize(groups * n * width, 0);
@@ -99,15 +91,41 @@ impl Selection {
         let b = self.batches.len();
         let mut kept = false;
         let gids = std::mem::take(&mut self.gids);
-        for (row, &g) in gids.iter().enumerate() {
-            kept |= self.offer(g, order_bytes(&order, row, width)?, (b, row))?;
+        if words.len() != rows * width {
+            return Err(out_of_range());
         }
+        // First the rows that beat their group's worst slot as the batch began (loads only, so
+        // the misses of many rows overlap), then those rows offered one by one: a slot only
+        // gets better, so a row that lost at the start loses later too. (q8: ~1 row in 10
+        // passes; the offers' stores had serialised the misses.)
+        let mut candidates = std::mem::take(&mut self.candidates);
+        candidates.clear();
+        for ((row, &g), key) in gids.iter().enumerate().zip(words.chunks_exact(width)) {
+            let worst = (g * n + n - 1) * width;
+            let full = self.filled.get(g).is_some_and(|&f| f as usize >= n);
+            if !full
+                || self
+                    .slots
+                    .get(worst..worst + width)
+                    .is_none_or(|w| before(key, w))
+            {
+                candidates.push(row);
+            }
+        }
+        for &row in &candidates {
+            let (Some(&g), Some(key)) = (gids.get(row), words.get(row * width..(row + 1) * width))
+            else {
+                return Err(out_of_range());
+            };
+            kept |= self.offer(g, key, (b, row))?;
+        }
+        self.candidates = candidates;
         self.gids = gids;
+        self.words = words;
         if kept {
             self.batches.push(batch);
             self.retained_rows += rows;
-            let live: usize = self.filled.iter().map(|&f| f as usize).sum();
-            if self.retained_rows > live.saturating_mul(2) + COMPACT_SLACK_ROWS {
+            if self.retained_rows > self.live.saturating_mul(2) + COMPACT_SLACK_ROWS {
                 self.compact()?;
             }
         }
@@ -116,39 +134,52 @@ impl Selection {
     }
 
     /// Offers one row to group `g`: true when it became a candidate.
-    fn offer(&mut self, g: usize, bytes: &[u8], at: (usize, usize)) -> Result<bool> {
-        let (n, width) = (self.n, bytes.len());
+    fn offer(&mut self, g: usize, key: &[u128], at: (usize, usize)) -> Result<bool> {
+        let (n, width) = (self.n, key.len());
         let filled = self.filled.get(g).copied().unwrap_or(0) as usize;
-        let base = g * n;
-        let slot = |s: usize| (base + s) * width..(base + s + 1) * width;
+        let slots = self
+            .slots
+            .get_mut(g * n * width..(g + 1) * n * width)
+            .ok_or_else(out_of_range)?;
+        let refs = self
+            .refs
+            .get_mut(g * n..(g + 1) * n)
+            .ok_or_else(out_of_range)?;
+        let slot = |s: usize| s * width..(s + 1) * width;
         // The first slot whose candidate the row beats (ties keep the earlier row).
         let mut pos = filled;
-        while pos > 0 {
-            let prev = self.slots.get(slot(pos - 1)).ok_or_else(out_of_range)?;
-            if before(bytes, prev) {
-                pos -= 1;
-            } else {
+        while let Some(prev) = pos.checked_sub(1).and_then(|p| slots.get(slot(p))) {
+            if !before(key, prev) {
                 break;
             }
+            pos -= 1;
         }
         if pos >= n {
             return Ok(false);
         }
+        // Shift the worse candidates down one slot (the worst falls off when full), word by
+        // word: a group holds a few words, which a `memmove` call a row cost more than.
         let last = filled.min(n - 1);
-        // Shift the worse candidates down one slot (the worst falls off when full).
-        self.slots.copy_within(
-            (base + pos) * width..(base + last) * width,
-            (base + pos + 1) * width,
-        );
-        self.refs
-            .copy_within(base + pos..base + last, base + pos + 1);
-        self.slots
+        for i in (pos * width..last * width).rev() {
+            if let Some(&w) = slots.get(i) {
+                *slots.get_mut(i + width).ok_or_else(out_of_range)? = w;
+            }
+        }
+        for i in (pos..last).rev() {
+            if let Some(&r) = refs.get(i) {
+                *refs.get_mut(i + 1).ok_or_else(out_of_range)? = r;
+            }
+        }
+        slots
             .get_mut(slot(pos))
             .ok_or_else(out_of_range)?
-            .copy_from_slice(bytes);
-        *self.refs.get_mut(base + pos).ok_or_else(out_of_range)? = at;
-        if let Some(f) = self.filled.get_mut(g) {
-            *f = (filled + 1).min(n) as u32;
+            .copy_from_slice(key);
+        *refs.get_mut(pos).ok_or_else(out_of_range)? = at;
+        if filled < n {
+            if let Some(f) = self.filled.get_mut(g) {
+                *f += 1;
+                self.live += 1;
+            }
         }
         Ok(true)
     }
@@ -203,10 +234,10 @@ impl Selection {
                 Vec::new(),
             )
         };
-        if self.groups.is_empty() {
+        if self.groups.len() == 0 {
             return Ok(empty());
         }
-        let key_values = self.groups.emit(EmitTo::All)?;
+        let key_values = self.groups.emit()?;
         let key_rows = converter(&self.keys, schema)?.convert_columns(&key_values)?;
         let mut order: Vec<usize> = (0..key_rows.num_rows()).collect();
         order.sort_unstable_by(|&a, &b| key_rows.row(a).cmp(&key_rows.row(b)));
@@ -235,11 +266,12 @@ impl Selection {
             .iter()
             .map(RecordBatch::get_array_memory_size)
             .sum::<usize>()
-            + self.slots.capacity()
+            + self.slots.capacity() * 16
+            + self.words.capacity() * 16
             + self.refs.capacity() * std::mem::size_of::<(usize, usize)>()
             + self.filled.capacity() * 4
             + self.groups.size()
-            + self.order_rows.size()
+            + self.order.size()
     }
 }
 
@@ -266,36 +298,12 @@ fn evaluate(exprs: &[PhysicalSortExpr], batch: &RecordBatch) -> Result<Vec<Array
         .collect()
 }
 
-/// Whether order row `a` sorts before `b` (rows of equal width), compared eight bytes at a time
-/// as big-endian words: the same order as comparing the slices, without a `memcmp` call per
-/// offered row (db-benchmark q8 offers 1e7 rows of 9 bytes).
-pub(super) fn before(a: &[u8], b: &[u8]) -> bool {
-    let word = |c: &[u8]| <[u8; 8]>::try_from(c).map_or(0, u64::from_be_bytes);
-    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
-    for (x, y) in (&mut wa).zip(&mut wb) {
-        let (x, y) = (word(x), word(y));
-        if x != y {
-            return x < y;
-        }
-    }
-    for (x, y) in wa.remainder().iter().zip(wb.remainder()) {
-        if x != y {
-            return x < y;
-        }
-    }
-    false
-}
-
-/// Row `row` of `rows`, which must be `width` bytes like every row of fixed-width columns.
-fn order_bytes(rows: &Rows, row: usize, width: usize) -> Result<&[u8]> {
-    let bytes = rows.row(row).data();
-    if bytes.len() == width {
-        Ok(bytes)
-    } else {
-        Err(DataFusionError::Internal(format!(
-            "top-N per group: order rows of {} and {width} bytes (the order columns must be fixed-width)",
-            bytes.len()
-        )))
+/// Whether order words `a` sort before `b` (rows of equal width): one comparison for a
+/// single word, lexicographic otherwise.
+pub(super) fn before(a: &[u128], b: &[u128]) -> bool {
+    match (a, b) {
+        ([x], [y]) => x < y,
+        _ => a < b,
     }
 }
 

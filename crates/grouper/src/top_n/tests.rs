@@ -202,25 +202,179 @@ async fn a_memory_limit_compacts_instead_of_failing() {
     assert_eq!(got, want);
 }
 
-/// The word-wise order comparison agrees with comparing the byte slices, for every width from
-/// 1 to 24 bytes, over random rows and rows differing in one byte.
+/// Order words compare as the sort orders their rows: for one column of each direct type
+/// (ascending and descending, NULLs first and last, NaNs, signed zeros, extremes) and for
+/// several columns through the row format, the words' order equals Arrow's sort of the rows.
 #[test]
-fn order_rows_compare_as_their_bytes() {
+fn order_words_sort_as_arrow_sorts() {
+    use arrow::array::{ArrayRef, Float32Array, UInt64Array};
+    use arrow::compute::SortOptions;
+    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_expr::PhysicalSortExpr;
+
     let mut rng = SmallRng::seed_from_u64(7);
-    for width in 1..=24 {
-        for _ in 0..2000 {
-            let a: Vec<u8> = (0..width).map(|_| rng.random()).collect();
-            let mut b = a.clone();
-            // Half the pairs differ in one byte only (anywhere, the last word's tail too).
-            if rng.random::<bool>() {
-                let i = rng.random_range(0..width);
-                b[i] = rng.random();
-            } else {
-                b = (0..width).map(|_| rng.random()).collect();
-            }
-            assert_eq!(super::select::before(&a, &b), a < b, "{a:?} {b:?}");
-            assert_eq!(super::select::before(&b, &a), b < a, "{a:?} {b:?}");
-            assert!(!super::select::before(&a, &a));
+    let n = 3000;
+    let pick = |rng: &mut SmallRng, special: &[f64]| -> Option<f64> {
+        match rng.random_range(0..10) {
+            0 => None,
+            1 if !special.is_empty() => Some(special[rng.random_range(0..special.len())]),
+            _ => Some(f64::from(rng.random_range(-20..20))),
         }
+    };
+    let specials = [
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        f64::MAX,
+    ];
+    let f64s: Float64Array = (0..n).map(|_| pick(&mut rng, &specials)).collect();
+    let f32s: Float32Array = (0..n)
+        .map(|_| pick(&mut rng, &specials).map(|v| v as f32))
+        .collect();
+    let i64s: Int64Array = (0..n)
+        .map(|_| pick(&mut rng, &[i64::MIN as f64, i64::MAX as f64]).map(|v| v as i64))
+        .collect();
+    let u64s: UInt64Array = (0..n)
+        .map(|_| pick(&mut rng, &[u64::MAX as f64]).map(|v| v.abs() as u64))
+        .collect();
+    let i32s: Int32Array = (0..n)
+        .map(|_| pick(&mut rng, &[]).map(|v| v as i32))
+        .collect();
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("f64", Arc::new(f64s)),
+        ("f32", Arc::new(f32s)),
+        ("i64", Arc::new(i64s)),
+        ("u64", Arc::new(u64s)),
+        ("i32", Arc::new(i32s)),
+    ];
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(name, c)| Field::new(*name, c.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        columns.iter().map(|(_, c)| Arc::clone(c)).collect(),
+    )
+    .unwrap();
+    let orders: Vec<Vec<&str>> = vec![
+        vec!["f64"],
+        vec!["f32"],
+        vec!["i64"],
+        vec!["u64"],
+        vec!["i32"],
+        vec!["i32", "f64"],
+        vec!["i64", "u64", "f32"],
+    ];
+    for names in orders {
+        for (descending, nulls_first) in
+            [(false, false), (false, true), (true, false), (true, true)]
+        {
+            let options = SortOptions {
+                descending,
+                nulls_first,
+            };
+            let exprs: Vec<PhysicalSortExpr> = names
+                .iter()
+                .map(|c| PhysicalSortExpr::new(col(c, &schema).unwrap(), options))
+                .collect();
+            let mut order = super::order::OrderWords::new(&exprs, &schema).unwrap();
+            let mut words = Vec::new();
+            order.encode(&batch, &mut words).unwrap();
+            let width = order.width().unwrap();
+            let key = |r: usize| &words[r * width..(r + 1) * width];
+            let rows = arrow::row::RowConverter::new(
+                exprs
+                    .iter()
+                    .map(|e| {
+                        arrow::row::SortField::new_with_options(
+                            e.expr.data_type(&schema).unwrap(),
+                            options,
+                        )
+                    })
+                    .collect(),
+            )
+            .unwrap()
+            .convert_columns(
+                &names
+                    .iter()
+                    .map(|c| Arc::clone(batch.column_by_name(c).unwrap()))
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap();
+            // Arrow's row format is its sort order as bytes: every pair of rows (repeats and
+            // specials among them) compares the same way in words.
+            for _ in 0..20_000 {
+                let (a, b) = (rng.random_range(0..n), rng.random_range(0..n));
+                let want = rows.row(a).cmp(&rows.row(b));
+                assert_eq!(
+                    key(a).cmp(key(b)),
+                    want,
+                    "{names:?} {options:?} rows {a} {b}"
+                );
+                assert_eq!(super::select::before(key(a), key(b)), want.is_lt());
+            }
+        }
+    }
+}
+
+/// Group ids are numbered first seen, first numbered, whether the key is indexed directly,
+/// re-based to lower values, widened, or handed to DataFusion's hash table midway (a range past
+/// the test's 4096 values), NULL keys one group; every key emits in id order as its type.
+#[test]
+fn group_ids_number_keys_as_first_seen() {
+    use super::groups::GroupIds;
+    use arrow::array::{Array, ArrayRef};
+    use std::collections::HashMap;
+
+    let mut rng = SmallRng::seed_from_u64(5);
+    for (t, wide_at) in [
+        (DataType::Int64, Some(6)),
+        (DataType::Int32, None),
+        (DataType::Int16, Some(3)),
+        (DataType::UInt32, Some(0)),
+    ] {
+        let mut ids = GroupIds::new(std::slice::from_ref(&t)).unwrap();
+        let mut seen: HashMap<Option<i64>, usize> = HashMap::new();
+        let mut order: Vec<Option<i64>> = Vec::new();
+        let mut gids = Vec::new();
+        for batch in 0..10 {
+            // Ranges that move down (re-base) and up (widen); one batch far away.
+            let (lo, span) = match (batch, wide_at) {
+                (b, Some(w)) if b == w => (20_000, 10),
+                (b, _) => (1000 - 90 * b as i64, 50 + 40 * b as i64),
+            };
+            let values: Vec<Option<i64>> = (0..500)
+                .map(|_| (rng.random::<f64>() > 0.05).then(|| lo + rng.random_range(0..span)))
+                .collect();
+            let key: ArrayRef = Arc::new(values.iter().copied().collect::<Int64Array>());
+            let key = arrow::compute::cast(&key, &t).unwrap();
+            ids.intern(&[key], &mut gids).unwrap();
+            let want: Vec<usize> = values
+                .iter()
+                .map(|v| {
+                    *seen.entry(*v).or_insert_with(|| {
+                        order.push(*v);
+                        order.len() - 1
+                    })
+                })
+                .collect();
+            assert_eq!(gids, want, "{t} batch {batch}");
+            assert_eq!(ids.len(), order.len());
+        }
+        let emitted = ids.emit().unwrap();
+        assert_eq!(emitted[0].data_type(), &t);
+        let as_i64 = arrow::compute::cast(&emitted[0], &DataType::Int64).unwrap();
+        let got: Vec<Option<i64>> = as_i64
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .iter()
+            .collect();
+        assert_eq!(got, order, "{t}");
     }
 }
