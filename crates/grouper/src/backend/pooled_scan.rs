@@ -40,7 +40,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PhysicalExpr, PlanProperties,
 };
 
-use super::mapped::map_file;
+use super::mapped::{map_file, maps_files};
 use super::pooled_pages::{PagePool, PooledRowGroup};
 use super::row_group_morsels::{self, CutScan};
 use crate::parquet_files::{cached_footer, local_parquet_files, local_path, scan_columns};
@@ -87,6 +87,9 @@ impl fmt::Debug for PooledScanExec {
 /// is pruned once, its surviving row groups and rows then taken from each morsel's runs.
 pub(crate) fn over(cut: &CutScan, context: &TaskContext) -> Option<Arc<dyn ExecutionPlan>> {
     let scan = &cut.source;
+    if !maps_files(context) {
+        return None;
+    }
     let (cfg, parquet, _) = local_parquet_files(scan)?;
     let predicate = parquet.filter();
     let options = &parquet.table_parquet_options().global;
