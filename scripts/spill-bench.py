@@ -45,6 +45,8 @@ con.execute(f"SET memory_limit='{limit}'")
 con.execute(f"SET threads={threads}")
 con.execute(f"SET temp_directory='{tmp}'")
 con.execute("SET preserve_insertion_order=false")
+# Its progress bar (a query past two seconds) would otherwise share the answer's line.
+con.execute("SET enable_progress_bar=false")
 row = con.execute(sql).fetchone()
 print(",".join("" if v is None else str(v) for v in row))
 """
