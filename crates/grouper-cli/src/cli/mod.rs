@@ -128,8 +128,10 @@ pub struct EngineArgs {
     #[arg(long, value_parser = <Split as std::str::FromStr>::from_str)]
     pub hybrid_cpu_share: Option<Split>,
     /// Memory budget for the query, e.g. 512M or 4G: aggregation state and DataFusion's
-    /// operators share it; a query that needs more fails with a clear error (DataFusion's
-    /// sorts spill first).
+    /// operators share it; aggregations and sorts past it spill to temporary files, and what
+    /// cannot spill fails with a clear error. Files are then read rather than mapped, and freed
+    /// memory goes back to the system at once; peak RSS passes the budget by the margin the
+    /// README measures.
     #[arg(long, value_parser = parse_bytes)]
     pub memory_limit: Option<usize>,
 }
