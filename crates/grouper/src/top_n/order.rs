@@ -38,14 +38,7 @@ impl OrderWords {
             .collect::<Result<Vec<_>>>()?;
         let rows = match types.as_slice() {
             [t] if direct_type(t).is_some() => None,
-            _ => {
-                let fields = order
-                    .iter()
-                    .zip(types)
-                    .map(|(e, t)| SortField::new_with_options(t, e.options))
-                    .collect();
-                Some(RowConverter::new(fields)?)
-            }
+            _ => Some(converter(order, schema)?),
         };
         let width = rows.is_none().then_some(1);
         Ok(Self {
@@ -63,11 +56,7 @@ impl OrderWords {
     /// `batch`'s order words, [`Self::width`] a row, appended to `out` (cleared first).
     pub(super) fn encode(&mut self, batch: &RecordBatch, out: &mut Vec<u128>) -> Result<()> {
         out.clear();
-        let columns = self
-            .order
-            .iter()
-            .map(|e| e.expr.evaluate(batch)?.into_array(batch.num_rows()))
-            .collect::<Result<Vec<ArrayRef>>>()?;
+        let columns = evaluate(&self.order, batch)?;
         let Some(converter) = &self.rows else {
             let (Some(column), Some(sort)) = (columns.first(), self.order.first()) else {
                 return Err(internal("an order of no column"));
@@ -188,6 +177,38 @@ fn signed(v: i64) -> u64 {
 fn float_bits(v: f64) -> u64 {
     let s = v.to_bits() as i64;
     signed(s ^ (((s >> 63) as u64) >> 1) as i64)
+}
+
+/// A row converter over the sort expressions' columns, with their sort options (so that the
+/// byte order of its rows is the sort order).
+pub(super) fn converter(exprs: &[PhysicalSortExpr], schema: &SchemaRef) -> Result<RowConverter> {
+    let fields = exprs
+        .iter()
+        .map(|e| {
+            Ok(SortField::new_with_options(
+                e.expr.data_type(schema)?,
+                e.options,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RowConverter::new(fields)?)
+}
+
+/// The sort expressions evaluated over `batch`.
+pub(super) fn evaluate(exprs: &[PhysicalSortExpr], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    exprs
+        .iter()
+        .map(|e| e.expr.evaluate(batch)?.into_array(batch.num_rows()))
+        .collect()
+}
+
+/// Whether order words `a` sort before `b` (rows of equal width): one comparison for a
+/// single word, lexicographic otherwise.
+pub(super) fn before(a: &[u128], b: &[u128]) -> bool {
+    match (a, b) {
+        ([x], [y]) => x < y,
+        _ => a < b,
+    }
 }
 
 fn internal(what: &str) -> DataFusionError {

@@ -4,15 +4,14 @@
 //! no sort of the input.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::compute::interleave_record_batch;
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, SortField};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::PhysicalSortExpr;
 
 use super::groups::GroupIds;
-use super::order::OrderWords;
+use super::order::{before, converter, evaluate, OrderWords};
 
 /// Retained input rows past which the live candidates are copied out and the batches they
 /// came from dropped: at most this many rows above the candidates themselves (tests compact
@@ -272,38 +271,6 @@ impl Selection {
             + self.filled.capacity() * 4
             + self.groups.size()
             + self.order.size()
-    }
-}
-
-/// A row converter over the sort expressions' columns, with their sort options (so that the
-/// byte order of its rows is the sort order).
-fn converter(exprs: &[PhysicalSortExpr], schema: &SchemaRef) -> Result<RowConverter> {
-    let fields = exprs
-        .iter()
-        .map(|e| {
-            Ok(SortField::new_with_options(
-                e.expr.data_type(schema)?,
-                e.options,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(RowConverter::new(fields)?)
-}
-
-/// The sort expressions evaluated over `batch`.
-fn evaluate(exprs: &[PhysicalSortExpr], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
-    exprs
-        .iter()
-        .map(|e| e.expr.evaluate(batch)?.into_array(batch.num_rows()))
-        .collect()
-}
-
-/// Whether order words `a` sort before `b` (rows of equal width): one comparison for a
-/// single word, lexicographic otherwise.
-pub(super) fn before(a: &[u128], b: &[u128]) -> bool {
-    match (a, b) {
-        ([x], [y]) => x < y,
-        _ => a < b,
     }
 }
 

@@ -316,7 +316,7 @@ fn order_words_sort_as_arrow_sorts() {
                     want,
                     "{names:?} {options:?} rows {a} {b}"
                 );
-                assert_eq!(super::select::before(key(a), key(b)), want.is_lt());
+                assert_eq!(super::order::before(key(a), key(b)), want.is_lt());
             }
         }
     }
