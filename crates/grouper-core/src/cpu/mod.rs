@@ -21,6 +21,7 @@
 pub mod buffered;
 pub mod dense;
 pub mod group_index;
+mod hot_keys;
 pub mod morsel;
 pub mod partitioned;
 pub mod runs;

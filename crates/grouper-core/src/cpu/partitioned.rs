@@ -16,6 +16,11 @@
 //! share of the rows (its partition is one thread's work). The planner keeps it to many groups
 //! over keys too wide to index, or per-thread direct arrays too large for all threads, and no
 //! key in a quarter of the sampled rows.
+//!
+//! Heavy hitters ([`HotKeys`]: skewed keys' most frequent few) are not copied: each block folds
+//! their rows into states of its own as it scatters the rest, and each partition merges the
+//! blocks' states of its heavy hitters, block after block (so float sums add in one order
+//! whatever the threads).
 
 use std::ops::Range;
 
@@ -23,6 +28,7 @@ use arrow::array::{Array, ArrayRef};
 use arrow::compute::interleave;
 use rayon::prelude::*;
 
+use super::hot_keys::{HotKeys, NOT_HOT};
 use super::{new_accumulators, thread_local::partition_of, Accumulators, Chunk, Params};
 use crate::error::{GrouperError, Result};
 use crate::input::{InputBatch, QuerySpec};
@@ -65,6 +71,9 @@ struct Block<K> {
     keys: K,
     args: Vec<Option<ArrayRef>>,
     offsets: Vec<u32>,
+    /// The block's rows of heavy hitters folded, one group per [`HotKeys`] index; `None`
+    /// where it has none.
+    hot: Option<Accumulators>,
 }
 
 /// Morsels' rows in partition order.
@@ -78,19 +87,20 @@ struct Order {
 }
 
 /// The partition order of `morsels`' rows, given each row's partition (`part`, morsel after
-/// morsel) of `parts`: a stable counting sort, so each partition keeps the input's row order
-/// and float sums add as the input lists them.
+/// morsel) of `parts`, rows of partition `parts` left out (heavy hitters'): a stable counting
+/// sort, so each partition keeps the input's row order and float sums add as the input lists
+/// them. The rows left out are placed too, past the others, and cut off: no branch per row.
 fn partition_order(
     spec: &QuerySpec,
     morsels: &[InputBatch],
     part: &[u16],
     parts: usize,
 ) -> Result<Order> {
-    let mut offsets = vec![0u32; parts + 1];
+    let mut offsets = vec![0u32; parts + 2];
     for &p in part {
         offsets[p as usize + 1] += 1;
     }
-    for p in 0..parts {
+    for p in 0..=parts {
         offsets[p + 1] += offsets[p];
     }
     let mut next = offsets.clone();
@@ -104,35 +114,98 @@ fn partition_order(
             i += 1;
         }
     }
-    let args = (0..spec.aggregates.len())
+    offsets.truncate(parts + 1);
+    at.truncate(offsets[parts] as usize);
+    let args = gather_args(spec, morsels, &at)?;
+    Ok(Order { offsets, at, args })
+}
+
+/// Each aggregate's argument at the `(morsel, row)`s of `at`, in that order.
+fn gather_args(
+    spec: &QuerySpec,
+    morsels: &[InputBatch],
+    at: &[(usize, usize)],
+) -> Result<Vec<Option<ArrayRef>>> {
+    Ok((0..spec.aggregates.len())
         .map(|a| {
             let arrays: Option<Vec<&dyn Array>> = morsels
                 .iter()
                 .map(|m| m.args[a].as_ref().map(|x| x.as_ref() as &dyn Array))
                 .collect();
-            arrays.map(|arrays| interleave(&arrays, &at)).transpose()
+            arrays.map(|arrays| interleave(&arrays, at)).transpose()
         })
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(Order { offsets, at, args })
+        .collect::<std::result::Result<_, _>>()?)
 }
 
-/// Copies `morsels` (with their key `words`) in partition order.
+/// The heavy hitters' rows of `morsels` (at `at`, of indexes `gids`) folded into states of
+/// `groups` groups.
+fn fold_hot(
+    spec: &QuerySpec,
+    morsels: &[InputBatch],
+    at: &[(usize, usize)],
+    gids: &[u32],
+    groups: usize,
+) -> Result<Accumulators> {
+    let mut accs = new_accumulators(spec)?;
+    for (acc, arg) in accs.iter_mut().zip(gather_args(spec, morsels, at)?) {
+        acc.resize(groups);
+        acc.update(gids, arg.as_ref())?;
+    }
+    Ok(accs)
+}
+
+/// Copies `morsels` (with their key `words`) in partition order, but for the rows of `hot`
+/// keys, which it folds.
 fn scatter(
     spec: &QuerySpec,
     morsels: &[InputBatch],
     words: &[Vec<u64>],
     bits: u32,
+    hot: Option<&HotKeys>,
 ) -> Result<Block<Vec<u64>>> {
-    let part: Vec<u16> = words
-        .iter()
-        .flatten()
-        .map(|&w| partition_of(w, bits) as u16)
-        .collect();
+    let rows: usize = words.iter().map(Vec::len).sum();
+    let (mut hot_at, mut hot_gids) = (Vec::new(), Vec::new());
+    let part: Vec<u16> = match hot {
+        None => words
+            .iter()
+            .flatten()
+            .map(|&w| partition_of(w, bits) as u16)
+            .collect(),
+        Some(h) => {
+            // Every row written to the heavy hitters' lists, which keep the hot ones: a branch
+            // on hot or not would miss on every other row of skewed keys.
+            let mut part = Vec::with_capacity(rows);
+            hot_at.resize(rows, (0, 0));
+            hot_gids.resize(rows, 0);
+            let mut n = 0;
+            for (m, w) in words.iter().enumerate() {
+                for (r, &w) in w.iter().enumerate() {
+                    let g = h.index(w);
+                    hot_at[n] = (m, r);
+                    hot_gids[n] = g;
+                    let hot = g != NOT_HOT;
+                    n += hot as usize;
+                    part.push(match hot {
+                        true => 1 << bits,
+                        false => partition_of(w, bits) as u16,
+                    });
+                }
+            }
+            hot_at.truncate(n);
+            hot_gids.truncate(n);
+            part
+        }
+    };
     let order = partition_order(spec, morsels, &part, 1 << bits)?;
+    let hot = match (hot, hot_at.is_empty()) {
+        (Some(h), false) => Some(fold_hot(spec, morsels, &hot_at, &hot_gids, h.len())?),
+        _ => None,
+    };
     Ok(Block {
         keys: order.at.iter().map(|&(m, r)| words[m][r]).collect(),
         args: order.args,
         offsets: order.offsets,
+        hot,
     })
 }
 
@@ -169,34 +242,54 @@ fn scatter_rows(
         keys,
         args: order.args,
         offsets: order.offsets,
+        hot: None,
     })
 }
 
+/// A partition's heavy hitters: their indexes in the blocks' folded states (`src`) and their
+/// group ids in the partition's table (`dst`, the first ids: inserted before any row).
+#[derive(Debug, Default)]
+struct HotShare {
+    src: Vec<u32>,
+    dst: Vec<u32>,
+}
+
 /// Aggregates partition `p` of `blocks`: `map` gives the group ids of a block's run of rows
-/// (and the groups so far), told how many of the partition's rows came before and in all.
+/// (and the groups so far), told how many of the partition's rows came before and in all;
+/// the blocks' states of the partition's heavy hitters (`hot`) merge in block order.
 fn fold_partition<K>(
     spec: &QuerySpec,
     blocks: &[Block<K>],
     p: usize,
     gids: &mut Vec<u32>,
+    hot: &HotShare,
     mut map: impl FnMut(&K, Range<usize>, &mut Vec<u32>, (usize, usize)) -> Result<usize>,
 ) -> Result<Accumulators> {
     let range = |b: &Block<K>| b.offsets[p] as usize..b.offsets[p + 1] as usize;
     let total: usize = blocks.iter().map(|b| range(b).len()).sum();
     let mut accs = new_accumulators(spec)?;
     let mut done = 0;
+    let mut groups = hot.dst.len();
     for b in blocks {
         let rows = range(b);
-        if rows.is_empty() {
-            continue;
+        if !rows.is_empty() {
+            groups = map(&b.keys, rows.clone(), gids, (done, total))?;
+            done += rows.len();
+            for (acc, arg) in accs.iter_mut().zip(&b.args) {
+                let arg = arg.as_ref().map(|a| a.slice(rows.start, rows.len()));
+                acc.resize(groups);
+                acc.update(gids, arg.as_ref())?;
+            }
         }
-        let groups = map(&b.keys, rows.clone(), gids, (done, total))?;
-        done += rows.len();
-        for (acc, arg) in accs.iter_mut().zip(&b.args) {
-            let arg = arg.as_ref().map(|a| a.slice(rows.start, rows.len()));
-            acc.resize(groups);
-            acc.update(gids, arg.as_ref())?;
+        if let (Some(states), false) = (&b.hot, hot.src.is_empty()) {
+            for (acc, from) in accs.iter_mut().zip(states) {
+                acc.resize(groups);
+                acc.merge(from.as_ref(), &hot.src, &hot.dst)?;
+            }
         }
+    }
+    for acc in &mut accs {
+        acc.resize(groups);
     }
     Ok(accs)
 }
@@ -210,22 +303,43 @@ pub fn run(
 ) -> Result<Vec<Chunk>> {
     let rows: usize = words.iter().map(Vec::len).sum();
     let bits = bits_for_rows(rows, params);
+    let hot = HotKeys::find(words);
     let blocks: Vec<Block<Vec<u64>>> = morsels
         .par_chunks(BLOCK_MORSELS)
         .zip(words.par_chunks(BLOCK_MORSELS))
-        .map(|(m, w)| scatter(spec, m, w, bits))
+        .map(|(m, w)| scatter(spec, m, w, bits, hot.as_ref()))
         .collect::<Result<_>>()?;
-    trace::event(|| format!("partitioned: rows scattered to {} partitions", 1 << bits));
+    trace::event(|| {
+        format!(
+            "partitioned: rows scattered to {} partitions, {} heavy hitters folded in place",
+            1 << bits,
+            hot.as_ref().map_or(0, HotKeys::len)
+        )
+    });
+    // Each partition's heavy hitters, by their index.
+    let mut hot_of: Vec<Vec<u32>> = vec![Vec::new(); 1 << bits];
+    for (i, &k) in hot.iter().flat_map(|h| h.keys()).enumerate() {
+        hot_of[partition_of(k, bits)].push(i as u32);
+    }
     let expect = (params.initial_groups >> bits).max(1);
     (0..1usize << bits)
         .into_par_iter()
         .map_init(Vec::new, |gids, p| {
             let mut table = LinearTable::new(expect, params.hash, params.fill_factor);
+            let hot = HotShare {
+                dst: hot_of[p]
+                    .iter()
+                    .filter_map(|&i| hot.as_ref()?.keys().get(i as usize))
+                    .map(|&k| table.find_or_insert(k))
+                    .collect(),
+                src: hot_of[p].clone(),
+            };
             let accs = fold_partition(
                 spec,
                 &blocks,
                 p,
                 gids,
+                &hot,
                 |words, rows, gids, (done, total)| {
                     // Once some rows are in, room for the groups they project to (an estimate from
                     // a sample runs low for nearly unique keys: 10M groups of db-benchmark q10
@@ -288,11 +402,18 @@ pub fn run_interned(
         .into_par_iter()
         .map_init(Vec::new, |gids, p| {
             let mut groups = 0;
-            let accs = fold_partition(spec, &blocks, p, gids, |keys, rows, gids, _| {
-                let values = rows.map(|i| (keys.hash(i), keys.get(i)));
-                groups = dict.intern_in_shard(p, values, gids);
-                Ok(groups)
-            })?;
+            let accs = fold_partition(
+                spec,
+                &blocks,
+                p,
+                gids,
+                &HotShare::default(),
+                |keys, rows, gids, _| {
+                    let values = rows.map(|i| (keys.hash(i), keys.get(i)));
+                    groups = dict.intern_in_shard(p, values, gids);
+                    Ok(groups)
+                },
+            )?;
             let words: Vec<u64> = (0..groups as u32).map(|l| dict.code(p, l)).collect();
             if words.last().is_some_and(|&w| w > u64::from(u32::MAX)) {
                 return Err(GrouperError::Unsupported(
@@ -340,7 +461,7 @@ mod tests {
             })
             .collect();
         let bits = 3;
-        let b = scatter(&spec, &morsels, &words, bits).unwrap();
+        let b = scatter(&spec, &morsels, &words, bits, None).unwrap();
         assert_eq!(b.offsets[0], 0);
         assert_eq!(b.offsets[8], 1000);
         assert!(b.args[1].is_none(), "COUNT(*) has no argument");
@@ -359,6 +480,79 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&s| s), "every row placed once");
+    }
+
+    #[test]
+    fn heavy_hitters_fold_in_place_to_the_same_groups() {
+        use std::collections::HashMap;
+
+        use arrow::array::Float64Array;
+
+        use crate::hash::HashFn;
+
+        let spec = QuerySpec {
+            key_types: vec![DataType::Int64],
+            aggregates: vec![
+                AggregateSpec::new(AggKind::Sum, DataType::Int64),
+                AggregateSpec::new(AggKind::Min, DataType::Float64),
+                AggregateSpec::count_star(),
+            ],
+        };
+        // 40 morsels of 4096 rows: keys 3 and 9 in a third of the rows each, 5000 others;
+        // some values NULL.
+        let key = |m: u64, r: u64| match (m * 4096 + r) % 3 {
+            0 => 3,
+            1 => 9,
+            _ => 100 + (m * 4096 + r) * 7919 % 5000,
+        };
+        let words: Vec<Vec<u64>> = (0..40u64)
+            .map(|m| (0..4096u64).map(|r| key(m, r)).collect())
+            .collect();
+        assert_eq!(HotKeys::find(&words).map(|h| h.len()), Some(2));
+        let mut expect: HashMap<u64, (i64, f64, u64)> = HashMap::new();
+        let morsels: Vec<InputBatch> = (0..40u64)
+            .map(|m| {
+                let v =
+                    |r: u64| (!(m * 4096 + r).is_multiple_of(11)).then_some((m * 4096 + r) as i64);
+                let f = |r: u64| -(((m * 4096 + r) % 1000) as f64);
+                for r in 0..4096 {
+                    let e = expect.entry(key(m, r)).or_insert((0, f64::INFINITY, 0));
+                    e.0 += v(r).unwrap_or(0);
+                    e.1 = e.1.min(f(r));
+                    e.2 += 1;
+                }
+                let keys: ArrayRef = Arc::new(Int64Array::from_iter_values(0..4096));
+                let vals: ArrayRef = Arc::new(Int64Array::from_iter((0..4096).map(v)));
+                let floats: ArrayRef = Arc::new(Float64Array::from_iter_values((0..4096).map(f)));
+                InputBatch::try_new(
+                    &spec,
+                    vec![keys],
+                    vec![Some(vals), Some(floats), None],
+                    4096,
+                )
+                .unwrap()
+            })
+            .collect();
+        let params = Params {
+            hash: HashFn::default(),
+            fill_factor: 0.5,
+            initial_groups: 16,
+            private_groups: 16,
+        };
+        let mut got: HashMap<u64, (i64, f64, u64)> = HashMap::new();
+        for chunk in run(&spec, &morsels, &words, &params).unwrap() {
+            let mut accs = chunk.accs.into_iter();
+            let mut next = || accs.next().unwrap().finalize(None).unwrap();
+            let (sums, mins, counts) = (next(), next(), next());
+            let sums = sums.as_any().downcast_ref::<Int64Array>().unwrap();
+            let mins = mins.as_any().downcast_ref::<Float64Array>().unwrap();
+            let counts = counts.as_any().downcast_ref::<Int64Array>().unwrap();
+            for (i, &w) in chunk.words.iter().enumerate() {
+                let row = (sums.value(i), mins.value(i), counts.value(i) as u64);
+                assert!(got.insert(w, row).is_none(), "group {w} in two chunks");
+            }
+        }
+        assert_eq!(got, expect);
     }
 
     #[test]
