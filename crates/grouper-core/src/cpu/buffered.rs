@@ -5,8 +5,8 @@
 //! rows themselves ([`partitioned::run_interned`]).
 
 use arrow::array::ArrayRef;
-use rayon::prelude::*;
 
+use super::key_words::KeyWords;
 use super::{partitioned, Chunk, Intake, Params, Strategy};
 use crate::error::{GrouperError, Result};
 use crate::input::{morsels, InputBatch, QuerySpec};
@@ -37,17 +37,18 @@ pub fn run_kept(
         let chunks = partitioned::run_interned(spec, &morsels, &codec)?;
         return Ok((chunks, codec.sealed()));
     }
-    let words = morsels
-        .par_iter()
-        .map(|m| {
-            codec.encode(&m.keys, m.num_rows())?.ok_or_else(|| {
-                GrouperError::InvalidInput("a codec planned over all input misses a key".into())
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    trace::event(|| "buffered: key words encoded".into());
-    let codec = codec.sealed();
-    Ok((run(strategy, spec, &morsels, &words, params)?, codec))
+    let chunks = run(
+        strategy,
+        spec,
+        &morsels,
+        &KeyWords {
+            codec: &codec,
+            morsels: &morsels,
+        },
+        params,
+    )?;
+    trace::event(|| "buffered: grouped".into());
+    Ok((chunks, codec.sealed()))
 }
 
 /// Runs a buffered strategy over all morsels and their key words.
@@ -55,7 +56,7 @@ pub fn run(
     strategy: Strategy,
     spec: &QuerySpec,
     morsels: &[InputBatch],
-    words: &[Vec<u64>],
+    words: &KeyWords<'_>,
     params: &Params,
 ) -> Result<Vec<Chunk>> {
     match strategy.descriptor().intake {

@@ -49,13 +49,18 @@ pub(crate) struct HotKeys {
 }
 
 impl HotKeys {
-    /// The heavy hitters among `words` (morsel after morsel), or `None` when a sample of them
-    /// shows none worth it.
-    pub(crate) fn find(words: &[Vec<u64>]) -> Option<Self> {
-        let step = words.len().div_ceil(SAMPLE_MORSELS).max(1);
+    /// The morsels, of `n`, whose words [`HotKeys::find`] reads: [`SAMPLE_MORSELS`] spread
+    /// evenly.
+    pub(crate) fn sample(n: usize) -> impl Iterator<Item = usize> {
+        (0..n).step_by(n.div_ceil(SAMPLE_MORSELS).max(1))
+    }
+
+    /// The heavy hitters among the words of the morsels [`HotKeys::sample`] names, or `None`
+    /// when they show none worth it.
+    pub(crate) fn find(sample: &[Vec<u64>]) -> Option<Self> {
         let mut counts: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
         let mut sampled = 0usize;
-        for morsel in words.iter().step_by(step) {
+        for morsel in sample {
             let stride = morsel.len().div_ceil(SAMPLE_PER_MORSEL).max(1);
             for &w in morsel.iter().step_by(stride) {
                 *counts.entry(w).or_insert(0) += 1;

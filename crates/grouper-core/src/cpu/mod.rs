@@ -22,6 +22,7 @@ pub mod buffered;
 pub mod dense;
 pub mod group_index;
 mod hot_keys;
+pub mod key_words;
 pub mod morsel;
 pub mod partitioned;
 pub mod runs;
@@ -93,7 +94,7 @@ pub type NewIndex =
 pub type RunBuffered = fn(
     spec: &QuerySpec,
     morsels: &[InputBatch],
-    words: &[Vec<u64>],
+    words: &key_words::KeyWords<'_>,
     params: &Params,
 ) -> Result<Vec<Chunk>>;
 

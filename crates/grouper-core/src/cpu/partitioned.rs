@@ -29,6 +29,7 @@ use arrow::compute::interleave;
 use rayon::prelude::*;
 
 use super::hot_keys::{HotKeys, NOT_HOT};
+use super::key_words::KeyWords;
 use super::{new_accumulators, thread_local::partition_of, Accumulators, Chunk, Params};
 use crate::error::{GrouperError, Result};
 use crate::input::{InputBatch, QuerySpec};
@@ -298,16 +299,37 @@ fn fold_partition<K>(
 pub fn run(
     spec: &QuerySpec,
     morsels: &[InputBatch],
-    words: &[Vec<u64>],
+    words: &KeyWords<'_>,
     params: &Params,
 ) -> Result<Vec<Chunk>> {
-    let rows: usize = words.iter().map(Vec::len).sum();
+    run_with(spec, morsels, params, |m| words.of(m))
+}
+
+/// [`run`] given the key words of morsel `m` by `words_of(m)`: each block's words are made
+/// just before it is scattered, and read from cache.
+fn run_with(
+    spec: &QuerySpec,
+    morsels: &[InputBatch],
+    params: &Params,
+    words_of: impl Fn(usize) -> Result<Vec<u64>> + Sync,
+) -> Result<Vec<Chunk>> {
+    let rows: usize = morsels.iter().map(InputBatch::num_rows).sum();
     let bits = bits_for_rows(rows, params);
-    let hot = HotKeys::find(words);
+    let sample = HotKeys::sample(morsels.len())
+        .map(&words_of)
+        .collect::<Result<Vec<_>>>()?;
+    let hot = HotKeys::find(&sample);
+    drop(sample);
     let blocks: Vec<Block<Vec<u64>>> = morsels
         .par_chunks(BLOCK_MORSELS)
-        .zip(words.par_chunks(BLOCK_MORSELS))
-        .map(|(m, w)| scatter(spec, m, w, bits, hot.as_ref()))
+        .enumerate()
+        .map(|(b, m)| {
+            let first = b * BLOCK_MORSELS;
+            let words = (first..first + m.len())
+                .map(&words_of)
+                .collect::<Result<Vec<_>>>()?;
+            scatter(spec, m, &words, bits, hot.as_ref())
+        })
         .collect::<Result<_>>()?;
     trace::event(|| {
         format!(
@@ -540,7 +562,7 @@ mod tests {
             private_groups: 16,
         };
         let mut got: HashMap<u64, (i64, f64, u64)> = HashMap::new();
-        for chunk in run(&spec, &morsels, &words, &params).unwrap() {
+        for chunk in run_with(&spec, &morsels, &params, |m| Ok(words[m].clone())).unwrap() {
             let mut accs = chunk.accs.into_iter();
             let mut next = || accs.next().unwrap().finalize(None).unwrap();
             let (sums, mins, counts) = (next(), next(), next());

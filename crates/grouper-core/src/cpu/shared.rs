@@ -15,6 +15,7 @@ pub mod atomic;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use super::key_words::KeyWords;
 use super::{Chunk, Params};
 use crate::error::Result;
 use crate::hash::HashFn;
@@ -122,9 +123,10 @@ impl SharedTable {
 pub fn run(
     spec: &QuerySpec,
     morsels: &[InputBatch],
-    words: &[Vec<u64>],
+    words: &KeyWords<'_>,
     params: &Params,
 ) -> Result<Vec<Chunk>> {
+    let words = words.all()?;
     let mut table = SharedTable::new(params.initial_groups, params.hash, params.fill_factor);
     let mut accs = spec
         .aggregates
@@ -135,7 +137,7 @@ pub fn run(
         .for_each(|a| a.grow(table.max_groups as usize));
     let mut pending: Vec<usize> = (0..morsels.len()).collect();
     while !pending.is_empty() {
-        let failed = round(&table, &accs, morsels, words, &pending)?;
+        let failed = round(&table, &accs, morsels, &words, &pending)?;
         if failed.is_empty() {
             break;
         }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use rayon::prelude::*;
 
+use super::key_words::KeyWords;
 use super::{dense, Chunk, Params};
 use crate::error::Result;
 use crate::input::{InputBatch, QuerySpec};
@@ -18,9 +19,10 @@ use crate::input::{InputBatch, QuerySpec};
 pub fn run(
     spec: &QuerySpec,
     morsels: &[InputBatch],
-    words: &[Vec<u64>],
+    words: &KeyWords<'_>,
     _: &Params,
 ) -> Result<Vec<Chunk>> {
+    let words = words.all()?;
     let mut pairs: Vec<(u64, u32, u32)> = words
         .par_iter()
         .enumerate()
