@@ -13,9 +13,10 @@
 //!
 //! Where it loses: few groups (a private table reduces the rows before anything moves; copying
 //! every row costs 0.12 s at 2^25 rows on 16 threads, whatever the groups) and a key in a large
-//! share of the rows (its partition is one thread's work). The planner keeps it to many groups
-//! over keys too wide to index, or per-thread direct arrays too large for all threads, and no
-//! key in a quarter of the sampled rows.
+//! share of the rows (its partition is one thread's work, unless the sample names it a heavy
+//! hitter, below). The planner keeps it to many groups over keys too wide to index, or
+//! per-thread direct arrays too large for all threads, and no key in a quarter of the sampled
+//! rows.
 //!
 //! Heavy hitters ([`HotKeys`]: skewed keys' most frequent few) are not copied: each block folds
 //! their rows into states of its own as it scatters the rest, and each partition merges the
@@ -338,10 +339,10 @@ fn run_with(
             hot.as_ref().map_or(0, HotKeys::len)
         )
     });
-    // Each partition's heavy hitters, by their index.
-    let mut hot_of: Vec<Vec<u32>> = vec![Vec::new(); 1 << bits];
+    // Each partition's heavy hitters: (index, key word).
+    let mut hot_of: Vec<Vec<(u32, u64)>> = vec![Vec::new(); 1 << bits];
     for (i, &k) in hot.iter().flat_map(|h| h.keys()).enumerate() {
-        hot_of[partition_of(k, bits)].push(i as u32);
+        hot_of[partition_of(k, bits)].push((i as u32, k));
     }
     let expect = (params.initial_groups >> bits).max(1);
     (0..1usize << bits)
@@ -349,12 +350,11 @@ fn run_with(
         .map_init(Vec::new, |gids, p| {
             let mut table = LinearTable::new(expect, params.hash, params.fill_factor);
             let hot = HotShare {
+                src: hot_of[p].iter().map(|&(i, _)| i).collect(),
                 dst: hot_of[p]
                     .iter()
-                    .filter_map(|&i| hot.as_ref()?.keys().get(i as usize))
-                    .map(|&k| table.find_or_insert(k))
+                    .map(|&(_, k)| table.find_or_insert(k))
                     .collect(),
-                src: hot_of[p].clone(),
             };
             let accs = fold_partition(
                 spec,
