@@ -7,13 +7,14 @@ use std::borrow::Cow;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use arrow::array::{Array, ArrayRef, AsArray, DictionaryArray, StringViewArray};
+use arrow::array::{Array, ArrayRef, AsArray, DictionaryArray};
 use arrow::datatypes::{DataType, Int32Type};
 use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use rayon::prelude::*;
 
 use super::dictionary::Dictionary;
+use super::view_column::ViewColumn;
 use super::view_map::{inline_view, view_hash};
 use super::views::{view_codes, NULL_SLOT};
 use crate::error::Result;
@@ -26,7 +27,7 @@ use crate::trace;
 pub(super) fn string_codes(dict: &Dictionary, array: &ArrayRef, capacity: u64) -> Option<Vec<u32>> {
     match array.as_dictionary_opt::<Int32Type>() {
         Some(d) => dictionary_key_codes(dict, d, capacity),
-        None => view_codes(dict, string_views(array)?.as_ref(), capacity),
+        None => view_codes(dict, &ViewColumn::new(array)?, capacity),
     }
 }
 
@@ -41,21 +42,6 @@ pub(crate) fn is_string_column(array: &ArrayRef) -> bool {
     }
 }
 
-/// A string column as Utf8View, for [`view_codes`]: borrowed when it is one; a Utf8 or
-/// LargeUtf8 column gets views over its own value buffer (no byte is copied), so its short
-/// strings code through the dictionary's map of inline views too, with no hash of their bytes
-/// and no `memcmp`. Coding them through the dictionary's hash of the bytes took a quarter of
-/// db-benchmark q3's time on 2 threads (1e5 strings `id0000000001`.., in memory as Utf8).
-/// `None` for any other type.
-fn string_views(array: &ArrayRef) -> Option<Cow<'_, StringViewArray>> {
-    Some(match array.data_type() {
-        DataType::Utf8View => Cow::Borrowed(array.as_string_view()),
-        DataType::Utf8 => Cow::Owned(StringViewArray::from(array.as_string::<i32>())),
-        DataType::LargeUtf8 => Cow::Owned(StringViewArray::from(array.as_string::<i64>())),
-        _ => return None,
-    })
-}
-
 /// Codes of a dictionary-encoded string key column (`NULL_SLOT` for a NULL), as a Parquet
 /// scan reads a column of few values for the fused pipeline: the dictionary's values are
 /// coded once ([`view_codes`]) and each row takes its value's code by its key, where a plain
@@ -67,8 +53,7 @@ fn dictionary_key_codes(
     array: &DictionaryArray<Int32Type>,
     capacity: u64,
 ) -> Option<Vec<u32>> {
-    let values = string_views(array.values())?;
-    let value_codes = view_codes(dict, &values, capacity)?;
+    let value_codes = view_codes(dict, &ViewColumn::new(array.values())?, capacity)?;
     // A DictionaryArray's valid keys index its values (arrow checks it when one is built);
     // a NULL key, whatever it holds, is NULL.
     let code = |k: i32| {
@@ -107,8 +92,7 @@ pub(super) fn add_dictionary_terms(
     if keys.nulls().is_some_and(|n| n.null_count() > 0) {
         return None;
     }
-    let values = string_views(array.values())?;
-    let Some(value_codes) = view_codes(dict, &values, capacity) else {
+    let Some(value_codes) = view_codes(dict, &ViewColumn::new(array.values())?, capacity) else {
         return Some(false);
     };
     // A NULL value (no term, as a NULL key) adds nothing; so would a key past the values,

@@ -30,6 +30,7 @@ mod dictionary;
 mod hashed_values;
 pub mod ordinal;
 mod packed;
+mod view_column;
 mod view_map;
 mod views;
 mod wide;
@@ -52,6 +53,7 @@ pub use dictionary::{Dictionary, ROW_SHARDS};
 pub use hashed_values::HashedValues;
 use ordinal::{encode_ordinal, Ordinal};
 pub use packed::{PackedColumn, PackedKind};
+use view_column::ViewColumn;
 use views::{add_one_byte_terms, NULL_SLOT};
 use wide::Halves;
 pub use wide::KeyRows;
@@ -679,7 +681,10 @@ fn encode_column(col: &ColumnPlan, array: &ArrayRef, words: &mut [u64]) -> bool 
         Codec::Bytes { dict, capacity } => {
             if let Some(fits) = array
                 .as_string_view_opt()
-                .and_then(|a| add_one_byte_terms(dict, a, *capacity, (off, mult), words))
+                .and_then(|a| {
+                    let a = ViewColumn::of_views(a);
+                    add_one_byte_terms(dict, &a, *capacity, (off, mult), words)
+                })
                 .or_else(|| add_dictionary_terms(dict, array, *capacity, (off, mult), words))
             {
                 return fits;

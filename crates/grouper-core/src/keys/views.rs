@@ -4,8 +4,7 @@
 
 use std::cell::RefCell;
 
-use arrow::array::{Array, StringViewArray};
-
+use super::view_column::ViewColumn;
 use super::view_map::{ViewMap, EMPTY, MIN_SLOTS};
 use super::Dictionary;
 
@@ -51,11 +50,7 @@ impl ViewTable {
 /// of views ([`Dictionary::inline_codes`]: equal inline views are equal strings, in any batch);
 /// the other rows look up each distinct view of the batch once ([`ViewTable`]) and the
 /// dictionary codes those by their bytes, adding the new ones.
-pub(super) fn view_codes(
-    dict: &Dictionary,
-    a: &StringViewArray,
-    capacity: u64,
-) -> Option<Vec<u32>> {
+pub(super) fn view_codes(dict: &Dictionary, a: &ViewColumn<'_>, capacity: u64) -> Option<Vec<u32>> {
     let views = a.views();
     let mut out = Vec::with_capacity(views.len());
     match each_one_byte_code(dict, a, capacity, |c| c, |_, c| out.push(c)) {
@@ -105,7 +100,7 @@ fn one_byte_slot(view: u128) -> usize {
 #[inline(always)]
 fn each_one_byte_code<T: Copy>(
     dict: &Dictionary,
-    a: &StringViewArray,
+    a: &ViewColumn<'_>,
     capacity: u64,
     value: impl Fn(u32) -> T,
     mut each: impl FnMut(usize, T),
@@ -145,7 +140,7 @@ fn each_one_byte_code<T: Copy>(
 /// CPU time in memory on 2 threads).
 pub(super) fn add_one_byte_terms(
     dict: &Dictionary,
-    a: &StringViewArray,
+    a: &ViewColumn<'_>,
     capacity: u64,
     (off, mult): (u64, u64),
     words: &mut [u64],
@@ -161,20 +156,19 @@ pub(super) fn add_one_byte_terms(
 /// The codes of the distinct values at rows `firsts`, in order.
 fn codes_of(
     dict: &Dictionary,
-    a: &StringViewArray,
+    a: &ViewColumn<'_>,
     capacity: u64,
     firsts: &[usize],
 ) -> Option<Vec<u32>> {
-    let codes = dict.encode(
-        firsts.iter().map(|&r| Some(a.value(r).as_bytes())),
-        capacity,
-    )?;
+    let codes = dict.encode(firsts.iter().map(|&r| Some(a.value(r))), capacity)?;
     // Every distinct value is a string, so every one has a code.
     Some(codes.into_iter().map(|c| c.unwrap_or(0)).collect())
 }
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::StringViewArray;
+
     use super::*;
 
     proptest::proptest! {
@@ -203,7 +197,7 @@ mod tests {
             let dict = Dictionary::new();
             // Twice: the second time short strings come from the dictionary's map of views.
             for _ in 0..2 {
-                let codes = view_codes(&dict, &views, u64::MAX).unwrap();
+                let codes = view_codes(&dict, &ViewColumn::of_views(&views), u64::MAX).unwrap();
                 let direct = dict
                     .encode(strings.iter().map(|s| s.as_deref().map(str::as_bytes)), u64::MAX)
                     .unwrap();
@@ -236,21 +230,20 @@ mod tests {
             let base: Vec<u64> = (0..strings.len() as u64).map(|r| r * 7).collect();
             let (fast, reference) = (Dictionary::new(), Dictionary::new());
             let mut words = base.clone();
-            let added = add_one_byte_terms(&fast, &views, u64::MAX, (off, mult), &mut words);
+            let added = add_one_byte_terms(&fast, &ViewColumn::of_views(&views), u64::MAX, (off, mult), &mut words);
             if odd.is_some() {
                 proptest::prop_assert_eq!(added, None);
                 proptest::prop_assert_eq!(words, base);
                 return Ok(());
             }
             proptest::prop_assert_eq!(added, Some(true));
-            let codes = view_codes(&reference, &views, u64::MAX).unwrap();
+            let codes = view_codes(&reference, &ViewColumn::of_views(&views), u64::MAX).unwrap();
             let want: Vec<u64> =
                 base.iter().zip(&codes).map(|(b, &c)| b + (u64::from(c) + off) * mult).collect();
             proptest::prop_assert_eq!(words, want);
             let distinct = picks.iter().collect::<std::collections::HashSet<_>>().len();
             let mut words = base.clone();
-            let tight = add_one_byte_terms(
-                &Dictionary::new(), &views, distinct as u64 - 1, (off, mult), &mut words,
+            let tight = add_one_byte_terms(&Dictionary::new(), &ViewColumn::of_views(&views), distinct as u64 - 1, (off, mult), &mut words,
             );
             proptest::prop_assert_eq!(tight, Some(false));
         }
@@ -278,7 +271,7 @@ mod tests {
             })
             .collect();
         let views = StringViewArray::from_iter(rows.iter().map(|s| s.as_deref()));
-        let codes = view_codes(&dict, &views, u64::MAX).unwrap();
+        let codes = view_codes(&dict, &ViewColumn::of_views(&views), u64::MAX).unwrap();
         let direct = dict
             .encode(
                 rows.iter().map(|s| s.as_deref().map(str::as_bytes)),
@@ -300,10 +293,22 @@ mod tests {
         let a = column(&["x", "yy", "zzz", "x"]);
         let b = column(&["zzz", "x", "w", "a string past twelve bytes"]);
         for _ in 0..2 {
-            assert_eq!(view_codes(&d1, &a, u64::MAX).unwrap(), vec![0, 1, 2, 0]);
-            assert_eq!(view_codes(&d2, &b, u64::MAX).unwrap(), vec![0, 1, 2, 3]);
-            assert_eq!(view_codes(&d1, &b, u64::MAX).unwrap(), vec![2, 0, 3, 4]);
-            assert_eq!(view_codes(&d2, &a, u64::MAX).unwrap(), vec![1, 4, 0, 1]);
+            assert_eq!(
+                view_codes(&d1, &ViewColumn::of_views(&a), u64::MAX).unwrap(),
+                vec![0, 1, 2, 0]
+            );
+            assert_eq!(
+                view_codes(&d2, &ViewColumn::of_views(&b), u64::MAX).unwrap(),
+                vec![0, 1, 2, 3]
+            );
+            assert_eq!(
+                view_codes(&d1, &ViewColumn::of_views(&b), u64::MAX).unwrap(),
+                vec![2, 0, 3, 4]
+            );
+            assert_eq!(
+                view_codes(&d2, &ViewColumn::of_views(&a), u64::MAX).unwrap(),
+                vec![1, 4, 0, 1]
+            );
         }
     }
 
@@ -314,9 +319,15 @@ mod tests {
         let names: Vec<&str> = many.iter().map(String::as_str).collect();
         // Coded with room for all of them; then a batch of the last one alone, under a
         // codec of 64 codes, must not get code 99 from the map of short strings.
-        assert!(view_codes(&dict, &column(&names), u64::MAX).is_some());
-        assert_eq!(view_codes(&dict, &column(&["k99"]), 64), None);
-        assert_eq!(view_codes(&dict, &column(&["k3"]), 64), Some(vec![3]));
+        assert!(view_codes(&dict, &ViewColumn::of_views(&column(&names)), u64::MAX).is_some());
+        assert_eq!(
+            view_codes(&dict, &ViewColumn::of_views(&column(&["k99"])), 64),
+            None
+        );
+        assert_eq!(
+            view_codes(&dict, &ViewColumn::of_views(&column(&["k3"])), 64),
+            Some(vec![3])
+        );
     }
 
     #[test]
@@ -335,7 +346,11 @@ mod tests {
         let codes: Vec<Vec<u32>> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunks
                 .iter()
-                .map(|c| scope.spawn(|| view_codes(&dict, &column(c), u64::MAX).unwrap()))
+                .map(|c| {
+                    scope.spawn(|| {
+                        view_codes(&dict, &ViewColumn::of_views(&column(c)), u64::MAX).unwrap()
+                    })
+                })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
@@ -355,7 +370,7 @@ mod tests {
         let dict = Dictionary::sharded();
         let many: Vec<String> = (0..3000).map(|i| format!("{i:x}")).collect();
         let names: Vec<&str> = many.iter().map(String::as_str).collect();
-        let first = view_codes(&dict, &column(&names), u64::MAX).unwrap();
+        let first = view_codes(&dict, &ViewColumn::of_views(&column(&names)), u64::MAX).unwrap();
         let direct: Vec<u32> = dict
             .encode(names.iter().map(|s| Some(s.as_bytes())), u64::MAX)
             .unwrap()
