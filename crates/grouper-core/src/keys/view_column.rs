@@ -27,14 +27,13 @@ pub(super) struct ViewColumn<'a> {
 }
 
 impl<'a> ViewColumn<'a> {
-    /// The column's views; `None` for a column of no strings, or a Utf8 column of more than
-    /// 4 GiB of bytes (a view holds 32 bits of an offset).
+    /// The column's views; `None` for a column of no strings.
     pub(super) fn new(array: &'a ArrayRef) -> Option<Self> {
         let bytes = ByteColumn::new(array, "string key").ok()?;
         let views = match &bytes {
             ByteColumn::View(a) => Cow::Borrowed(a.views().as_ref()),
-            ByteColumn::Utf8(a) => Cow::Owned(views_of(a.value_offsets(), a.value_data())?),
-            ByteColumn::Large(a) => Cow::Owned(views_of(a.value_offsets(), a.value_data())?),
+            ByteColumn::Utf8(a) => Cow::Owned(views_of(a.value_offsets(), a.value_data())),
+            ByteColumn::Large(a) => Cow::Owned(views_of(a.value_offsets(), a.value_data())),
         };
         Some(Self {
             views,
@@ -68,31 +67,37 @@ impl<'a> ViewColumn<'a> {
     }
 }
 
-/// The views of the strings between consecutive `offsets` of `data`, as arrow makes them over
-/// the array's own buffer (buffer 0, each string's offset); `None` when `data` passes 32 bits.
-fn views_of<O: OffsetSizeTrait>(offsets: &[O], data: &[u8]) -> Option<Vec<u128>> {
-    u32::try_from(data.len()).ok()?;
-    Some(
-        offsets
-            .windows(2)
-            .map(|w| {
-                let (start, end) = (w[0].as_usize(), w[1].as_usize());
-                let len = end.saturating_sub(start);
-                let wide = data
-                    .get(start..start + 16)
-                    .and_then(|b| <[u8; 16]>::try_from(b).ok());
-                match wide {
-                    // The string's bytes above its length, the bytes past it masked off.
-                    Some(b) if len <= INLINE => {
-                        let bytes = u128::from_le_bytes(b) & ((1u128 << (8 * len)) - 1);
-                        (bytes << 32) | len as u128
-                    }
-                    // Long strings, and short ones within 16 bytes of the buffer's end.
-                    _ => make_view(data.get(start..end).unwrap_or_default(), 0, start as u32),
+/// The views of the strings between consecutive `offsets` of `data`: a short string's as arrow
+/// makes it (its length and bytes); a long string's names it by where it starts, its buffer
+/// index and offset fields holding that position's high and low 32 bits (arrow's, for a buffer
+/// under 4 GiB). No one reads a long string's bytes through its view: [`ViewColumn::value`]
+/// reads them from the column, and a view only has to differ from every other string's.
+fn views_of<O: OffsetSizeTrait>(offsets: &[O], data: &[u8]) -> Vec<u128> {
+    offsets
+        .windows(2)
+        .map(|w| {
+            let (start, end) = (w[0].as_usize(), w[1].as_usize());
+            let len = end.saturating_sub(start);
+            let wide = data
+                .get(start..start + 16)
+                .and_then(|b| <[u8; 16]>::try_from(b).ok());
+            match wide {
+                // The string's bytes above its length, the bytes past it masked off.
+                Some(b) if len <= INLINE => {
+                    let bytes = u128::from_le_bytes(b) & ((1u128 << (8 * len)) - 1);
+                    (bytes << 32) | len as u128
                 }
-            })
-            .collect(),
-    )
+                // Long strings, and short ones within 16 bytes of the buffer's end.
+                _ => long_view(data.get(start..end).unwrap_or_default(), start),
+            }
+        })
+        .collect()
+}
+
+/// The view of `bytes` starting at byte `start` of their buffer (a long string's: its length,
+/// prefix and where it starts, the high 32 bits of that in the buffer index).
+fn long_view(bytes: &[u8], start: usize) -> u128 {
+    make_view(bytes, (start >> 32) as u32, start as u32)
 }
 
 #[cfg(test)]
@@ -124,5 +129,17 @@ mod tests {
                 proptest::prop_assert_eq!(ours.nulls(), array.nulls());
             }
         }
+    }
+
+    #[test]
+    fn long_strings_4_gib_apart_keep_distinct_views() {
+        // One long string at offsets 0 and 2^32: only the offset tells them apart.
+        let s = b"a long string past twelve bytes";
+        assert_ne!(long_view(s, 0), long_view(s, 1 << 32));
+        assert_eq!(
+            long_view(s, 7),
+            make_view(s, 0, 7),
+            "arrow's view under 4 GiB"
+        );
     }
 }
