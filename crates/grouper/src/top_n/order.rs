@@ -20,6 +20,7 @@ use arrow::datatypes::{
 use arrow::row::{RowConverter, SortField};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::PhysicalSortExpr;
+use grouper_core::keys::ordinal::Ordinal;
 
 /// Turns batches' `ORDER BY` columns into order words.
 pub(super) struct OrderWords {
@@ -122,38 +123,40 @@ fn direct(column: &ArrayRef, options: SortOptions, out: &mut Vec<u128>) -> Resul
     };
     let c = column.as_ref();
     match as_int {
-        DataType::Int8 => push::<Int8Type>(c.as_primitive(), options, out, |v| signed(v.into())),
-        DataType::Int16 => push::<Int16Type>(c.as_primitive(), options, out, |v| signed(v.into())),
-        DataType::Int32 => push::<Int32Type>(c.as_primitive(), options, out, |v| signed(v.into())),
-        DataType::Int64 => push::<Int64Type>(c.as_primitive(), options, out, signed),
-        DataType::UInt8 => push::<UInt8Type>(c.as_primitive(), options, out, u64::from),
-        DataType::UInt16 => push::<UInt16Type>(c.as_primitive(), options, out, u64::from),
-        DataType::UInt32 => push::<UInt32Type>(c.as_primitive(), options, out, u64::from),
-        DataType::UInt64 => push::<UInt64Type>(c.as_primitive(), options, out, |v| v),
-        DataType::Float32 => {
-            push::<Float32Type>(c.as_primitive(), options, out, |v| float_bits(f64::from(v)))
-        }
-        DataType::Float64 => push::<Float64Type>(c.as_primitive(), options, out, float_bits),
+        DataType::Int8 => push::<Int8Type>(c.as_primitive(), options, out),
+        DataType::Int16 => push::<Int16Type>(c.as_primitive(), options, out),
+        DataType::Int32 => push::<Int32Type>(c.as_primitive(), options, out),
+        DataType::Int64 => push::<Int64Type>(c.as_primitive(), options, out),
+        DataType::UInt8 => push::<UInt8Type>(c.as_primitive(), options, out),
+        DataType::UInt16 => push::<UInt16Type>(c.as_primitive(), options, out),
+        DataType::UInt32 => push::<UInt32Type>(c.as_primitive(), options, out),
+        DataType::UInt64 => push::<UInt64Type>(c.as_primitive(), options, out),
+        DataType::Float32 => push::<Float32Type>(c.as_primitive(), options, out),
+        DataType::Float64 => push::<Float64Type>(c.as_primitive(), options, out),
         _ => return Err(internal("an order column the direct words do not take")),
     }
     Ok(())
 }
 
 /// Appends each row's word: `class << 64 | bits`, where NULLs take the class that puts them
-/// first or last and `DESC` inverts the bits.
+/// first or last, `bits` is the value's ordinal (the key codec's order-preserving image: floats
+/// in IEEE total order, as Arrow's row format and sort kernels order them) less its type's
+/// smallest, and `DESC` inverts the bits.
 fn push<T: ArrowPrimitiveType>(
     column: &PrimitiveArray<T>,
     options: SortOptions,
     out: &mut Vec<u128>,
-    bits: impl Fn(T::Native) -> u64,
-) {
+) where
+    T::Native: Ordinal,
+{
     let (value_class, null_class) = if options.nulls_first {
         (1u128 << 64, 0)
     } else {
         (0, 1u128 << 64)
     };
     let flip = if options.descending { u64::MAX } else { 0 };
-    let word = |v: T::Native| value_class | u128::from(bits(v) ^ flip);
+    let least = T::Native::min_ordinal();
+    let word = |v: T::Native| value_class | u128::from((v.to_ord() - least) as u64 ^ flip);
     out.reserve(column.len());
     match column.nulls().filter(|n| n.null_count() > 0) {
         None => out.extend(column.values().iter().map(|&v| word(v))),
@@ -165,18 +168,6 @@ fn push<T: ArrowPrimitiveType>(
             }
         })),
     }
-}
-
-/// A signed integer's order-preserving unsigned bits.
-fn signed(v: i64) -> u64 {
-    (v as u64) ^ (1 << 63)
-}
-
-/// A float's bits in IEEE total order (as Arrow's row format and sort kernels order floats:
-/// -NaN < -inf < -0 < +0 < +inf < NaN). A `f32` widened to `f64` keeps its order.
-fn float_bits(v: f64) -> u64 {
-    let s = v.to_bits() as i64;
-    signed(s ^ (((s >> 63) as u64) >> 1) as i64)
 }
 
 /// A row converter over the sort expressions' columns, with their sort options (so that the
