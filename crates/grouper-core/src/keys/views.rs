@@ -171,6 +171,11 @@ mod tests {
 
     use super::*;
 
+    /// [`view_codes`] of a Utf8View array.
+    fn codes_of_views(dict: &Dictionary, a: &StringViewArray, capacity: u64) -> Option<Vec<u32>> {
+        view_codes(dict, &ViewColumn::of_views(a), capacity)
+    }
+
     proptest::proptest! {
         /// A Utf8View column codes through the batch's table of views exactly as its strings
         /// code through the dictionary: short (inline) and long strings, equal long strings at
@@ -197,7 +202,7 @@ mod tests {
             let dict = Dictionary::new();
             // Twice: the second time short strings come from the dictionary's map of views.
             for _ in 0..2 {
-                let codes = view_codes(&dict, &ViewColumn::of_views(&views), u64::MAX).unwrap();
+                let codes = codes_of_views(&dict, &views, u64::MAX).unwrap();
                 let direct = dict
                     .encode(strings.iter().map(|s| s.as_deref().map(str::as_bytes)), u64::MAX)
                     .unwrap();
@@ -230,20 +235,22 @@ mod tests {
             let base: Vec<u64> = (0..strings.len() as u64).map(|r| r * 7).collect();
             let (fast, reference) = (Dictionary::new(), Dictionary::new());
             let mut words = base.clone();
-            let added = add_one_byte_terms(&fast, &ViewColumn::of_views(&views), u64::MAX, (off, mult), &mut words);
+            let column = ViewColumn::of_views(&views);
+            let added = add_one_byte_terms(&fast, &column, u64::MAX, (off, mult), &mut words);
             if odd.is_some() {
                 proptest::prop_assert_eq!(added, None);
                 proptest::prop_assert_eq!(words, base);
                 return Ok(());
             }
             proptest::prop_assert_eq!(added, Some(true));
-            let codes = view_codes(&reference, &ViewColumn::of_views(&views), u64::MAX).unwrap();
+            let codes = codes_of_views(&reference, &views, u64::MAX).unwrap();
             let want: Vec<u64> =
                 base.iter().zip(&codes).map(|(b, &c)| b + (u64::from(c) + off) * mult).collect();
             proptest::prop_assert_eq!(words, want);
             let distinct = picks.iter().collect::<std::collections::HashSet<_>>().len();
             let mut words = base.clone();
-            let tight = add_one_byte_terms(&Dictionary::new(), &ViewColumn::of_views(&views), distinct as u64 - 1, (off, mult), &mut words,
+            let tight = add_one_byte_terms(
+                &Dictionary::new(), &column, distinct as u64 - 1, (off, mult), &mut words,
             );
             proptest::prop_assert_eq!(tight, Some(false));
         }
@@ -271,7 +278,7 @@ mod tests {
             })
             .collect();
         let views = StringViewArray::from_iter(rows.iter().map(|s| s.as_deref()));
-        let codes = view_codes(&dict, &ViewColumn::of_views(&views), u64::MAX).unwrap();
+        let codes = codes_of_views(&dict, &views, u64::MAX).unwrap();
         let direct = dict
             .encode(
                 rows.iter().map(|s| s.as_deref().map(str::as_bytes)),
@@ -293,22 +300,10 @@ mod tests {
         let a = column(&["x", "yy", "zzz", "x"]);
         let b = column(&["zzz", "x", "w", "a string past twelve bytes"]);
         for _ in 0..2 {
-            assert_eq!(
-                view_codes(&d1, &ViewColumn::of_views(&a), u64::MAX).unwrap(),
-                vec![0, 1, 2, 0]
-            );
-            assert_eq!(
-                view_codes(&d2, &ViewColumn::of_views(&b), u64::MAX).unwrap(),
-                vec![0, 1, 2, 3]
-            );
-            assert_eq!(
-                view_codes(&d1, &ViewColumn::of_views(&b), u64::MAX).unwrap(),
-                vec![2, 0, 3, 4]
-            );
-            assert_eq!(
-                view_codes(&d2, &ViewColumn::of_views(&a), u64::MAX).unwrap(),
-                vec![1, 4, 0, 1]
-            );
+            assert_eq!(codes_of_views(&d1, &a, u64::MAX).unwrap(), vec![0, 1, 2, 0]);
+            assert_eq!(codes_of_views(&d2, &b, u64::MAX).unwrap(), vec![0, 1, 2, 3]);
+            assert_eq!(codes_of_views(&d1, &b, u64::MAX).unwrap(), vec![2, 0, 3, 4]);
+            assert_eq!(codes_of_views(&d2, &a, u64::MAX).unwrap(), vec![1, 4, 0, 1]);
         }
     }
 
@@ -319,15 +314,9 @@ mod tests {
         let names: Vec<&str> = many.iter().map(String::as_str).collect();
         // Coded with room for all of them; then a batch of the last one alone, under a
         // codec of 64 codes, must not get code 99 from the map of short strings.
-        assert!(view_codes(&dict, &ViewColumn::of_views(&column(&names)), u64::MAX).is_some());
-        assert_eq!(
-            view_codes(&dict, &ViewColumn::of_views(&column(&["k99"])), 64),
-            None
-        );
-        assert_eq!(
-            view_codes(&dict, &ViewColumn::of_views(&column(&["k3"])), 64),
-            Some(vec![3])
-        );
+        assert!(codes_of_views(&dict, &column(&names), u64::MAX).is_some());
+        assert_eq!(codes_of_views(&dict, &column(&["k99"]), 64), None);
+        assert_eq!(codes_of_views(&dict, &column(&["k3"]), 64), Some(vec![3]));
     }
 
     #[test]
@@ -346,11 +335,7 @@ mod tests {
         let codes: Vec<Vec<u32>> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunks
                 .iter()
-                .map(|c| {
-                    scope.spawn(|| {
-                        view_codes(&dict, &ViewColumn::of_views(&column(c)), u64::MAX).unwrap()
-                    })
-                })
+                .map(|c| scope.spawn(|| codes_of_views(&dict, &column(c), u64::MAX).unwrap()))
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
@@ -370,7 +355,7 @@ mod tests {
         let dict = Dictionary::sharded();
         let many: Vec<String> = (0..3000).map(|i| format!("{i:x}")).collect();
         let names: Vec<&str> = many.iter().map(String::as_str).collect();
-        let first = view_codes(&dict, &ViewColumn::of_views(&column(&names)), u64::MAX).unwrap();
+        let first = codes_of_views(&dict, &column(&names), u64::MAX).unwrap();
         let direct: Vec<u32> = dict
             .encode(names.iter().map(|s| Some(s.as_bytes())), u64::MAX)
             .unwrap()
