@@ -41,7 +41,7 @@ pub struct Spec {
 }
 
 /// Rows per generated batch (and per seeded chunk).
-const CHUNK: usize = 1 << 20;
+pub const CHUNK: usize = 1 << 20;
 
 /// The G1 schema.
 pub fn schema() -> SchemaRef {

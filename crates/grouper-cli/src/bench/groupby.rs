@@ -24,8 +24,8 @@ use grouper::GrouperConfig;
 use serde_json::{json, Map, Value};
 
 use crate::bench::answers;
-use crate::bench::common::{device, duckdb_parts, git_commit, time_interleaved, write_json};
-use crate::groupby_data::{generate, Spec};
+use crate::bench::common::{device, duckdb_files, git_commit, time_interleaved, write_json};
+use crate::groupby_data::{Spec, CHUNK};
 
 /// The suite's ten questions (its DuckDB script's SQL, table `x`) and the value columns whose
 /// sums summarise each answer.
@@ -146,6 +146,44 @@ fn partitions(batches: &[RecordBatch], threads: usize) -> Vec<Vec<RecordBatch>> 
     parts
 }
 
+/// Writes the G1 table of `spec` to `dir/x.parquet` through a child `grouper gen groupby` (the
+/// same generator and seed, [`generate`](crate::groupby_data::generate)'s row groups of its chunks), so that its memory is
+/// gone when the child exits; the file's path.
+fn write_g1(spec: &Spec, dir: &std::path::Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join("x.parquet");
+    let status = std::process::Command::new(std::env::current_exe()?)
+        .args(["gen", "groupby", "--rows", &spec.rows.to_string()])
+        .args(["--k", &spec.k.to_string(), "--nas", &spec.nas.to_string()])
+        .args(["--seed", &spec.seed.to_string(), "-o"])
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    anyhow::ensure!(
+        status.success(),
+        "generating the G1 table failed ({status})"
+    );
+    Ok(file)
+}
+
+/// The G1 table of `file` in batches of [`CHUNK`] rows (its row groups, as [`generate`](crate::groupby_data::generate) made
+/// them), in the schema [`generate`](crate::groupby_data::generate) gives (strings as `Utf8`: the file keeps Arrow's schema).
+fn read_g1(file: &std::path::Path) -> Result<Vec<RecordBatch>> {
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file)?)?
+        .with_batch_size(CHUNK)
+        .build()?;
+    let batches = reader.collect::<std::result::Result<Vec<_>, _>>()?;
+    let schema = crate::groupby_data::schema();
+    anyhow::ensure!(
+        batches
+            .iter()
+            .all(|b| b.schema().fields() == schema.fields()),
+        "the G1 file's schema is not the generator's"
+    );
+    Ok(batches)
+}
+
 pub async fn groupby(a: GroupbyArgs) -> Result<()> {
     let threads = a
         .threads
@@ -169,21 +207,19 @@ pub async fn groupby(a: GroupbyArgs) -> Result<()> {
             nas: a.nas,
             seed: 42,
         };
+        // DuckDB runs first, over the data written by a child process, while this one holds
+        // none of it; then the same file is read into memory for grouper and DataFusion. At 1e8
+        // rows the generator's peak (17 GiB here) and DuckDB's table did not fit a 24 GiB
+        // machine together: the kernel killed DuckDB's runner.
+        let dir = std::env::temp_dir().join(format!("grouper-bench-g1-{}", std::process::id()));
         let t = std::time::Instant::now();
-        let parts = partitions(&generate(&spec)?, threads);
+        let file = write_g1(&spec, &dir)?;
         eprintln!(
             "G1 {rows:e} rows (K {}, nas {}%) generated in {:.1} s",
             a.k,
             a.nas,
             t.elapsed().as_secs_f64()
         );
-        let mut sessions = Vec::new();
-        for (name, config) in &engines {
-            let ctx = grouper::session_context(config)?;
-            let schema = crate::groupby_data::schema();
-            ctx.register_table("x", Arc::new(MemTable::try_new(schema, parts.clone())?))?;
-            sessions.push((*name, ctx));
-        }
         // DuckDB: each question as the suite times it, then each summary.
         let mut sqls: Vec<String> = wanted
             .iter()
@@ -191,7 +227,17 @@ pub async fn groupby(a: GroupbyArgs) -> Result<()> {
             .collect();
         sqls.extend(wanted.iter().map(|&q| summary(q)));
         let sql_refs: Vec<&str> = sqls.iter().map(String::as_str).collect();
-        let duck = duckdb_parts(&a.python, &parts, "x", threads, a.runs, &sql_refs)?;
+        let duck = duckdb_files(&a.python, &dir, "x", threads, a.runs, &sql_refs);
+        let parts = read_g1(&file).map(|batches| partitions(&batches, threads));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (duck, parts) = (duck?, parts?);
+        let mut sessions = Vec::new();
+        for (name, config) in &engines {
+            let ctx = grouper::session_context(config)?;
+            let schema = crate::groupby_data::schema();
+            ctx.register_table("x", Arc::new(MemTable::try_new(schema, parts.clone())?))?;
+            sessions.push((*name, ctx));
+        }
         if let Some(d) = &duck {
             duckdb_version = json!(d.version);
         }
