@@ -147,8 +147,10 @@ fn partitions(batches: &[RecordBatch], threads: usize) -> Vec<Vec<RecordBatch>> 
 }
 
 /// Writes the G1 table of `spec` to `dir/x.parquet` through a child `grouper gen groupby` (the
-/// same generator and seed, [`generate`](crate::groupby_data::generate)'s row groups of its chunks), so that its memory is
-/// gone when the child exits; the file's path.
+/// same generator and seed; a row group a chunk of [`generate`]), so that its memory is gone
+/// when the child exits; the file's path.
+///
+/// [`generate`]: crate::groupby_data::generate
 fn write_g1(spec: &Spec, dir: &std::path::Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let file = dir.join("x.parquet");
@@ -166,8 +168,10 @@ fn write_g1(spec: &Spec, dir: &std::path::Path) -> Result<PathBuf> {
     Ok(file)
 }
 
-/// The G1 table of `file` in batches of [`CHUNK`] rows (its row groups, as [`generate`](crate::groupby_data::generate) made
-/// them), in the schema [`generate`](crate::groupby_data::generate) gives (strings as `Utf8`: the file keeps Arrow's schema).
+/// The G1 table of `file` in batches of [`CHUNK`] rows (its row groups, as [`generate`] made
+/// them), in the schema [`generate`] gives (strings as `Utf8`: the file keeps Arrow's schema).
+///
+/// [`generate`]: crate::groupby_data::generate
 fn read_g1(file: &std::path::Path) -> Result<Vec<RecordBatch>> {
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file)?)?
