@@ -21,6 +21,11 @@
 //! - string keys of at most [`DICTIONARY_STRINGS`] values each that the workers' scan of local
 //!   Parquet files reads dictionary-encoded (the aggregation's input, or the fused source under
 //!   a filter the CPU fuses; key columns no filter or argument reads), counted as such a domain;
+//! - one string key of an in-memory table with about [`MANY_STRINGS`] values or more (their
+//!   number estimated from the sample, [`many_strings`]), over [`ROWS_PER_SLOT`] rows for each
+//!   slot of the workers' tables: coded once, its groups live in direct tables (db-benchmark q3
+//!   and q7, 1.07-1.25x DataFusion on 2 and 4 threads of the H200 host; on 16 threads, 6 rows
+//!   a slot, they stay DataFusion's);
 //! - keys of an in-memory table (their values from a sample of its rows) over a domain wider
 //!   than a direct-index table, over enough rows ([`MIN_ROWS`], [`MIN_ROWS_PER_WORKER`]): no
 //!   scan for DataFusion's partial aggregates to ride on, and grouper's hash strategies beat its
@@ -62,7 +67,7 @@ use crate::parquet_files::{
     dictionary_values, local_parquet_files, row_groups_in_order, scan_columns, scan_files,
     string_type,
 };
-use crate::stats::{input_stats, sampled_strings, InputStats};
+use crate::stats::{input_stats, sampled_distinct_strings, sampled_strings, InputStats};
 
 /// Why `auto` left an aggregation to DataFusion, or `None` when grouper takes it.
 pub(crate) fn datafusion_keeps(
@@ -121,24 +126,11 @@ pub const MIN_ROWS_PER_WORKER_DECIMAL: u64 = 1 << 17;
 /// keeps the aggregation: each worker folds into a table the size of the key domain and the
 /// tables are merged slot by slot. TPC-H Q15 at SF 10 on the H100 host (2.3M rows into a
 /// 100k-value domain, 16 workers: 1.4 rows a slot) ran 0.80–0.92× DataFusion alone; Q17 at SF 1
-/// on 2 cores (6M rows, 200k values: 15 rows a slot) 1.19×.
+/// on 2 cores (6M rows, 200k values: 15 rows a slot) 1.19×. db-benchmark q5 (three SUMs by
+/// `id6`, 100,000 values in 1e7 rows, in memory) on the H200 host, grouper's CPU over DataFusion
+/// alone (`groupby-h200-threads-minmax.json`): 2 threads (62 rows a slot) 1.55x, 4 threads 1.45x,
+/// 8 threads (12 rows) 1.16x, 16 threads (6 rows) 0.73x; on the 2-core Xeon VM 1.16-2.10x.
 pub const ROWS_PER_SLOT: u128 = 8;
-
-/// Bytes of one worker's direct table (domain × aggregate state) above which `auto` leaves an
-/// in-memory table's aggregation (its domain from a sample) to DataFusion where grouper's
-/// states per group outweigh DataFusion's ([`datafusion_group_bytes`]). In memory there is no
-/// scan for grouper's fused pipeline to save; once the tables leave the cache each row costs a
-/// cache miss per state array either way, and what remains is whose bytes are fewer: grouper's
-/// direct index saves DataFusion's hash entry, its exact states (128-bit integer sums) cost
-/// more than DataFusion's native ones. Measured in memory (medians, alternating builds):
-/// - 2 threads, this 2-core AMD EPYC VM, `bench cpu-sweep` (SUM of a double and COUNT(*), 24
-///   bytes a group against DataFusion's ~40): 2^18 and 2^20 groups (6 and 24 MB a worker) ran
-///   3.4-5.4x DataFusion alone under `perfect` (before this rule kept them DataFusion's:
-///   0.92-1.05x); db-benchmark q5 (three SUMs over 100,000 groups, 64 bytes a group against
-///   ~48; 6.4 MB) 0.9-1.1x, so it stays DataFusion's, as before.
-/// - 16 threads, the H200 host (`cpu-sweep-h200-16t-wide-packed.json`): the sweep at 2^18
-///   groups 1.2-1.5x under `perfect`; q5 0.68-0.75x (kept by [`ROWS_PER_SLOT`] there).
-pub const SAMPLED_TABLE_BYTES: u128 = 4 << 20;
 
 /// Why grouper's CPU strategies would not beat DataFusion's hash aggregation over `input`, or
 /// `None` where a direct-index table provably fits the keys.
@@ -152,8 +144,7 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
     let stats = input_stats(input, plan).unwrap_or_default();
     let decimal = fuses_decimal_arithmetic(plan);
     let mut domain: u128 = 1;
-    // Whether some key's values, and whether every key's, come from a sample of in-memory rows.
-    let mut sampled = false;
+    // Whether every key's values come from a sample of in-memory rows.
     let mut in_memory = true;
     // What the workers' scan would read as dictionaries, found once for all keys.
     let scanned = std::cell::OnceCell::new();
@@ -176,14 +167,15 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
             match few {
                 Some((values, from_sample)) => {
                     domain = domain.saturating_mul(values as u128 + u128::from(key.may_null));
-                    sampled |= from_sample;
                     in_memory &= from_sample;
                     continue;
                 }
                 None => {
-                    return Some(format!(
-                        "key `{name}` is {t}: DataFusion hashes such keys as fast as grouper's CPU"
-                    ))
+                    return many_strings(plan, i, &stats, threads, decimal).unwrap_or_else(|| {
+                        Some(format!(
+                            "key `{name}` is {t}: DataFusion hashes such keys as fast as grouper's CPU"
+                        ))
+                    })
                 }
             }
         }
@@ -192,7 +184,6 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
                 "no statistics bound key `{name}` (a first batch's range says little of the rest)"
             ));
         };
-        sampled |= key.sampled;
         in_memory &= key.sampled;
         let width = (hi - lo) as u128 + 1 + u128::from(key.may_null);
         domain = domain.saturating_mul(width);
@@ -216,18 +207,6 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
         return Some(why);
     }
     let rows = stats.rows.unwrap_or_default();
-    if sampled {
-        let state_bytes: usize = grouper_core::cpu::new_accumulators(&plan.spec)
-            .map(|accs| accs.iter().map(|a| a.state_bytes()).sum())
-            .unwrap_or(usize::MAX);
-        let table = domain.saturating_mul(state_bytes as u128);
-        let theirs = datafusion_group_bytes(plan);
-        if table > SAMPLED_TABLE_BYTES && state_bytes as u128 > theirs {
-            return Some(format!(
-                "an in-memory table whose keys' domain ({domain}) makes each worker's direct table {table} bytes, over {SAMPLED_TABLE_BYTES}, of {state_bytes} bytes a group where DataFusion's hash aggregation keeps about {theirs}: DataFusion's aggregation of in-memory batches is as fast there"
-            ));
-        }
-    }
     let slots = domain.saturating_mul(threads as u128);
     if u128::from(rows) < ROWS_PER_SLOT * slots {
         return Some(format!(
@@ -237,36 +216,52 @@ fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize)
     None
 }
 
-/// About how many bytes a group takes in DataFusion's own aggregation of `plan` (DataFusion
-/// 55's group values and `GroupsAccumulator`s): a hash table entry (hash and group index, 16
-/// bytes) and each key's native value, then each aggregate's native state (a SUM or MIN/MAX
-/// value of its output type, an AVG's sum and count, a count, CORR's six sums), NULL bits
-/// aside. An estimate from those structures, compared only with grouper's state bytes
-/// ([`SAMPLED_TABLE_BYTES`]).
-fn datafusion_group_bytes(plan: &GroupByPlan) -> u128 {
-    let width = |t: &DataType| t.primitive_width().unwrap_or(16) as u128;
-    let keys: u128 = plan.spec.key_types.iter().map(width).sum();
-    let states: u128 = plan
-        .spec
-        .aggregates
-        .iter()
-        .map(|a| {
-            let value = a.output_type().map_or(16, |t| width(&t));
-            match a.kind {
-                AggKind::CountStar | AggKind::Count => 8,
-                AggKind::Avg => value + 8,
-                AggKind::Sum | AggKind::Min | AggKind::Max => value,
-                // CorrelationGroupsAccumulator: a count and five double sums.
-                AggKind::Corr => 48,
-                // VarianceGroupsAccumulator: a count, a mean and m2.
-                AggKind::Var | AggKind::VarPop | AggKind::Stddev | AggKind::StddevPop => 24,
-                // MedianGroupsAccumulator: a Vec per group (its values aside, as they are in
-                // grouper's state bytes).
-                AggKind::Median => 24,
-            }
-        })
-        .sum();
-    16 + keys + states
+/// Estimated values of one string key of an in-memory table from which `auto` runs it on
+/// grouper's CPU ([`many_strings`]). Coded once into dense codes, such a key's groups live in
+/// direct tables whose states grouper's CPU reads at random with no hash entry to pass, which
+/// pays once the tables leave the caches; over fewer values both engines' tables stay in
+/// cache and DataFusion's hashing of the strings was as fast or faster: db-benchmark q1 (`id1`,
+/// 100 values) ran 0.65-0.85x DataFusion alone under grouper's CPU on 2 threads of the 2-core
+/// Xeon VM (`groupby-local-xeon-2t-1e7-*.json`), 0.96-1.04x on 2 to 16 threads of the H200 host
+/// (`groupby-h200-threads-minmax.json`).
+pub const MANY_STRINGS: u64 = 1 << 14;
+
+/// For the one string key (key `i`) of an in-memory table with about [`MANY_STRINGS`] values
+/// or more (a sample's estimate, [`sampled_distinct_strings`]): `Some(None)` where grouper's
+/// CPU keeps the aggregation (enough rows, and [`ROWS_PER_SLOT`] rows for each slot of the
+/// workers' tables of that many groups), `Some(Some(why))` where DataFusion does; `None` for
+/// any other key (fewer values, several keys, no in-memory table, a clustered column).
+/// db-benchmark q3 and q7 (`id3`, 100,000 values in 1e7 rows; 1e6 in 1e8) on the H200 host,
+/// grouper's CPU over DataFusion alone (`groupby-h200-threads-minmax.json`): 2 threads 1.22x
+/// and 1.25x, 4 threads 1.17x and 1.07-1.11x, 8 threads 1.04x and 0.95-0.97x, 16 threads 0.77x
+/// and 0.67-0.70x; the bound sends 2 to 12 workers' to grouper there. On the 2-core Xeon VM
+/// 1.37-2.12x (1e7 and 1e8 rows) in a spell its last-level cache barely served, 0.97-1.06x
+/// (q3) and 0.81-0.88x (q7, before the select-based MIN/MAX fold) in spells it did.
+fn many_strings(
+    plan: &GroupByPlan,
+    i: usize,
+    stats: &InputStats,
+    threads: usize,
+    decimal: bool,
+) -> Option<Option<String>> {
+    if plan.keys.len() != 1 {
+        return None;
+    }
+    let fused = plan.fused.as_ref()?;
+    let values = sampled_distinct_strings(&fused.source, *fused.keys.get(i)?)?;
+    if values < MANY_STRINGS {
+        return None;
+    }
+    if let Some(why) = few_rows(stats, threads, decimal) {
+        return Some(Some(why));
+    }
+    let rows = stats.rows.unwrap_or_default();
+    let slots = u128::from(values).saturating_mul(threads as u128);
+    Some((u128::from(rows) < ROWS_PER_SLOT * slots).then(|| {
+        format!(
+            "about {rows} input rows for {threads} workers' tables of the key's ~{values} strings (a sample's estimate): merging them costs more than DataFusion's partitioned aggregation saves"
+        )
+    }))
 }
 
 /// Why the input's rows are too few for grouper's CPU (by [`MIN_ROWS`], and

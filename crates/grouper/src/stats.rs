@@ -200,6 +200,71 @@ pub(crate) fn sampled_strings(
     (strings && values.len() <= limit).then_some(values.len())
 }
 
+/// About how many distinct values string column `index` of `input`, an in-memory table, holds,
+/// from the sample [`sampled_range`] reads: the bias-corrected Chao1 estimate, `d + f1 (f1 - 1)
+/// / (2 (f2 + 1))` over the sample's `d` values, `f1` of them seen once and `f2` twice (for
+/// values spread evenly over the rows its expectation is their number; a skewed column's is
+/// lower). `None` when `input` is no in-memory table or the column holds no strings, and where
+/// the sample's windows hold fewer distinct values than that many values spread over the rows
+/// would put in them ([`spread_evenly`]: a sorted or clustered column, whose sample says little
+/// of the other rows). Each value is counted by a 64-bit hash of its bytes.
+pub(crate) fn sampled_distinct_strings(
+    input: &Arc<dyn ExecutionPlan>,
+    index: usize,
+) -> Option<u64> {
+    let mut hashes: Vec<u64> = Vec::new();
+    // Rows and distinct values of each window's slice.
+    let mut slices: Vec<(usize, usize)> = Vec::new();
+    let mut strings = true;
+    sample_windows(input, index, |window| {
+        let from = hashes.len();
+        let bytes = |v: Option<&str>| v.map(|v| grouper_core::hash::hash_bytes(v.as_bytes()));
+        match window.data_type() {
+            DataType::Utf8 => hashes.extend(window.as_string::<i32>().iter().filter_map(bytes)),
+            DataType::LargeUtf8 => {
+                hashes.extend(window.as_string::<i64>().iter().filter_map(bytes))
+            }
+            DataType::Utf8View => hashes.extend(window.as_string_view().iter().filter_map(bytes)),
+            _ => strings = false,
+        }
+        let mut slice = hashes.get(from..).unwrap_or_default().to_vec();
+        slice.sort_unstable();
+        slice.dedup();
+        slices.push((hashes.len() - from, slice.len()));
+        strings
+    })?;
+    if !strings {
+        return None;
+    }
+    hashes.sort_unstable();
+    let (mut d, mut f1, mut f2) = (0u64, 0u64, 0u64);
+    for run in hashes.chunk_by(|a, b| a == b) {
+        d += 1;
+        match run.len() {
+            1 => f1 += 1,
+            2 => f2 += 1,
+            _ => {}
+        }
+    }
+    let estimate = d + f1 * f1.saturating_sub(1) / (2 * (f2 + 1));
+    (d > 0 && spread_evenly(estimate, &slices)).then_some(estimate)
+}
+
+/// Whether windows of `(rows, distinct values)` hold at least half the distinct values that
+/// `values` values drawn evenly would put in them (`values (1 - e^(-rows / values))` each). A
+/// column sorted by its values puts each in one stretch of rows: a window of 1,024 rows of one
+/// with a million values over 1e7 rows holds about 100 where an even spread of the (far fewer)
+/// values its sample shows would put hundreds in it.
+fn spread_evenly(values: u64, slices: &[(usize, usize)]) -> bool {
+    let values = values.max(1) as f64;
+    let expected: f64 = slices
+        .iter()
+        .map(|&(rows, _)| values * -(-(rows as f64) / values).exp_m1())
+        .sum();
+    let seen: usize = slices.iter().map(|&(_, distinct)| distinct).sum();
+    seen as f64 >= expected / 2.0
+}
+
 /// Calls `f` on each window of column `index` that [`sampled_range`] samples (a slice of one
 /// batch; a window across batches in several), until `f` returns false; `None` when `input` is
 /// not an in-memory table (below filters and repartitions) or has no such column.
@@ -379,6 +444,64 @@ mod tests {
         assert_eq!(sampled_strings(&plan, 1, 4), None);
         assert_eq!(sampled_strings(&plan, 2, 4), None, "not strings");
         assert_eq!(sampled_strings(&plan, 3, 4), None, "no such column");
+    }
+
+    #[tokio::test]
+    async fn a_sample_of_in_memory_strings_estimates_their_distinct_values() {
+        // 1e6 rows in 2 partitions: `u` 131,072 values at random rows, `few` 100, `unique` a
+        // value a row, `sorted` 100,000 values each on 10 rows in a row, `n` no strings.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("u", DataType::Utf8, false),
+            Field::new("few", DataType::Utf8View, false),
+            Field::new("unique", DataType::LargeUtf8, false),
+            Field::new("sorted", DataType::Utf8, false),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let rows = 1_000_000u64;
+        let spread = |r: u64, values: u64| grouper_core::hash::murmur3(r) % values;
+        let batch = |from: u64, to: u64| {
+            let strings = |f: &dyn Fn(u64) -> String| (from..to).map(f).collect::<Vec<_>>();
+            RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(arrow::array::StringArray::from(strings(&|r| {
+                        format!("id{:010}", spread(r, 1 << 17))
+                    }))),
+                    Arc::new(arrow::array::StringViewArray::from_iter_values(strings(
+                        &|r| format!("f{}", spread(r, 100)),
+                    ))),
+                    Arc::new(arrow::array::LargeStringArray::from(strings(&|r| {
+                        format!("row {r}")
+                    }))),
+                    Arc::new(arrow::array::StringArray::from(strings(&|r| {
+                        format!("s{:08}", r / 10)
+                    }))),
+                    Arc::new(Int64Array::from_iter_values((from..to).map(|r| r as i64))),
+                ],
+            )
+            .unwrap()
+        };
+        let part = |from: u64, to: u64| {
+            (from..to)
+                .step_by(8192)
+                .map(|b| batch(b, to.min(b + 8192)))
+                .collect::<Vec<_>>()
+        };
+        let partitions = vec![part(0, rows / 2), part(rows / 2, rows)];
+        let ctx = SessionContext::new();
+        let table = datafusion::catalog::MemTable::try_new(schema, partitions).unwrap();
+        ctx.register_table("t", Arc::new(table)).unwrap();
+        let plan =
+            crate::test_support::physical_plan(&ctx, "SELECT u, few, unique, sorted, n FROM t")
+                .await;
+        let u = sampled_distinct_strings(&plan, 0).unwrap();
+        assert!((100_000..170_000).contains(&u), "{u}");
+        assert_eq!(sampled_distinct_strings(&plan, 1), Some(100));
+        let unique = sampled_distinct_strings(&plan, 2).unwrap();
+        assert!(unique > 10_000_000, "{unique}");
+        assert_eq!(sampled_distinct_strings(&plan, 3), None, "sorted");
+        assert_eq!(sampled_distinct_strings(&plan, 4), None, "not strings");
+        assert_eq!(sampled_distinct_strings(&plan, 5), None, "no such column");
     }
 
     #[tokio::test]

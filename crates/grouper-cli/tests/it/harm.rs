@@ -291,7 +291,8 @@ fn more_workers_need_more_rows_each() {
 /// `rows` rows in `parts` in-memory partitions of 8192-row batches: `small` sorted over
 /// 0..100 but for one row of value 7,000 that no sampled window reads (row 1,500), `wide`
 /// (ids spread over 2^40), `v`, `flag` (3 strings, and a fourth, `Z`, at row 1,500), `s` (37
-/// strings), `price` (a decimal), `mid` (0..32768, repeating).
+/// strings), `price` (a decimal), `mid` (0..32768, repeating), `h15` and `h18` (strings of 2^15
+/// and 2^18 values at random rows).
 fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
     let schema = Arc::new(Schema::new(vec![
         Field::new("small", DataType::Int32, false),
@@ -301,7 +302,10 @@ fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
         Field::new("s", DataType::Utf8, false),
         Field::new("price", DataType::Decimal128(12, 2), false),
         Field::new("mid", DataType::Int64, false),
+        Field::new("h15", DataType::Utf8, false),
+        Field::new("h18", DataType::Utf8, false),
     ]));
+    let spread = |r: i64, bits: u32| grouper_core::hash::murmur3(r as u64) >> (64 - bits);
     let per = rows.div_ceil(parts);
     let partitions = (0..parts)
         .map(|p| {
@@ -344,6 +348,12 @@ fn in_memory(rows: usize, parts: usize) -> datafusion::catalog::MemTable {
                                 .unwrap(),
                             ),
                             Arc::new(Int64Array::from_iter_values(i().map(|r| r % 32768))),
+                            Arc::new(StringArray::from_iter_values(
+                                i().map(|r| format!("id{:010}", spread(r, 15))),
+                            )),
+                            Arc::new(StringArray::from_iter_values(
+                                i().map(|r| format!("id{:010}", spread(r, 18))),
+                            )),
                         ],
                     )
                     .unwrap()
@@ -387,17 +397,26 @@ fn in_memory_tables_are_planned_from_a_sample_of_their_rows() {
                 "SELECT s, round(corr(v, mid), 9) FROM t GROUP BY s",
                 None,
             ),
-            // 32,768 groups: each worker's direct table passes 4 MB. Six exact integer SUMs
-            // (24 bytes a group each) outweigh DataFusion's native ones: DataFusion's. Nine AVGs
-            // (16 or 24 bytes) and a count weigh no more than DataFusion's states and its hash
-            // entry: grouper's. (Arguments are products: DataFusion rewrites `sum(v + 1)`.)
+            // 32,768 groups, 16 rows a slot of the 2 workers' direct tables: grouper's, six
+            // exact integer SUMs (24 bytes a group each) or nine AVGs and a count alike.
+            // (Arguments are products: DataFusion rewrites `sum(v + 1)`.)
             (
                 "SELECT mid, sum(v), sum(v * 2), sum(v * 3), sum(v * 5), sum(wide), sum(small) FROM t GROUP BY mid",
-                Some("bytes a group where DataFusion"),
+                None,
             ),
             (
                 "SELECT mid, avg(v), avg(v * 2), avg(v * 3), avg(v * 5), avg(v * 7), avg(wide), avg(small), avg(mid), avg(price), count(*) FROM t GROUP BY mid",
                 None,
+            ),
+            // One string key of many values (estimated from the sample): grouper's over 2^15
+            // (16 rows a slot), DataFusion's over 2^18 (2 rows a slot).
+            (
+                "SELECT h15, sum(v), min(small), max(mid) FROM t GROUP BY h15",
+                None,
+            ),
+            (
+                "SELECT h18, sum(v), count(*) FROM t GROUP BY h18",
+                Some("workers' tables of the key's"),
             ),
         ];
         for (sql, kept) in cases {
