@@ -209,9 +209,12 @@ pub async fn groupby(a: GroupbyArgs) -> Result<()> {
         // none of it; then the same file is read into memory for grouper and DataFusion. At 1e8
         // rows the generator's peak (17 GiB here) and DuckDB's table did not fit a 24 GiB
         // machine together: the kernel killed DuckDB's runner.
-        let dir = std::env::temp_dir().join(format!("grouper-bench-g1-{}", std::process::id()));
+        // Removed when dropped, on every path out of this set (a failed child's too).
+        let dir = tempfile::Builder::new()
+            .prefix("grouper-bench-g1-")
+            .tempdir()?;
         let t = std::time::Instant::now();
-        let file = write_g1(&spec, &dir)?;
+        let file = write_g1(&spec, dir.path())?;
         eprintln!(
             "G1 {rows:e} rows (K {}, nas {}%) generated in {:.1} s",
             a.k,
@@ -225,9 +228,9 @@ pub async fn groupby(a: GroupbyArgs) -> Result<()> {
             .collect();
         sqls.extend(wanted.iter().map(|&q| summary(q)));
         let sql_refs: Vec<&str> = sqls.iter().map(String::as_str).collect();
-        let duck = duckdb_files(&a.python, &dir, "x", threads, a.runs, &sql_refs);
+        let duck = duckdb_files(&a.python, dir.path(), "x", threads, a.runs, &sql_refs);
         let parts = read_g1(&file).map(|batches| partitions(&batches, threads));
-        let _ = std::fs::remove_dir_all(&dir);
+        drop(dir);
         let (duck, parts) = (duck?, parts?);
         let mut sessions = Vec::new();
         for (name, config) in &engines {
