@@ -234,7 +234,7 @@ pub const MANY_STRINGS: u64 = 1 << 14;
 /// db-benchmark q3 and q7 (`id3`, 100,000 values in 1e7 rows; 1e6 in 1e8) on the H200 host,
 /// grouper's CPU over DataFusion alone (`groupby-h200-threads-minmax.json`): 2 threads 1.22x
 /// and 1.25x, 4 threads 1.17x and 1.07-1.11x, 8 threads 1.04x and 0.95-0.97x, 16 threads 0.77x
-/// and 0.67-0.70x; the bound sends 2 to 12 workers' to grouper there. On the 2-core Xeon VM
+/// and 0.67-0.70x; the bound gives 2 to 12 workers to grouper there. On the 2-core Xeon VM
 /// 1.37-2.12x (1e7 and 1e8 rows) in a spell its last-level cache barely served, 0.97-1.06x
 /// (q3) and 0.81-0.88x (q7, before the select-based MIN/MAX fold) in spells it did.
 fn many_strings(
