@@ -255,7 +255,9 @@ fn many_strings(
     if let Some(why) = few_rows(stats, threads, decimal) {
         return Some(Some(why));
     }
+    // No more values than rows (the estimate overshoots where each value has few rows).
     let rows = stats.rows.unwrap_or_default();
+    let values = values.min(rows);
     let slots = u128::from(values).saturating_mul(threads as u128);
     Some((u128::from(rows) < ROWS_PER_SLOT * slots).then(|| {
         format!(

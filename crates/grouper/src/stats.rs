@@ -179,35 +179,44 @@ pub(crate) fn sampled_strings(
     let mut values: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut strings = true;
     sample_windows(input, index, |window| {
-        let mut add = |v: Option<&str>| {
+        let all = all_strings(window, |v| {
             if let Some(v) = v {
                 if !values.contains(v) {
                     values.insert(v.to_string());
                 }
             }
             values.len() <= limit
-        };
-        match window.data_type() {
-            DataType::Utf8 => window.as_string::<i32>().iter().all(&mut add),
-            DataType::LargeUtf8 => window.as_string::<i64>().iter().all(&mut add),
-            DataType::Utf8View => window.as_string_view().iter().all(&mut add),
-            _ => {
-                strings = false;
-                false
-            }
-        }
+        });
+        strings &= all.is_some();
+        all.unwrap_or(false)
     })?;
     (strings && values.len() <= limit).then_some(values.len())
 }
 
+/// Calls `f` on each value of `window` (NULL as `None`) while it returns true, when `window`
+/// holds strings (Utf8, LargeUtf8, Utf8View): whether every call did; `None` for other types.
+fn all_strings(
+    window: &arrow::array::ArrayRef,
+    f: impl FnMut(Option<&str>) -> bool,
+) -> Option<bool> {
+    match window.data_type() {
+        DataType::Utf8 => Some(window.as_string::<i32>().iter().all(f)),
+        DataType::LargeUtf8 => Some(window.as_string::<i64>().iter().all(f)),
+        DataType::Utf8View => Some(window.as_string_view().iter().all(f)),
+        _ => None,
+    }
+}
+
 /// About how many distinct values string column `index` of `input`, an in-memory table, holds,
 /// from the sample [`sampled_range`] reads: the bias-corrected Chao1 estimate, `d + f1 (f1 - 1)
-/// / (2 (f2 + 1))` over the sample's `d` values, `f1` of them seen once and `f2` twice (for
-/// values spread evenly over the rows its expectation is their number; a skewed column's is
-/// lower). `None` when `input` is no in-memory table or the column holds no strings, and where
-/// the sample's windows hold fewer distinct values than that many values spread over the rows
-/// would put in them ([`spread_evenly`]: a sorted or clustered column, whose sample says little
-/// of the other rows). Each value is counted by a 64-bit hash of its bytes.
+/// / (2 (f2 + 1))` over the sample's `d` values, `f1` of them seen once and `f2` twice: close
+/// to their number for values spread evenly over many rows each; above it where each value
+/// has only a few rows (the sample is drawn without replacement: a value a row gives about
+/// `d²/2`, so callers cap it by the rows), below it for a skewed column. `None` when `input`
+/// is no in-memory table or the column holds no strings, and where the sample's windows hold
+/// under 80% of the distinct values that many values spread evenly over the rows would put in
+/// them ([`spread_evenly`]: a sorted or clustered column, or rows repeated in pairs, whose
+/// sample says little of the other rows). Each value is counted by a 64-bit hash of its bytes.
 pub(crate) fn sampled_distinct_strings(
     input: &Arc<dyn ExecutionPlan>,
     index: usize,
@@ -218,15 +227,11 @@ pub(crate) fn sampled_distinct_strings(
     let mut strings = true;
     sample_windows(input, index, |window| {
         let from = hashes.len();
-        let bytes = |v: Option<&str>| v.map(|v| grouper_core::hash::hash_bytes(v.as_bytes()));
-        match window.data_type() {
-            DataType::Utf8 => hashes.extend(window.as_string::<i32>().iter().filter_map(bytes)),
-            DataType::LargeUtf8 => {
-                hashes.extend(window.as_string::<i64>().iter().filter_map(bytes))
-            }
-            DataType::Utf8View => hashes.extend(window.as_string_view().iter().filter_map(bytes)),
-            _ => strings = false,
-        }
+        strings &= all_strings(window, |v| {
+            hashes.extend(v.map(|v| grouper_core::hash::hash_bytes(v.as_bytes())));
+            true
+        })
+        .is_some();
         let mut slice = hashes.get(from..).unwrap_or_default().to_vec();
         slice.sort_unstable();
         slice.dedup();
@@ -250,11 +255,12 @@ pub(crate) fn sampled_distinct_strings(
     (d > 0 && spread_evenly(estimate, &slices)).then_some(estimate)
 }
 
-/// Whether windows of `(rows, distinct values)` hold at least half the distinct values that
-/// `values` values drawn evenly would put in them (`values (1 - e^(-rows / values))` each). A
-/// column sorted by its values puts each in one stretch of rows: a window of 1,024 rows of one
-/// with a million values over 1e7 rows holds about 100 where an even spread of the (far fewer)
-/// values its sample shows would put hundreds in it.
+/// Whether windows of `(rows, distinct values)` hold at least 80% of the distinct values that
+/// `values` values drawn evenly would put in them (`values (1 - e^(-rows / values))` each;
+/// evenly spread values fill it to within a few percent over the ~32 windows). A column sorted
+/// by its values puts each in one stretch of rows: a window of 1,024 rows of one with a million
+/// values over 1e7 rows holds about 100 where an even spread of the (far fewer) values its
+/// sample shows would put hundreds in it; rows repeated in pairs fill about half.
 fn spread_evenly(values: u64, slices: &[(usize, usize)]) -> bool {
     let values = values.max(1) as f64;
     let expected: f64 = slices
@@ -262,7 +268,7 @@ fn spread_evenly(values: u64, slices: &[(usize, usize)]) -> bool {
         .map(|&(rows, _)| values * -(-(rows as f64) / values).exp_m1())
         .sum();
     let seen: usize = slices.iter().map(|&(_, distinct)| distinct).sum();
-    seen as f64 >= expected / 2.0
+    seen as f64 >= 0.8 * expected
 }
 
 /// Calls `f` on each window of column `index` that [`sampled_range`] samples (a slice of one
@@ -292,8 +298,19 @@ fn sample_windows(
     for part in mem.partitions() {
         let rows: usize = part.iter().map(RecordBatch::num_rows).sum();
         let last = rows.saturating_sub(SAMPLE_WINDOW_ROWS);
-        // Each window's rows, batch by batch: [start, start + window) of the partition.
-        let mut windows = (0..each).map(|w| last * w / (each - 1)).peekable();
+        // Each window's rows, batch by batch: [start, start + window) of the partition. In a
+        // partition of fewer rows than its windows hold, each starts where the one before
+        // ended (the last one shorter), so no row is read twice: a value counted twice would
+        // look repeated to `sampled_distinct_strings`.
+        let mut free = 0usize;
+        let mut windows = (0..each)
+            .map(|w| last * w / (each - 1))
+            .filter_map(|start| {
+                let start = start.max(free);
+                free = start + SAMPLE_WINDOW_ROWS;
+                (start < rows).then_some(start)
+            })
+            .peekable();
         let mut base = 0usize;
         for batch in part {
             let end = base + batch.num_rows();
@@ -449,13 +466,15 @@ mod tests {
     #[tokio::test]
     async fn a_sample_of_in_memory_strings_estimates_their_distinct_values() {
         // 1e6 rows in 2 partitions: `u` 131,072 values at random rows, `few` 100, `unique` a
-        // value a row, `sorted` 100,000 values each on 10 rows in a row, `n` no strings.
+        // value a row, `sorted` 100,000 values each on 10 rows in a row, `n` no strings,
+        // `pairs` a value on every two rows in a row.
         let schema = Arc::new(Schema::new(vec![
             Field::new("u", DataType::Utf8, false),
             Field::new("few", DataType::Utf8View, false),
             Field::new("unique", DataType::LargeUtf8, false),
             Field::new("sorted", DataType::Utf8, false),
             Field::new("n", DataType::Int64, false),
+            Field::new("pairs", DataType::Utf8, false),
         ]));
         let rows = 1_000_000u64;
         let spread = |r: u64, values: u64| grouper_core::hash::murmur3(r) % values;
@@ -477,6 +496,9 @@ mod tests {
                         format!("s{:08}", r / 10)
                     }))),
                     Arc::new(Int64Array::from_iter_values((from..to).map(|r| r as i64))),
+                    Arc::new(arrow::array::StringArray::from(strings(&|r| {
+                        format!("p{:020}", grouper_core::hash::murmur3(r / 2))
+                    }))),
                 ],
             )
             .unwrap()
@@ -491,17 +513,23 @@ mod tests {
         let ctx = SessionContext::new();
         let table = datafusion::catalog::MemTable::try_new(schema, partitions).unwrap();
         ctx.register_table("t", Arc::new(table)).unwrap();
-        let plan =
-            crate::test_support::physical_plan(&ctx, "SELECT u, few, unique, sorted, n FROM t")
-                .await;
+        let plan = crate::test_support::physical_plan(
+            &ctx,
+            "SELECT u, few, unique, sorted, n, pairs FROM t",
+        )
+        .await;
         let u = sampled_distinct_strings(&plan, 0).unwrap();
         assert!((100_000..170_000).contains(&u), "{u}");
         assert_eq!(sampled_distinct_strings(&plan, 1), Some(100));
+        // A value a row: far above the rows (callers cap it by them).
         let unique = sampled_distinct_strings(&plan, 2).unwrap();
-        assert!(unique > 10_000_000, "{unique}");
+        assert!(unique > rows, "{unique}");
         assert_eq!(sampled_distinct_strings(&plan, 3), None, "sorted");
         assert_eq!(sampled_distinct_strings(&plan, 4), None, "not strings");
-        assert_eq!(sampled_distinct_strings(&plan, 5), None, "no such column");
+        // 500,000 values each on two rows in a row: the windows hold half the values an even
+        // spread of the ~16k the sample shows would put in them.
+        assert_eq!(sampled_distinct_strings(&plan, 5), None, "rows in pairs");
+        assert_eq!(sampled_distinct_strings(&plan, 6), None, "no such column");
     }
 
     #[tokio::test]

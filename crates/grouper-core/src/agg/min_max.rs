@@ -169,6 +169,7 @@ fn fold_best<T: ArrowPrimitiveType, const MAX: bool>(
     gids: &[u32],
     values: &[T::Native],
 ) {
+    debug_assert_eq!(gids.len(), values.len(), "a group id a row");
     for (&g, &v) in gids.iter().zip(values) {
         let state = &mut states[g as usize];
         let cur = state.unwrap_or(v);
