@@ -435,9 +435,7 @@ impl Dictionary {
         // did not answer probe on, one at a time.
         let large = map.is_large();
         if large {
-            for (o, &view) in out.iter_mut().zip(views) {
-                *o = map.get_near(view);
-            }
+            map.get_near_all(views, out);
         }
         let mut top = None;
         for (r, (o, &view)) in out.iter_mut().zip(views).enumerate() {
