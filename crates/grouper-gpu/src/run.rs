@@ -307,6 +307,12 @@ impl Prepared {
         Ok((partial, self.report.clone()))
     }
 
+    /// The planner's estimate of the groups (the co-processing queue prices a CPU worker's
+    /// first chunk by it).
+    pub fn est_groups(&self) -> u64 {
+        self.report.est_groups
+    }
+
     /// Rows of each chunk, for the co-processing queue (a chunk is a run of input rows).
     pub fn chunk_rows(&self) -> Vec<usize> {
         self.input.layouts.iter().map(|l| l.rows).collect()

@@ -13,8 +13,9 @@
 //!
 //! A CPU worker takes a chunk only while the GPU, at its measured pace, would not finish the
 //! remaining chunks before the worker finishes this one (its own last chunk's time, or before
-//! its first an optimistic [`CPU_PRIOR_NS_PER_ROW`]): otherwise the GPU takes it, and the query
-//! does not wait on a slow last CPU chunk. Until the GPU's pace is known (a few chunks past its
+//! its first a prior: an optimistic [`CPU_PRIOR_NS_PER_ROW`], plus [`CPU_GROUP_NS_PER_ROW`] as
+//! far as the estimated groups fill a chunk): otherwise the GPU takes it, and the query does
+//! not wait on a slow last CPU chunk. Until the GPU's pace is known (a few chunks past its
 //! initial burst of copies) CPU workers wait; once the GPU is done they take what is left.
 //!
 //! A [`Split::Static`] share instead hands the CPU a fixed part of the chunks up front (the
@@ -64,6 +65,24 @@ enum Claim {
 /// the GPU would finish sooner even at that speed.
 pub const CPU_PRIOR_NS_PER_ROW: f64 = 10.0;
 
+/// Before a CPU worker has timed a chunk, what a row costs it on top of
+/// [`CPU_PRIOR_NS_PER_ROW`] when every row of the chunk may open a group of its own (a share of
+/// it when the estimated groups fill part of a chunk, [`prior_ns_per_row`]): the worker builds
+/// those groups in a table of its own, past its caches, and they are merged with the GPU's at
+/// the end. Measured: db-benchmark q3 (1e6 string groups, 1e8 rows in memory) on the H200 host's
+/// 16 threads, where on the flat prior five workers each took a first chunk of 2^19 rows, spent
+/// ~270 ms on it (515 ns a row) and their groups' merge with the GPU's ~580 ms more: 879 ms for
+/// the query, against 230-250 when the CPU took none and 855 for DataFusion alone
+/// (`bench/results/groupby-q3-1e8-h200-16t-trace-3392bf9.json`).
+pub const CPU_GROUP_NS_PER_ROW: f64 = 500.0;
+
+/// The prior cost of a row of a chunk of `chunk_rows` rows to a CPU worker that has not timed
+/// one, with `groups` groups estimated for the query.
+fn prior_ns_per_row(groups: u64, chunk_rows: usize) -> f64 {
+    let opened = (groups as f64 / chunk_rows.max(1) as f64).min(1.0);
+    CPU_PRIOR_NS_PER_ROW + opened * CPU_GROUP_NS_PER_ROW
+}
+
 /// The chunks of one input, handed out once each, and the GPU's measured pace.
 #[derive(Debug)]
 pub struct ChunkQueue {
@@ -72,6 +91,8 @@ pub struct ChunkQueue {
     cpu_part: Option<(usize, AtomicUsize)>,
     /// Rows of each chunk.
     rows: Vec<usize>,
+    /// The groups the planner estimates (for a CPU worker's prior, [`prior_ns_per_row`]).
+    groups: u64,
     /// Nanoseconds per chunk the GPU takes (0 until measured).
     gpu_ns: AtomicU64,
     gpu_last: Mutex<Option<Instant>>,
@@ -85,8 +106,9 @@ pub struct ChunkQueue {
 }
 
 impl ChunkQueue {
-    /// A queue over chunks of `rows` rows each, divided as `split` says.
-    pub fn new(rows: Vec<usize>, split: Split) -> Self {
+    /// A queue over chunks of `rows` rows each, divided as `split` says, for a query of about
+    /// `groups` groups.
+    pub fn new(rows: Vec<usize>, split: Split, groups: u64) -> Self {
         let cpu_part = match split {
             Split::Dynamic => None,
             Split::Static(share) => {
@@ -99,6 +121,7 @@ impl ChunkQueue {
             next: AtomicUsize::new(0),
             cpu_part,
             rows,
+            groups,
             gpu_ns: AtomicU64::new(0),
             gpu_last: Mutex::new(None),
             gpu_claims: AtomicUsize::new(0),
@@ -171,7 +194,8 @@ impl ChunkQueue {
         let gpu = self.gpu_ns.load(Ordering::Relaxed);
         let taken = self.claim_if(|i| {
             let cpu = cpu_ns.unwrap_or_else(|| {
-                (self.rows.get(i).copied().unwrap_or(0) as f64 * CPU_PRIOR_NS_PER_ROW) as u64
+                let rows = self.rows.get(i).copied().unwrap_or(0);
+                (rows as f64 * prior_ns_per_row(self.groups, rows)) as u64
             });
             gpu_done || ((self.rows.len() - i - 1) as u64).saturating_mul(gpu) >= cpu
         });
@@ -373,7 +397,11 @@ pub(crate) async fn run(
         .await
         .map_err(external)?
         .map_err(external)?;
-    let queue = Arc::new(ChunkQueue::new(prepared.chunk_rows(), engine.hybrid_split));
+    let queue = Arc::new(ChunkQueue::new(
+        prepared.chunk_rows(),
+        engine.hybrid_split,
+        prepared.est_groups(),
+    ));
     let pieces: Vec<Vec<grouper_gpu::Piece>> = (0..queue.chunks())
         .map(|i| prepared.chunk_pieces(i).to_vec())
         .collect();
@@ -434,7 +462,7 @@ mod tests {
 
     #[test]
     fn every_chunk_is_claimed_once() {
-        let q = Arc::new(ChunkQueue::new(vec![10; 1000], Split::Dynamic));
+        let q = Arc::new(ChunkQueue::new(vec![10; 1000], Split::Dynamic, 1));
         let seen = Arc::new(Mutex::new(Vec::new()));
         std::thread::scope(|s| {
             for t in 0..4 {
@@ -466,7 +494,7 @@ mod tests {
 
     #[test]
     fn a_slow_cpu_leaves_the_last_chunks_to_the_gpu() {
-        let q = ChunkQueue::new(vec![100; 20], Split::Dynamic);
+        let q = ChunkQueue::new(vec![100; 20], Split::Dynamic, 1);
         // No GPU pace yet: the CPU waits.
         assert_eq!(q.cpu_claim(Some(5_000)), Claim::Wait);
         for i in 0..=gpu::SLOTS + 2 {
@@ -478,7 +506,8 @@ mod tests {
         assert_eq!(q.cpu_claim(Some(5_000)), Claim::Take(next));
         q.next.store(15, Ordering::Relaxed);
         assert_eq!(q.cpu_claim(Some(5_000)), Claim::Done);
-        // Before its first chunk, a worker assumes the optimistic prior (100 rows: 1 us).
+        // Before its first chunk, a worker assumes the optimistic prior (100 rows of one
+        // group: ~1.5 us, under the 4 us the GPU takes for the four chunks after it).
         assert_eq!(q.cpu_claim(None), Claim::Take(15));
         // Once the GPU stops, the CPU takes the rest.
         q.gpu_finished();
@@ -486,8 +515,35 @@ mod tests {
     }
 
     #[test]
+    fn a_first_chunk_of_many_groups_is_priced_by_them() {
+        // The GPU at 20 us a chunk of 1,000 rows; 10 chunks left after the next (200 us).
+        let queue = |groups| {
+            let q = ChunkQueue::new(vec![1_000; 20], Split::Dynamic, groups);
+            for i in 0..=gpu::SLOTS + 2 {
+                assert_eq!(q.gpu_claim(), Some(i));
+            }
+            q.gpu_ns.store(20_000, Ordering::Relaxed);
+            q.next.store(9, Ordering::Relaxed);
+            q
+        };
+        // Few groups: 18 ns a row, 18 us for the chunk: taken.
+        assert_eq!(queue(16).cpu_claim(None), Claim::Take(9));
+        // A group a row: 510 ns a row, 510 us: left to the GPU (the flat prior took it).
+        assert_eq!(queue(1 << 20).cpu_claim(None), Claim::Done);
+        // Groups filling a fifth of the chunk: 110 ns a row, 110 us: taken.
+        assert_eq!(queue(200).cpu_claim(None), Claim::Take(9));
+        // A worker's own time decides once it has one, whatever the groups.
+        assert_eq!(queue(1 << 20).cpu_claim(Some(50_000)), Claim::Take(9));
+        assert_eq!(prior_ns_per_row(0, 1_000), CPU_PRIOR_NS_PER_ROW);
+        assert_eq!(
+            prior_ns_per_row(500, 0),
+            CPU_PRIOR_NS_PER_ROW + CPU_GROUP_NS_PER_ROW
+        );
+    }
+
+    #[test]
     fn a_static_split_gives_the_cpu_its_share_whatever_the_speeds() {
-        let q = ChunkQueue::new(vec![100; 20], Split::Static(0.25));
+        let q = ChunkQueue::new(vec![100; 20], Split::Static(0.25), 1);
         // No pace known, a slow CPU: it takes its five chunks all the same, the last five.
         for i in 15..20 {
             assert_eq!(q.cpu_claim(Some(1 << 40)), Claim::Take(i));
@@ -497,10 +553,10 @@ mod tests {
         assert_eq!(gpu, (0..15).collect::<Vec<_>>());
         assert_eq!(q.cpu_share(), (500, 5));
         // The ends: all to one side.
-        let all_gpu = ChunkQueue::new(vec![1; 4], Split::Static(0.0));
+        let all_gpu = ChunkQueue::new(vec![1; 4], Split::Static(0.0), 1);
         assert_eq!(all_gpu.cpu_claim(None), Claim::Done);
         assert_eq!(std::iter::from_fn(|| all_gpu.gpu_claim()).count(), 4);
-        let all_cpu = ChunkQueue::new(vec![1; 4], Split::Static(1.0));
+        let all_cpu = ChunkQueue::new(vec![1; 4], Split::Static(1.0), 1);
         assert_eq!(all_cpu.gpu_claim(), None);
         assert_eq!(all_cpu.cpu_share(), (0, 0));
         assert!(Split::cpu_share(1.5).is_err() && Split::cpu_share(-0.1).is_err());
