@@ -32,11 +32,7 @@ pub fn lineitem_columns(
     columns: Option<&[&str]>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<Vec<RecordBatch>>> {
-    if !(sf > 0.0 && sf.is_finite()) {
-        return Err(DataFusionError::Plan(format!(
-            "scale factor must be positive, got {sf}"
-        )));
-    }
+    check_sf(sf)?;
     let schema = LineItemArrow::schema_ref();
     let projection = columns
         .map(|cols| {
@@ -49,9 +45,7 @@ pub fn lineitem_columns(
     (1..=parts)
         .into_par_iter()
         .map(|p| {
-            let gen = LineItemGenerator::new(sf, p as i32, parts as i32);
-            LineItemArrow::new(gen)
-                .with_batch_size(1 << 16)
+            part_batches(sf, p, parts)
                 .map(|b| {
                     let b = b?;
                     let b = match &projection {
@@ -64,6 +58,26 @@ pub fn lineitem_columns(
                 .collect::<Result<Vec<_>>>()
         })
         .collect()
+}
+
+/// An error unless `sf` is a positive, finite scale factor.
+pub fn check_sf(sf: f64) -> Result<()> {
+    if sf > 0.0 && sf.is_finite() {
+        Ok(())
+    } else {
+        Err(DataFusionError::Plan(format!(
+            "scale factor must be positive, got {sf}"
+        )))
+    }
+}
+
+/// Part `p` (from 1) of `parts` of `lineitem` at scale factor `sf`, batch by batch as it is
+/// generated (`grouper gen tpch` writes each batch before the next is made).
+pub fn part_batches(sf: f64, p: usize, parts: usize) -> impl Iterator<Item = Result<RecordBatch>> {
+    let gen = LineItemGenerator::new(sf, p as i32, parts as i32);
+    LineItemArrow::new(gen)
+        .with_batch_size(1 << 16)
+        .map(|b| Ok(b?))
 }
 
 /// `lineitem` as an in-memory table: stored narrowed (`narrow`: decimals as 64-bit, flags as

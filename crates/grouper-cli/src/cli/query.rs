@@ -11,6 +11,7 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{CsvReadOptions, JsonReadOptions, ParquetReadOptions, SessionContext};
 use grouper::exec::GroupByExec;
+use rayon::prelude::*;
 
 use super::{output, progress, DemoArgs, QueryArgs};
 
@@ -259,23 +260,30 @@ fn where_it_ran(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> Str
 }
 
 pub async fn gen_tpch(sf: f64, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    crate::tpch::check_sf(sf)?;
+    let sub = dir.join("lineitem");
+    std::fs::create_dir_all(&sub).with_context(|| format!("cannot create {}", sub.display()))?;
     let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
     let bar = progress::rows(crate::tpch::lineitem_rows(sf), "generating lineitem");
-    let data = crate::tpch::lineitem(sf, parts, &|n| bar.inc(n))?;
+    // Each part written as it is generated, batch by batch: generated whole first, SF 30 (180M
+    // rows) outgrew a 24 GiB machine and the kernel killed the process without a word.
+    (1..=parts)
+        .into_par_iter()
+        .try_for_each(|p| -> Result<()> {
+            let path = sub.join(format!("part-{}.parquet", p - 1));
+            let file =
+                File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+            let mut w =
+                ArrowWriter::try_new(file, tpchgen_arrow::LineItemArrow::schema_ref(), None)?;
+            for b in crate::tpch::part_batches(sf, p, parts) {
+                let b = b?;
+                bar.inc(b.num_rows() as u64);
+                w.write(&b)?;
+            }
+            w.close()?;
+            Ok(())
+        })?;
     bar.finish_and_clear();
-    let sub = dir.join("lineitem");
-    std::fs::create_dir_all(&sub)?;
-    for (p, batches) in data.iter().enumerate() {
-        let path = sub.join(format!("part-{p}.parquet"));
-        let file =
-            File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        let mut w = ArrowWriter::try_new(file, tpchgen_arrow::LineItemArrow::schema_ref(), None)?;
-        for b in batches {
-            w.write(b)?;
-        }
-        w.close()?;
-    }
     eprintln!(
         "wrote {} (query it as FROM '{}/*.parquet')",
         sub.display(),

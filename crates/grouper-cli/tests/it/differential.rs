@@ -581,3 +581,57 @@ fn fused_translation_matches_the_cpu_path() {
         assert!(fused_matches_cpu(&ctx, grouper_cli::tpch::Q1).await, "Q1 must fuse");
     });
 }
+
+#[test]
+fn gen_tpch_writes_every_generated_row_and_refuses_a_bad_scale_factor() {
+    let dir = std::env::temp_dir().join(format!("grouper-gen-tpch-{}", std::process::id()));
+    let out = grouper_bin()
+        .args(["gen", "tpch", "--sf", "0.01", "-o"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The files hold exactly the rows the in-memory generator makes, and Q1 over them answers
+    // as over the in-memory table.
+    let rows: usize = grouper_cli::tpch::lineitem(0.01, 2, &|_| {})
+        .unwrap()
+        .iter()
+        .flatten()
+        .map(|b| b.num_rows())
+        .sum();
+    let glob = format!("{}/lineitem/*.parquet", dir.display());
+    let out = grouper_bin()
+        .args([
+            "query",
+            &format!("SELECT count(*) AS n, sum(l_quantity) AS q FROM '{glob}'"),
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.starts_with(&format!("n,q\n{rows},")),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = grouper_bin()
+        .args(["gen", "tpch", "--sf", "0", "-o"])
+        .arg(dir.join("bad"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && err.contains("scale factor must be positive"),
+        "{err}"
+    );
+    assert!(
+        !dir.join("bad").exists(),
+        "nothing made for a refused scale factor"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
