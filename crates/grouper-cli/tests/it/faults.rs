@@ -478,3 +478,39 @@ fn a_cpu_lacking_the_builds_extensions_is_told_so() {
     let out = grouper().arg("--version").output().unwrap();
     assert!(out.status.success());
 }
+
+#[test]
+fn gen_tpch_writes_every_generated_row_and_refuses_a_bad_scale_factor() {
+    let d = dir().join("tpch");
+    let out = grouper()
+        .args(["gen", "tpch", "--sf", "0.01", "-o"])
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The files hold exactly the rows the in-memory generator makes.
+    let rows: usize = grouper_cli::tpch::lineitem(0.01, 2, &|_| {})
+        .unwrap()
+        .iter()
+        .flatten()
+        .map(|b| b.num_rows())
+        .sum();
+    let sql = format!(
+        "SELECT count(*) AS n FROM '{}/lineitem/*.parquet'",
+        d.display()
+    );
+    answers(&query(&[&sql, "--format", "csv"]), &format!("n\n{rows}\n"));
+    let bad = d.join("bad");
+    let out = grouper()
+        .args(["gen", "tpch", "--sf", "0", "-o"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    fails_with(&out, "scale factor must be positive");
+    assert!(!bad.exists(), "nothing made for a refused scale factor");
+    std::fs::remove_dir_all(&d).ok();
+}
