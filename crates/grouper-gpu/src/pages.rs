@@ -73,6 +73,11 @@ pub struct PageSource {
     pub files: Vec<PathBuf>,
     /// Per input column of the query, its name in the files (flat schemas).
     pub columns: Vec<String>,
+    /// Per file, the row groups to read in increasing order, where the scan's predicate pruned
+    /// some by their statistics; `None` reads every row group.
+    pub row_groups: Option<Vec<Vec<usize>>>,
+    /// The rows of those row groups, where pruned.
+    pub kept_rows: Option<u64>,
 }
 
 /// A [`PageSource`]'s files, opened (footers read): opened while the GPU starts, which takes
@@ -247,12 +252,23 @@ impl Prepared {
         let encodings: Vec<_> = read.iter().map(|&c| input.encodings[c].clone()).collect();
         let nullable: Vec<bool> = read.iter().map(|&c| input.template.nullable[c]).collect();
         let layout_of = |rows: usize| ImageLayout::new(rows, &encodings, &nullable);
-        let work: Vec<(usize, usize)> = files
+        let kept = |f: usize, rg: usize| {
+            source
+                .row_groups
+                .as_ref()
+                .is_none_or(|k| k.get(f).is_some_and(|k| k.binary_search(&rg).is_ok()))
+        };
+        let groups: Vec<(usize, usize)> = files
             .iter()
             .enumerate()
             .flat_map(|(f, file)| (0..file.row_groups()).map(move |rg| (f, rg)))
-            .filter(|&(f, rg)| files[f].rows(rg) > 0)
             .collect();
+        let work: Vec<(usize, usize)> = groups
+            .iter()
+            .copied()
+            .filter(|&(f, rg)| kept(f, rg) && files[f].rows(rg) > 0)
+            .collect();
+        let pruned = groups.iter().filter(|&&(f, rg)| !kept(f, rg)).count();
         // Chunks of whole row groups, up to CHUNK_ROWS: a launch per row group costs more than
         // it decodes (tpchgen-cli's are 114k rows). Row groups share a chunk
         // only where no column has validity bits (those start at byte boundaries).
@@ -483,9 +499,16 @@ impl Prepared {
         }
         let on_cpu = on_cpu.into_inner().unwrap_or_else(PoisonError::into_inner);
         self.report.reason += &format!(
-            "; Parquet pages decoded on the GPU ({} row groups in {} chunks{})",
+            "; Parquet pages decoded on the GPU ({} row groups in {} chunks{}{})",
             work.len(),
             chunks.len(),
+            match pruned {
+                0 => String::new(),
+                n => format!(
+                    "; {n} of {} pruned by the filter's statistics",
+                    groups.len()
+                ),
+            },
             match on_cpu.len() {
                 0 => String::new(),
                 n => format!(

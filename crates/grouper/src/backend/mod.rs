@@ -20,6 +20,7 @@ mod mapped;
 pub mod pages;
 mod pooled_pages;
 mod pooled_scan;
+mod pruning;
 mod row_group_morsels;
 pub mod spill;
 
@@ -243,7 +244,7 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
     };
     let pages = source
         .as_ref()
-        .map(|(p, rows)| (*rows, pages::page_values(p, *rows)));
+        .map(|(p, rows)| (p.kept_rows.unwrap_or(*rows), pages::page_values(p, *rows)));
     let route = if let Some((source, _)) =
         source.filter(|_| pages.is_some_and(|(_, values)| values >= pages::PAGES_MIN_VALUES))
     {

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
@@ -13,14 +14,18 @@ use grouper_gpu::pages::PageSource;
 use grouper_gpu::{ColumnBounds, GpuQuery, Prepared};
 
 use super::external;
+use super::pruning::ScanPruning;
 use crate::config::Engine;
 use crate::group_by::GroupByPlan;
 use crate::harm::DICTIONARY_CHUNKS;
-use crate::parquet_files::{dictionary_values, local_parquet_files, scan_columns, string_type};
+use crate::parquet_files::{
+    cached_footer, dictionary_values, local_parquet_files, scan_columns, scan_files, string_type,
+};
 
 /// The files and column names of `source` when it is a scan the GPU can read as pages: local
 /// Parquet files, whole (no limit, no partition columns, no filter pushed into the reader), its
-/// columns plain columns of the files. `None` otherwise (the scan's batches are used).
+/// columns plain columns of the files; with the row groups its predicate's statistics leave,
+/// where they leave some out. `None` otherwise (the scan's batches are used).
 pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource> {
     let (cfg, parquet, files) = local_parquet_files(source)?;
     let pushed = cfg.file_source().filter().is_some()
@@ -29,7 +34,44 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
         return None;
     }
     let columns = scan_columns(cfg, source)?;
-    Some(PageSource { files, columns })
+    let kept = kept_row_groups(cfg, parquet);
+    Some(PageSource {
+        files,
+        columns,
+        kept_rows: kept.as_ref().map(|(_, rows)| *rows),
+        row_groups: kept.map(|(groups, _)| groups),
+    })
+}
+
+/// Per file of the scan `cfg` (in its order), the row groups the predicate's statistics may
+/// select, as DataFusion's opener prunes them, and their rows; `None` where none is left out
+/// (no predicate, pruning off, or a footer not read here: the page reader then reads and
+/// checks every row group). Pages within a row group are not pruned: the GPU decodes whole
+/// column chunks, and the query's filter still runs on every row read.
+fn kept_row_groups(
+    cfg: &FileScanConfig,
+    parquet: &ParquetSource,
+) -> Option<(Vec<Vec<usize>>, u64)> {
+    let pruning = ScanPruning::new(parquet, Arc::clone(cfg.file_schema()));
+    if !pruning.prunes_row_groups() {
+        return None;
+    }
+    let (mut pruned, mut rows) = (false, 0u64);
+    let kept = scan_files(cfg)
+        .into_iter()
+        .map(|f| {
+            let meta = cached_footer(f, None)?;
+            let plan = pruning.access_plan(f.object_meta.location.as_ref(), &meta, false);
+            let kept = plan.row_group_indexes();
+            pruned |= kept.len() < meta.num_row_groups();
+            rows += kept
+                .iter()
+                .map(|&rg| meta.row_group(rg).num_rows().max(0) as u64)
+                .sum::<u64>();
+            Some(kept)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    pruned.then_some((kept, rows))
 }
 
 /// Values (rows × the scan's columns) from which `auto` sends a Parquet scan the GPU reads as
@@ -43,8 +85,11 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
 /// GPU against 0.9-1.5 on the host's threads puts the crossing between 0.6G and 1.4G values.
 pub const PAGES_MIN_VALUES: u64 = 1 << 30;
 
-/// Values of a scan of `rows` rows over `pages`' columns, for [`PAGES_MIN_VALUES`].
+/// Values of a scan of `rows` rows over `pages`' columns, for [`PAGES_MIN_VALUES`]: of the
+/// row groups left after pruning, where the predicate pruned some (the CPU's scan reads as
+/// few).
 pub(crate) fn page_values(pages: &PageSource, rows: u64) -> u64 {
+    let rows = pages.kept_rows.map_or(rows, |kept| kept.min(rows));
     rows.saturating_mul(pages.columns.len().max(1) as u64)
 }
 
@@ -199,6 +244,69 @@ mod tests {
                 unlisted,
                 "{sql}"
             );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A filter on a column the row groups hold in order leaves out the row groups whose
+    /// statistics rule every row out (their rows no longer count towards the GPU's threshold);
+    /// a filter that rules none out, or none at all, reads every row group.
+    #[tokio::test]
+    async fn row_groups_the_filter_rules_out_are_not_read() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("k", DataType::Int32, false),
+        ]));
+        let n = 4000i64;
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..n)),
+                Arc::new(Int32Array::from_iter_values((0..n).map(|i| (i % 7) as i32))),
+            ],
+        )
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("grouper-pages-prune-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sorted.parquet");
+        let props = datafusion::parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(1000))
+            .build();
+        let file = std::fs::File::create(&path).unwrap();
+        let mut w = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let ctx = crate::session_context(&GrouperConfig {
+            backend: Backend::Auto,
+            grouper_only: true,
+            ..Default::default()
+        })
+        .unwrap();
+        ctx.register_parquet(
+            "t",
+            path.to_string_lossy().as_ref(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        // The filter, the row groups and rows kept, the columns read.
+        for (filter, kept, columns) in [
+            ("id < 1500", Some((vec![0, 1], 2000)), 2),
+            ("id >= 3000 AND k = 2", Some((vec![3], 1000)), 2),
+            ("id > 9000", Some((vec![], 0)), 2),
+            ("k = 2", None, 1),
+            ("true", None, 1),
+        ] {
+            let sql = format!("SELECT k, count(*) FROM t WHERE {filter} GROUP BY k");
+            let plan = crate::test_support::physical_plan(&ctx, &sql).await;
+            let source = fused_source(&plan).expect("a fused source");
+            let pages = page_source(&source).expect("a page source");
+            let values = kept.as_ref().map_or(n as u64, |k| k.1) * columns;
+            assert_eq!(page_values(&pages, n as u64), values, "{filter}");
+            let got = pages
+                .row_groups
+                .map(|mut g| (g.remove(0), pages.kept_rows.unwrap()));
+            assert_eq!(got, kept, "{filter}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

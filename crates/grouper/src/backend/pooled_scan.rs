@@ -17,10 +17,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use bytes::Bytes;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::datasource::physical_plan::parquet::{
-    PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccess,
-    RowGroupAccessPlanFilter,
-};
+use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use datafusion::datasource::physical_plan::FileSource;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -32,9 +29,7 @@ use datafusion::parquet::arrow::{
 };
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PhysicalExpr, PlanProperties,
@@ -42,6 +37,7 @@ use datafusion::physical_plan::{
 
 use super::mapped::{map_file, maps_files};
 use super::pooled_pages::{PagePool, PooledRowGroup};
+use super::pruning::ScanPruning;
 use super::row_group_morsels::{self, CutScan};
 use crate::parquet_files::{cached_footer, local_parquet_files, local_path, scan_columns};
 
@@ -115,19 +111,7 @@ pub(crate) fn over(cut: &CutScan, context: &TaskContext) -> Option<Arc<dyn Execu
         .collect::<Option<Vec<_>>>()?;
 
     // Pruned as DataFusion's opener prunes, where its options let it.
-    let pruning = predicate
-        .as_ref()
-        .filter(|_| options.pruning)
-        .and_then(|p| {
-            PruningPredicateBuilder::new()
-                .with_file_schema(Arc::clone(&table))
-                .build(Arc::clone(p))
-        });
-    let pages = predicate
-        .as_ref()
-        .filter(|_| options.enable_page_index)
-        .map(|p| PagePruningAccessPlanFilter::new(p, Arc::clone(&table)));
-    let metrics = ExecutionPlanMetricsSet::new();
+    let pruning = ScanPruning::new(parquet, Arc::clone(&table));
     let cache = context
         .runtime_env()
         .cache_manager
@@ -140,26 +124,7 @@ pub(crate) fn over(cut: &CutScan, context: &TaskContext) -> Option<Arc<dyn Execu
         }
         let metadata = cached_footer(f, Some(cache.as_ref()))?;
         let file = scan_file(&local_path(f), f.object_meta.size, metadata, &table, &roots)?;
-        let metadata = &file.metadata;
-        let groups = metadata.row_groups();
-        let mut plan = ParquetAccessPlan::new_all(groups.len());
-        let name = f.object_meta.location.as_ref();
-        let file_metrics = ParquetFileMetrics::new(0, name, &metrics);
-        if let Some(p) = &pruning {
-            let mut filter = RowGroupAccessPlanFilter::new(plan);
-            let parquet_schema = metadata.file_metadata().schema_descr();
-            filter.prune_by_statistics(&table, parquet_schema, groups, p, &file_metrics);
-            plan = filter.build();
-        }
-        if let Some(p) = pages.as_ref().filter(|_| metadata.offset_index().is_some()) {
-            plan = p.prune_plan_with_page_index(
-                plan,
-                &table,
-                metadata.file_metadata().schema_descr(),
-                metadata,
-                &file_metrics,
-            );
-        }
+        let plan = pruning.access_plan(f.object_meta.location.as_ref(), &file.metadata, true);
         files.push(file);
         kept.push(plan);
     }
