@@ -432,26 +432,40 @@ pub fn add_column_chunk(
                 if matches!(
                     descr.physical_type(),
                     PhysicalType::INT32 | PhysicalType::INT64
-                ) && target.check.is_none()
-                    && stretches == [(0, p.rows)] =>
+                ) && target.check.is_none() =>
             {
-                // No NULLs (else the chunk goes to the CPU): the kernel reads the block headers.
+                // The kernel reads the block headers; with NULLs, it places each value by the
+                // page's stretches of valid rows (their table after the stream).
                 let h = super::delta::header(p.values)?;
                 if h.values != values as u64 {
                     return Err(corrupt("a DELTA_BINARY_PACKED page of another value count"));
                 }
-                let base = img.add_payload(p.values, 8)?;
-                let stride = u32::try_from(p.values.len())
-                    .map_err(|_| unsupported("a page over 4 GiB".into()))?;
-                let delta = Segment {
-                    src: base,
-                    dst: dst_of(0),
-                    count: values as u32,
-                    stride,
-                    src_width: sw,
-                    ..seg(Kind::Delta)
-                };
-                img.push(delta, decoded)?;
+                if values > 0 {
+                    let base = img.add_payload(p.values, 8)?;
+                    let stride = u32::try_from(p.values.len())
+                        .map_err(|_| unsupported("a page over 4 GiB".into()))?;
+                    let (dict, dict_len) = match stretches.as_slice() {
+                        [(0, n)] if *n == p.rows => (0, 0),
+                        _ => {
+                            let table = super::delta::row_table(&stretches)?;
+                            let at = img.add_payload(&table, 8)?;
+                            let at = u32::try_from(at)
+                                .map_err(|_| unsupported("a page image over 4 GiB".into()))?;
+                            (at, stretches.len() as u32)
+                        }
+                    };
+                    let delta = Segment {
+                        src: base,
+                        dst: dst_of(0),
+                        count: values as u32,
+                        stride,
+                        dict,
+                        dict_len,
+                        src_width: sw,
+                        ..seg(Kind::Delta)
+                    };
+                    img.push(delta, decoded)?;
+                }
             }
             (e, _) => {
                 return Err(unsupported(format!(

@@ -131,6 +131,58 @@ pub fn decode(stream: &[u8], count: usize) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// The table by which the kernel places a page's values among its NULLs: per stretch of valid
+/// rows (`(first row, rows)`, from the page's first row, in order), the index of its first value
+/// and its first row, two little-endian `u32`s. Value `j` lands on the row of the last stretch
+/// whose first value is at most `j`, `j` less that first value further on ([`row_of`]).
+pub fn row_table(stretches: &[(usize, usize)]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(stretches.len() * 8);
+    let mut first = 0usize;
+    let too_many = || corrupt("a page of more than 2^32 rows");
+    for &(row, n) in stretches {
+        out.extend(u32::try_from(first).map_err(|_| too_many())?.to_le_bytes());
+        out.extend(u32::try_from(row).map_err(|_| too_many())?.to_le_bytes());
+        first += n;
+    }
+    Ok(out)
+}
+
+/// `table` ([`row_table`]'s bytes) as pairs, checked for a page of `values` values: stretches
+/// in order, the first at value 0, none empty or overlapping the next; with the rows the
+/// values span (one past the last value's row), which bounds what the kernel writes.
+pub fn read_row_table(table: &[u8], values: u64) -> Result<(Vec<(u32, u32)>, u64)> {
+    let pairs: Vec<(u32, u32)> = table
+        .chunks_exact(8)
+        .map(|p| {
+            let word = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            (word(&p[..4]), word(&p[4..]))
+        })
+        .collect();
+    let bad = || corrupt("a table of valid rows out of order");
+    if table.len() % 8 != 0 || pairs.first().is_none_or(|p| p.0 != 0) {
+        return Err(bad());
+    }
+    for w in pairs.windows(2) {
+        let ((f0, r0), (f1, r1)) = (w[0], w[1]);
+        if f1 <= f0 || u64::from(r0) + u64::from(f1 - f0) > u64::from(r1) {
+            return Err(bad());
+        }
+    }
+    let &(f, r) = pairs.last().ok_or_else(bad)?;
+    if u64::from(f) >= values {
+        return Err(bad());
+    }
+    Ok((pairs, u64::from(r) + values - u64::from(f)))
+}
+
+/// The row of value `j` by `table` ([`read_row_table`]'s pairs), from the page's first row.
+pub fn row_of(table: &[(u32, u32)], j: u64) -> u64 {
+    let k = table.partition_point(|p| u64::from(p.0) <= j).saturating_sub(1);
+    table
+        .get(k)
+        .map_or(j, |&(f, r)| u64::from(r) + j - u64::from(f))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +213,28 @@ mod tests {
         ]);
         let got = decode(&page, 3).unwrap();
         assert_eq!(got, [u64::MAX, (i64::MAX) as u64, u64::MAX]);
+    }
+
+    /// Values placed among NULLs: rows 0-1 NULL, 2-4 valid, 5 NULL, 6 valid, 7-9 NULL.
+    #[test]
+    fn a_row_table_places_values_between_nulls() {
+        let table = row_table(&[(2, 3), (6, 1)]).unwrap();
+        let (pairs, span) = read_row_table(&table, 4).unwrap();
+        assert_eq!(pairs, [(0, 2), (3, 6)]);
+        assert_eq!(span, 7);
+        let rows: Vec<u64> = (0..4).map(|j| row_of(&pairs, j)).collect();
+        assert_eq!(rows, [2, 3, 4, 6]);
+        // Out of order, overlapping, not from value 0, or past the page's values: refused.
+        for bad in [
+            row_table(&[(6, 1), (2, 3)]).unwrap(),
+            row_table(&[(2, 5), (6, 1)]).unwrap(),
+            [1u32, 0].iter().flat_map(|w| w.to_le_bytes()).collect(),
+            Vec::new(),
+            vec![0; 7],
+        ] {
+            assert!(read_row_table(&bad, 4).is_err(), "{bad:?}");
+        }
+        assert!(read_row_table(&table, 3).is_err(), "a stretch past the values");
     }
 
     #[test]

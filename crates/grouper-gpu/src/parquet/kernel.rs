@@ -209,9 +209,30 @@ __device__ __forceinline__ u128 narrow(u64 v, int sw, int sign) {
     return extend(x, sw, sign);
 }
 
+/* The stretch of a DELTA page's table of valid rows (`n` pairs of first value, first row) that
+   holds value `j`: the last whose first value is at most `j`. */
+__device__ unsigned int delta_stretch(const unsigned int* t, unsigned int n, unsigned int j) {
+    unsigned int lo = 0, hi = n;
+    while (hi - lo > 1) {
+        unsigned int mid = (lo + hi) / 2;
+        if (t[2 * mid] <= j) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+/* The row (from the segment's first) of value `j`: `j` itself in a page without NULLs, else by
+   the table `t` of valid rows, from stretch `*k` (at or before j's) moved forward. */
+__device__ __forceinline__ u64 delta_row(const unsigned int* t, unsigned int n, unsigned int j,
+                                         unsigned int* k) {
+    if (n == 0) return j;
+    while (*k + 1 < n && t[2 * (*k + 1)] <= j) (*k)++;
+    return (u64)t[2 * *k + 1] + (j - t[2 * *k]);
+}
+
 /* A page's DELTA_BINARY_PACKED stream, by one block: thread 0 reads block headers for up to
    MINIS miniblocks into shared memory; every thread unpacks a stretch of those deltas and adds
-   them up; a scan over the threads' sums places each stretch; the tile's total carries on.
+   them up; a scan over the threads' sums places each stretch; the tile's total carries on. A
+   page with NULLs places value j on its row by the page's table of valid rows (`dict`).
    A header, width or miniblock past the stream's end raises flag 2 and stops the segment. */
 __device__ void delta(const Seg& s, const unsigned char* pay, unsigned char* o, u64 flags) {
     __shared__ u64 mbit[MINIS], mmin[MINIS];
@@ -222,6 +243,7 @@ __device__ void delta(const Seg& s, const unsigned char* pay, unsigned char* o, 
     __shared__ int bad;
     const u64 end = s.src + s.stride;
     const int dw = s.dw, sw = s.sw, sign = s.sign;
+    const unsigned int* rows = (const unsigned int*)(pay + s.dict);
     if (threadIdx.x == 0) {
         int b = 0;
         u64 p = s.src;
@@ -238,7 +260,9 @@ __device__ void delta(const Seg& s, const unsigned char* pay, unsigned char* o, 
             next = (unsigned int)mb;
             pos = p;
             carry = first;
-            if (s.count > 0) store(o + s.dst, narrow(first, sw, sign), dw);
+            unsigned int k0 = 0;
+            if (s.count > 0)
+                store(o + s.dst + delta_row(rows, s.dict_len, 0, &k0) * dw, narrow(first, sw, sign), dw);
         }
     }
     __syncthreads();
@@ -298,10 +322,12 @@ __device__ void delta(const Seg& s, const unsigned char* pay, unsigned char* o, 
             __syncthreads();
         }
         u64 v = carry + sums[threadIdx.x] - local;
+        unsigned int k = s.dict_len && lo < hi ? delta_stretch(rows, s.dict_len, done + lo) : 0;
         for (unsigned int j = lo; j < hi; j++) {
             unsigned int m = j / per;
             v += mmin[m] + field(pay, mbit[m] + (u64)(j - m * per) * mw[m], mw[m]);
-            store(o + s.dst + (u64)(done + j) * dw, narrow(v, sw, sign), dw);
+            u64 row = delta_row(rows, s.dict_len, done + j, &k);
+            store(o + s.dst + row * dw, narrow(v, sw, sign), dw);
         }
         __syncthreads();
         if (threadIdx.x == 0) carry += sums[blockDim.x - 1];

@@ -48,8 +48,9 @@ pub enum Kind {
     /// a page, so the CPU neither parses them nor sends a segment a run.
     Hybrid = 5,
     /// A page's whole DELTA_BINARY_PACKED stream of INT32 or INT64 values (`stride` bytes from
-    /// byte `src`, `count` values, no NULLs; [`super::delta`]): a block a page reads the block
-    /// headers, unpacks the deltas and adds them up (a prefix sum), tile by tile.
+    /// byte `src`, `count` values; [`super::delta`]): a block a page reads the block headers,
+    /// unpacks the deltas and adds them up (a prefix sum), tile by tile. A page with NULLs
+    /// places its values by its table of valid rows (`dict`, `dict_len`).
     Delta = 6,
 }
 
@@ -64,9 +65,10 @@ pub struct Segment {
     pub dst: u64,
     /// Values (bytes for [`Kind::Copy`]).
     pub count: u32,
-    /// Payload byte offset of the dictionary (its entries are `src_width` bytes each).
+    /// Payload byte offset of the dictionary (its entries are `src_width` bytes each), or of a
+    /// [`Kind::Delta`] page's table of valid rows ([`super::delta::row_table`]).
     pub dict: u32,
-    /// Entries in the dictionary.
+    /// Entries in the dictionary, or stretches in the table of valid rows (0: no NULLs).
     pub dict_len: u32,
     /// [`Kind::Split`]: bytes between a value's byte planes (the page's value count);
     /// [`Kind::Hybrid`]: bytes of the stream.
@@ -133,7 +135,9 @@ impl Segment {
             Kind::Packed => self.src += 8 * shift,
             Kind::Rle => {}
         }
-        if matches!(self.kind, Kind::Packed | Kind::Rle | Kind::Hybrid) {
+        // A DELTA page's table of valid rows moves with the payload as a dictionary does.
+        let table = self.kind == Kind::Delta && self.dict_len > 0;
+        if table || matches!(self.kind, Kind::Packed | Kind::Rle | Kind::Hybrid) {
             self.dict = u32::try_from(self.dict as u64 + shift).map_err(|_| too_large())?;
         }
         Ok(self)
@@ -236,7 +240,19 @@ impl PageImage {
                 return Err(corrupt("a dictionary index past the dictionary"));
             }
         }
-        if seg.writes().1 > decoded {
+        let mut writes = seg.writes().1;
+        if seg.kind == Kind::Delta && seg.dict_len > 0 {
+            // Values placed among NULLs by the page's table of valid rows: checked, and the
+            // rows it spans bound the writes.
+            let at = seg.dict as usize;
+            let table = self
+                .payload
+                .get(at..at + seg.dict_len as usize * 8)
+                .ok_or_else(|| corrupt("a table of valid rows runs past the page image"))?;
+            let (_, span) = super::delta::read_row_table(table, seg.count.into())?;
+            writes = seg.dst + span * seg.dst_width as u64;
+        }
+        if writes > decoded {
             return Err(corrupt("more values than the row group's rows"));
         }
         if matches!(seg.kind, Kind::Hybrid | Kind::Delta) {
@@ -463,8 +479,13 @@ pub fn decode_on_host(image: &[u8], segments: usize, decoded: usize) -> Result<V
         };
         if kind == Kind::Delta as u8 {
             let stream = get(src as usize, stride)?;
+            let table = match dict_len {
+                0 => Vec::new(),
+                n => super::delta::read_row_table(get(dict, n as usize * 8)?, count as u64)?.0,
+            };
             for (j, v) in super::delta::decode(stream, count)?.into_iter().enumerate() {
-                let at = dst + j * dw as usize;
+                let row = super::delta::row_of(&table, j as u64) as usize;
+                let at = dst + row * dw as usize;
                 out.get_mut(at..at + dw as usize)
                     .ok_or_else(too_large)?
                     .copy_from_slice(&convert(

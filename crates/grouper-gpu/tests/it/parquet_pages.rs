@@ -1,5 +1,5 @@
 //! Page images against the parquet crate's own Arrow reader: files written with dictionaries on
-//! and off, BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED (decoded on the CPU), page format v1 and
+//! and off, BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED (with and without NULLs), DELTA_BYTE_ARRAY (decoded on the CPU), page format v1 and
 //! v2, SNAPPY, ZSTD and no compression, NULLs, several pages and row groups; decoded here by
 //! [`decode_on_host`] (the GPU kernel's reference); on a GPU, the decode kernel is held to the
 //! same values.
@@ -134,8 +134,11 @@ pub fn properties(variant: usize) -> WriterProperties {
     match variant % 4 {
         0 => b.set_compression(Compression::SNAPPY),
         // Dictionaries off, and one that fills up part-way (later pages fall back to PLAIN).
+        // And a string column of DELTA_BYTE_ARRAY pages, which only the CPU decodes.
         1 => b
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_column_dictionary_enabled(ColumnPath::from("s"), false)
+            .set_column_encoding(ColumnPath::from("s"), PqEncoding::DELTA_BYTE_ARRAY)
             .set_column_dictionary_enabled(ColumnPath::from("i64"), false)
             .set_column_dictionary_enabled(ColumnPath::from("wide"), false)
             .set_dictionary_page_size_limit(512),
@@ -419,18 +422,18 @@ fn every_writer_setting_decodes_to_the_arrow_readers_values() {
         let path = dir.join(format!("v{variant}.parquet"));
         write(&path, &table(7001, variant as u64), properties(variant));
         let on_cpu = decode_file(&path);
-        // DELTA_BINARY_PACKED decodes on the GPU without NULLs (leaf 8); with NULLs (leaf 9)
-        // the chunk is decoded on the CPU, and named.
-        assert!(
-            on_cpu
-                .iter()
-                .any(|(leaf, why)| *leaf == 9 && why.contains("DELTA_BINARY_PACKED")),
-            "variant {variant}: {on_cpu:?}"
-        );
-        assert!(
-            on_cpu.iter().all(|(leaf, _)| *leaf == 9),
-            "variant {variant}: {on_cpu:?}"
-        );
+        // DELTA_BINARY_PACKED decodes on the GPU, without NULLs (leaf 8) and with them (leaf
+        // 9); the strings of DELTA_BYTE_ARRAY pages (leaf 6, variant 1) on the CPU, named.
+        match variant {
+            1 => assert!(
+                !on_cpu.is_empty()
+                    && on_cpu
+                        .iter()
+                        .all(|(leaf, why)| *leaf == 6 && why.contains("DELTA_BYTE_ARRAY")),
+                "variant {variant}: {on_cpu:?}"
+            ),
+            _ => assert!(on_cpu.is_empty(), "variant {variant}: {on_cpu:?}"),
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -640,8 +643,8 @@ fn files_duckdb_writes_decode_as_the_arrow_reader_reads_them() {
 /// Files pyarrow writes (`scripts/write-pyarrow-fixtures.py`, committed): dictionary on and
 /// off, BYTE_STREAM_SPLIT with data pages v2, DELTA_BINARY_PACKED; SNAPPY, ZSTD and none;
 /// NULLs, several row groups and pages, a string key. Decoded through page images as the Arrow
-/// reader reads them and, where there is a GPU, by the kernel as by the host reference; only
-/// the DELTA_BINARY_PACKED chunk with NULLs goes to the CPU, and is named.
+/// reader reads them and, where there is a GPU, by the kernel as by the host reference; none
+/// goes to the CPU (the DELTA_BINARY_PACKED column with NULLs included).
 #[test]
 fn files_pyarrow_writes_decode_as_the_arrow_reader_reads_them() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/pyarrow");
@@ -654,19 +657,7 @@ fn files_pyarrow_writes_decode_as_the_arrow_reader_reads_them() {
     ] {
         let path = dir.join(format!("{name}.parquet"));
         let on_cpu = decode_file(&path);
-        if name == "delta_snappy" {
-            // Column k (leaf 1, with NULLs) in each of the three row groups; i (no NULLs)
-            // decodes on the GPU.
-            assert_eq!(on_cpu.len(), 3, "{name}: {on_cpu:?}");
-            assert!(
-                on_cpu
-                    .iter()
-                    .all(|(leaf, why)| *leaf == 1 && why.contains("DELTA_BINARY_PACKED")),
-                "{name}: {on_cpu:?}"
-            );
-        } else {
-            assert!(on_cpu.is_empty(), "{name}: {on_cpu:?}");
-        }
+        assert!(on_cpu.is_empty(), "{name}: {on_cpu:?}");
         seen += 1;
     }
     assert_eq!(seen, 4);
