@@ -432,13 +432,22 @@ pub fn add_column_chunk(
                 if matches!(
                     descr.physical_type(),
                     PhysicalType::INT32 | PhysicalType::INT64
-                ) && target.check.is_none() =>
+                ) =>
             {
                 // The kernel reads the block headers; with NULLs, it places each value by the
                 // page's stretches of valid rows (their table after the stream).
                 let h = super::delta::header(p.values)?;
                 if h.values != values as u64 {
                     return Err(corrupt("a DELTA_BINARY_PACKED page of another value count"));
+                }
+                if target.check.is_some() {
+                    // A key column's values are checked against the plan here, as a PLAIN
+                    // page's are; the page still travels encoded.
+                    let plain: Vec<u8> = super::delta::decode(p.values, values)?
+                        .iter()
+                        .flat_map(|v| v.to_le_bytes().into_iter().take(sw as usize))
+                        .collect();
+                    target.checked(&plain_to_native(&plain, values, descr, target)?, values)?;
                 }
                 if values > 0 {
                     let base = img.add_payload(p.values, 8)?;

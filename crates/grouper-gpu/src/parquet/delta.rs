@@ -177,7 +177,9 @@ pub fn read_row_table(table: &[u8], values: u64) -> Result<(Vec<(u32, u32)>, u64
 
 /// The row of value `j` by `table` ([`read_row_table`]'s pairs), from the page's first row.
 pub fn row_of(table: &[(u32, u32)], j: u64) -> u64 {
-    let k = table.partition_point(|p| u64::from(p.0) <= j).saturating_sub(1);
+    let k = table
+        .partition_point(|p| u64::from(p.0) <= j)
+        .saturating_sub(1);
     table
         .get(k)
         .map_or(j, |&(f, r)| u64::from(r) + j - u64::from(f))
@@ -234,7 +236,10 @@ mod tests {
         ] {
             assert!(read_row_table(&bad, 4).is_err(), "{bad:?}");
         }
-        assert!(read_row_table(&table, 3).is_err(), "a stretch past the values");
+        assert!(
+            read_row_table(&table, 3).is_err(),
+            "a stretch past the values"
+        );
     }
 
     #[test]

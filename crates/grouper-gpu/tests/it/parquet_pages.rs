@@ -344,6 +344,9 @@ fn the_gpu_flags_a_packed_index_past_its_dictionary_and_a_cut_page() {
             count: 8,
             stride: bytes.len() as u32,
             kind: Kind::Delta,
+            // No NULLs: no table of valid rows.
+            dict: 0,
+            dict_len: 0,
             ..seg
         };
         img.push(delta, 64).unwrap();
@@ -359,6 +362,30 @@ fn the_gpu_flags_a_packed_index_past_its_dictionary_and_a_cut_page() {
             false => assert!(got.is_err(), "a cut DELTA page must be flagged"),
         }
     }
+    // With NULLs (rows 0-1 and 5): the values placed by the page's table of valid rows, the
+    // NULL rows left alone, as the host places them.
+    let mut img = PageImage::new();
+    let at = img.add_payload(&stream, 8).unwrap();
+    let table = grouper_gpu::parquet::delta::row_table(&[(2, 3), (6, 5)]).unwrap();
+    let table_at = img.add_payload(&table, 8).unwrap();
+    let delta = Segment {
+        src: at,
+        count: 8,
+        stride: stream.len() as u32,
+        kind: Kind::Delta,
+        dict: table_at as u32,
+        dict_len: 2,
+        ..seg
+    };
+    img.push(delta, 88).unwrap();
+    let want: Vec<u8> = [0i64, 0, 7, 5, 3, 0, 1, 2, 3, 4, 5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut bytes = vec![0u8; img.bytes()];
+    img.write(&mut bytes).unwrap();
+    assert_eq!(decode_on_host(&bytes, img.segments(), 88).unwrap(), want);
+    assert_eq!(decode_on_gpu(&img, 88).unwrap(), want);
     let mut bad = PageImage::new();
     let at = bad
         .add_payload(&[100, 4, 8, 14, 3, 2, 0, 0, 0, 0xc0, 0x3f], 8)
@@ -368,6 +395,8 @@ fn the_gpu_flags_a_packed_index_past_its_dictionary_and_a_cut_page() {
         count: 8,
         stride: 11,
         kind: Kind::Delta,
+        dict: 0,
+        dict_len: 0,
         ..seg
     };
     bad.push(delta, 64).unwrap();
@@ -638,6 +667,64 @@ fn files_duckdb_writes_decode_as_the_arrow_reader_reads_them() {
         assert!(on_cpu.is_empty(), "{codec}: {on_cpu:?}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A key column of DELTA_BINARY_PACKED pages (pyarrow's `k`, with NULLs) is checked against
+/// the plan on the CPU, as PLAIN pages are, and still travels encoded: the check sees every
+/// valid value in order, the decoded image is the Arrow reader's, and a value the check
+/// refuses stops the row group (the caller then reads the files another way).
+#[test]
+fn delta_key_values_are_checked_on_the_cpu_and_stay_encoded() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/pyarrow/delta_snappy.parquet");
+    let file = ParquetFile::open(&path).unwrap();
+    let coder = coder();
+    let schema = file.arrow_schema();
+    let seen: Arc<Mutex<Vec<i32>>> = Default::default();
+    for refuse in [false, true] {
+        for rg in 0..file.row_groups() {
+            let (layout, mut columns) = layout(&schema, file.rows(rg), &coder);
+            let seen = Arc::clone(&seen);
+            columns[1].target.check = Some(Arc::new(move |native: &[u8], n: usize| {
+                if refuse {
+                    return Err(grouper_core::GrouperError::OutsidePlan("refused".into()));
+                }
+                let values = native[..n * 4].chunks_exact(4);
+                let mut seen = seen.lock().unwrap();
+                seen.extend(values.map(|b| i32::from_le_bytes(b.try_into().unwrap())));
+                Ok(())
+            }));
+            let got = file.row_group_image(rg, &columns, &layout);
+            if refuse {
+                assert!(
+                    matches!(got, Err(grouper_core::GrouperError::OutsidePlan(_))),
+                    "row group {rg}"
+                );
+                continue;
+            }
+            let img = got.unwrap();
+            assert!(img.on_cpu.is_empty(), "{:?}", img.on_cpu);
+            let mut bytes = vec![0u8; img.image.bytes()];
+            img.image.write(&mut bytes).unwrap();
+            let decoded = decode_on_host(&bytes, img.image.segments(), layout.bytes).unwrap();
+            check_decoded(&path, rg, &decoded, &layout, &coder);
+        }
+    }
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut want = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let k = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .unwrap();
+        want.extend(k.iter().flatten());
+    }
+    assert_eq!(*seen.lock().unwrap(), want);
 }
 
 /// Files pyarrow writes (`scripts/write-pyarrow-fixtures.py`, committed): dictionary on and
