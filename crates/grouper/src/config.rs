@@ -7,6 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use grouper_core::planner::Overrides;
 use grouper_core::profile::Profile;
 #[cfg(feature = "gpu")]
@@ -120,6 +121,10 @@ pub struct Engine {
     pub grouper_only: bool,
     /// The aggregations `auto` left to DataFusion, and why (for `--explain`).
     pub kept: Arc<KeptLog>,
+    /// The session's cache of Parquet footers (DataFusion fills it as it lists the files):
+    /// choosing a route reads the footers again (pruning, the GPU's page source) without
+    /// parsing them again.
+    pub footers: Arc<FileMetadataCache>,
 }
 
 #[cfg(feature = "gpu")]

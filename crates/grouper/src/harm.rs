@@ -79,11 +79,13 @@ pub(crate) fn datafusion_keeps(
         return None;
     }
     #[cfg(feature = "gpu")]
-    if !matches!(
-        crate::backend::auto_gpu(engine, plan),
-        crate::backend::AutoGpu::No(_)
-    ) {
-        return None;
+    match crate::backend::auto_gpu(engine, plan) {
+        crate::backend::AutoGpu::No(_) => {}
+        crate::backend::AutoGpu::Pages { .. } => {
+            crate::backend::pages::start_early();
+            return None;
+        }
+        crate::backend::AutoGpu::Hybrid { .. } => return None,
     }
     cpu_loses(lower.input(), plan, engine.pool.threads())
 }

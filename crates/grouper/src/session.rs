@@ -90,12 +90,14 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
     let mut builder = SessionStateBuilder::new()
         .with_config(session)
         .with_default_features();
-    if let Some(limit) = config.memory_limit {
-        let runtime = RuntimeEnvBuilder::new()
-            .with_memory_limit(limit, 1.0)
-            .build_arc()?;
-        builder = builder.with_runtime_env(runtime);
+    let runtime = match config.memory_limit {
+        Some(limit) => RuntimeEnvBuilder::new().with_memory_limit(limit, 1.0),
+        None => RuntimeEnvBuilder::new(),
     }
+    .build_arc()?;
+    // The footers DataFusion reads when it lists the files, which grouper's own readers share.
+    let footers = runtime.cache_manager.get_file_metadata_cache();
+    builder = builder.with_runtime_env(runtime);
     if config.backend != Backend::DataFusion {
         let pool = match &config.pool {
             Some(p) => LazyPool::started(Arc::clone(p)),
@@ -122,6 +124,7 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
                 pool,
                 grouper_only: config.grouper_only,
                 kept,
+                footers,
             }))))
             .with_physical_optimizer_rule(Arc::new(TopPerGroupRule));
     }

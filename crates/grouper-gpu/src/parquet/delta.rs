@@ -159,7 +159,7 @@ pub fn read_row_table(table: &[u8], values: u64) -> Result<(Vec<(u32, u32)>, u64
         })
         .collect();
     let bad = || corrupt("a table of valid rows out of order");
-    if table.len() % 8 != 0 || pairs.first().is_none_or(|p| p.0 != 0) {
+    if !table.len().is_multiple_of(8) || pairs.first().is_none_or(|p| p.0 != 0) {
         return Err(bad());
     }
     for w in pairs.windows(2) {

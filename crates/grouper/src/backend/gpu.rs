@@ -118,7 +118,7 @@ pub(crate) async fn run(
     let mut abandoned = None;
     let mut not_paged = None;
     let pages = match (&bounds, engine.gpu.pages) {
-        (Some(_), true) => super::pages::page_source(&source),
+        (Some(_), true) => super::pages::page_source(&source, engine.footers.as_ref()),
         _ => None,
     };
     if let (Some(pages), Some((bounds, rows))) = (pages, bounds.as_ref()) {

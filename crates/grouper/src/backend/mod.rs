@@ -237,7 +237,7 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
     };
     let source = match (&plan.fused, fused) {
         (Some(f), true) if engine.gpu.pages && !engine.gpu.resident => {
-            pages::page_source(&f.source)
+            pages::page_source(&f.source, engine.footers.as_ref())
                 .and_then(|p| Some((p, gpu::stream_bounds(&f.source, &query)?.1?)))
         }
         _ => None,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
 use datafusion::error::Result;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use futures::StreamExt;
@@ -26,7 +27,10 @@ use crate::parquet_files::{
 /// Parquet files, whole (no limit, no partition columns, no filter pushed into the reader), its
 /// columns plain columns of the files; with the row groups its predicate's statistics leave,
 /// where they leave some out. `None` otherwise (the scan's batches are used).
-pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource> {
+pub(crate) fn page_source(
+    source: &Arc<dyn ExecutionPlan>,
+    footers: &FileMetadataCache,
+) -> Option<PageSource> {
     let (cfg, parquet, files) = local_parquet_files(source)?;
     let pushed = cfg.file_source().filter().is_some()
         && parquet.table_parquet_options().global.pushdown_filters;
@@ -34,7 +38,7 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
         return None;
     }
     let columns = scan_columns(cfg, source)?;
-    let kept = kept_row_groups(cfg, parquet);
+    let kept = kept_row_groups(cfg, parquet, footers);
     Some(PageSource {
         files,
         columns,
@@ -46,11 +50,13 @@ pub(crate) fn page_source(source: &Arc<dyn ExecutionPlan>) -> Option<PageSource>
 /// Per file of the scan `cfg` (in its order), the row groups the predicate's statistics may
 /// select, as DataFusion's opener prunes them, and their rows; `None` where none is left out
 /// (no predicate, pruning off, or a footer not read here: the page reader then reads and
-/// checks every row group). Pages within a row group are not pruned: the GPU decodes whole
+/// checks every row group). The footers come from `footers`, the session's cache, where
+/// DataFusion left them as it listed the files. Pages within a row group are not pruned: the GPU decodes whole
 /// column chunks, and the query's filter still runs on every row read.
 fn kept_row_groups(
     cfg: &FileScanConfig,
     parquet: &ParquetSource,
+    footers: &FileMetadataCache,
 ) -> Option<(Vec<Vec<usize>>, u64)> {
     let pruning = ScanPruning::new(parquet, Arc::clone(cfg.file_schema()));
     if !pruning.prunes_row_groups() {
@@ -60,7 +66,7 @@ fn kept_row_groups(
     let kept = scan_files(cfg)
         .into_iter()
         .map(|f| {
-            let meta = cached_footer(f, None)?;
+            let meta = cached_footer(f, Some(footers))?;
             let plan = pruning.access_plan(f.object_meta.location.as_ref(), &meta, false);
             let kept = plan.row_group_indexes();
             pruned |= kept.len() < meta.num_row_groups();
@@ -122,6 +128,23 @@ pub(crate) fn unlisted_string_key(plan: &GroupByPlan, pages: &PageSource) -> Opt
         .map(|(_, (_, name))| name.clone())
 }
 
+/// Starts the GPU, and the page decoder's compile, on a thread of their own, as soon as `auto`
+/// has sent a scan to the GPU as pages while planning: the context (~0.22 s on the H200 host)
+/// then overlaps the rest of planning and the execution's start, where [`run_pages`] started
+/// it 30-50 ms after planning ended (`GROUPER_TRACE=1`, TPC-H Q1 at SF 30). [`run_pages`] finds
+/// it started (the GPU is opened once a process), or waits for it. An `EXPLAIN` of such a query
+/// starts it too.
+pub(crate) fn start_early() {
+    if let Some(info) = crate::device_facts::known() {
+        grouper_gpu::parquet::Decoder::prebuild(info);
+    }
+    std::thread::spawn(|| {
+        if let Ok(gpu) = crate::device_facts::open() {
+            grouper_gpu::parquet::Decoder::warm(&gpu);
+        }
+    });
+}
+
 /// Runs `query` over `pages` on the GPU, planned from `bounds` and the first batch of
 /// `source`'s scan. The inner error is the engine's: [`grouper_core::GrouperError::OutsidePlan`]
 /// or `Unsupported` send the caller to the scan's batches.
@@ -137,6 +160,11 @@ pub(crate) async fn run_pages(
     // The GPU starts (~0.23 s on the H100 host) while the files' footers are read and the scan
     // gives its first batch; NVRTC compiles the page decoder while the aggregation kernel is
     // planned and compiled (on a fresh machine, ~1.1 s of compiles in a row for Q1 on the H100).
+    // A decoder this machine has not compiled yet compiles while the GPU starts (NVRTC needs
+    // no context), from the properties an earlier process recorded.
+    if let Some(info) = crate::device_facts::known() {
+        grouper_gpu::parquet::Decoder::prebuild(info);
+    }
     let starting = tokio::task::spawn_blocking(|| {
         let gpu = crate::device_facts::open();
         if let Ok(gpu) = &gpu {
@@ -189,6 +217,10 @@ mod tests {
         }
     }
 
+    fn footers(ctx: &datafusion::prelude::SessionContext) -> Arc<FileMetadataCache> {
+        ctx.runtime_env().cache_manager.get_file_metadata_cache()
+    }
+
     fn fused_source(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         let exec = group_by_exec(plan)?;
         let g = exec.downcast_ref::<GroupByExec>()?;
@@ -238,7 +270,7 @@ mod tests {
             let exec = group_by_exec(&plan).expect("grouper's operator");
             let plan = exec.downcast_ref::<GroupByExec>().unwrap().group_by();
             let source = Arc::clone(&plan.fused.as_ref().expect("a fused source").source);
-            let pages = page_source(&source).expect("a page source");
+            let pages = page_source(&source, &*footers(&ctx)).expect("a page source");
             assert_eq!(
                 unlisted_string_key(plan, &pages).as_deref(),
                 unlisted,
@@ -300,7 +332,7 @@ mod tests {
             let sql = format!("SELECT k, count(*) FROM t WHERE {filter} GROUP BY k");
             let plan = crate::test_support::physical_plan(&ctx, &sql).await;
             let source = fused_source(&plan).expect("a fused source");
-            let pages = page_source(&source).expect("a page source");
+            let pages = page_source(&source, &*footers(&ctx)).expect("a page source");
             let values = kept.as_ref().map_or(n as u64, |k| k.1) * columns;
             assert_eq!(page_values(&pages, n as u64), values, "{filter}");
             let got = pages
@@ -361,7 +393,7 @@ mod tests {
             .unwrap();
             let plan = crate::test_support::physical_plan(&ctx, sql).await;
             let source = fused_source(&plan).expect("a fused source");
-            let pages = page_source(&source);
+            let pages = page_source(&source, &*footers(&ctx));
             if pushdown {
                 assert!(pages.is_none());
                 continue;
