@@ -51,6 +51,7 @@ impl ScanPruning {
     }
 
     /// Whether the predicate may prune row groups by their statistics.
+    #[cfg(feature = "gpu")]
     pub(crate) fn prunes_row_groups(&self) -> bool {
         self.row_groups.is_some()
     }
