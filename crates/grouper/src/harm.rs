@@ -81,11 +81,10 @@ pub(crate) fn datafusion_keeps(
     #[cfg(feature = "gpu")]
     match crate::backend::auto_gpu(engine, plan) {
         crate::backend::AutoGpu::No(_) => {}
-        crate::backend::AutoGpu::Pages { .. } => {
-            crate::backend::pages::start_early();
+        gpu => {
+            gpu.start_early();
             return None;
         }
-        crate::backend::AutoGpu::Hybrid { .. } => return None,
     }
     cpu_loses(lower.input(), plan, engine.pool.threads())
 }
@@ -137,14 +136,26 @@ pub const ROWS_PER_SLOT: u128 = 8;
 /// Why grouper's CPU strategies would not beat DataFusion's hash aggregation over `input`, or
 /// `None` where a direct-index table provably fits the keys.
 fn cpu_loses(input: &Arc<dyn ExecutionPlan>, plan: &GroupByPlan, threads: usize) -> Option<String> {
+    let decimal = fuses_decimal_arithmetic(plan);
     if plan.keys.is_empty() {
+        // A global aggregate fused straight over Parquet files with decimal arithmetic:
+        // grouper's fused pipeline computes it in 64 bits, where DataFusion's projection runs
+        // 128-bit kernels (TPC-H Q6, `global-decimal-files.json`). Others, over joins (Q14,
+        // Q19) or without such arithmetic, stay DataFusion's.
+        let over_files = plan
+            .fused
+            .as_ref()
+            .is_some_and(|f| local_parquet_files(&f.source).is_some());
+        if decimal && over_files {
+            let stats = input_stats(input, plan).unwrap_or_default();
+            return few_rows(&stats, threads, true);
+        }
         return Some(
             "no keys: DataFusion's per-partition partial aggregates are as fast as grouper's CPU"
                 .into(),
         );
     }
     let stats = input_stats(input, plan).unwrap_or_default();
-    let decimal = fuses_decimal_arithmetic(plan);
     let mut domain: u128 = 1;
     // Whether every key's values come from a sample of in-memory rows.
     let mut in_memory = true;

@@ -125,7 +125,7 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         // (query, file, grouper takes it under auto, why DataFusion keeps it otherwise)
-        let cases: [(&str, &std::path::Path, Option<&str>); 15] = [
+        let cases: [(&str, &std::path::Path, Option<&str>); 17] = [
             (
                 "SELECT small, sum(v), count(*) FROM t GROUP BY small",
                 &big,
@@ -190,6 +190,18 @@ fn auto_leaves_datafusion_what_grouper_would_not_win() {
                 Some("is an expression"),
             ),
             ("SELECT sum(v), min(v) FROM t", &big, Some("no keys")),
+            // A global aggregate of decimal arithmetic straight over the files (TPC-H Q6's
+            // shape) is grouper's, given the rows.
+            (
+                "SELECT sum(price * (1 - price)), count(*) FROM t WHERE v >= 0",
+                &big,
+                None,
+            ),
+            (
+                "SELECT sum(price * (1 - price)) FROM t",
+                &small,
+                Some("input rows, too few"),
+            ),
             (
                 "SELECT small, sum(v) FROM t GROUP BY small",
                 &small,

@@ -143,6 +143,17 @@ pub(crate) enum AutoGpu {
     No(NoGpu),
 }
 
+#[cfg(feature = "gpu")]
+impl AutoGpu {
+    /// Starts what the route will need as soon as `auto` has chosen it while planning: for the
+    /// pages, the GPU and the page decoder ([`pages::start_early`]); nothing for the others.
+    pub(crate) fn start_early(&self) {
+        if matches!(self, AutoGpu::Pages { .. }) {
+            pages::start_early();
+        }
+    }
+}
+
 /// Why a query grouper's CPU runs did not run on a GPU, as `--explain` says it; `auto`'s own
 /// reasons are put in words only when shown ([`NoGpu::reason`] loads the CUDA driver library).
 /// Worded at once, every query `auto` ran on the CPU of a GPU machine paid for that load: TPC-H
