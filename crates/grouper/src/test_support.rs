@@ -7,16 +7,18 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 
 /// A session of `auto` that takes every aggregation grouper handles (`--grouper-only`), over
-/// table `t`: `batch` written to the Parquet file `path`. Tests of the plan-time rules of the GPU
-/// routes read grouper's plans over a Parquet scan.
+/// table `t`: `batch` written to the Parquet file `path` (with the writer's `props`, or its
+/// defaults). Tests of the plan-time rules of the GPU routes read grouper's plans over a
+/// Parquet scan.
 #[cfg(feature = "gpu")]
 pub(crate) async fn grouper_over_parquet(
     path: &std::path::Path,
     batch: &RecordBatch,
+    props: Option<datafusion::parquet::file::properties::WriterProperties>,
 ) -> SessionContext {
     let file = std::fs::File::create(path).unwrap();
     let mut w =
-        datafusion::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        datafusion::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), props).unwrap();
     w.write(batch).unwrap();
     w.close().unwrap();
     let ctx = crate::session_context(&crate::GrouperConfig {

@@ -468,7 +468,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.parquet");
         // Not the CPU backend: the rule fuses only where a GPU may run (planned, not run).
-        let ctx = crate::test_support::grouper_over_parquet(&path, &batch).await;
+        let ctx = crate::test_support::grouper_over_parquet(&path, &batch, None).await;
         let sql = "SELECT s, k, sum(d) FROM t WHERE dt <= DATE '1970-08-01' GROUP BY s, k";
         let plan = crate::test_support::physical_plan(&ctx, sql).await;
         let fused = find_group_by(&plan)

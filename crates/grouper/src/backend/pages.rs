@@ -254,7 +254,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("grouper-pages-keys-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("keys.parquet");
-        let ctx = crate::test_support::grouper_over_parquet(&path, &batch).await;
+        let ctx = crate::test_support::grouper_over_parquet(&path, &batch, None).await;
         for (sql, unlisted) in [
             ("SELECT few, sum(v) FROM t GROUP BY few", None),
             (
@@ -304,23 +304,7 @@ mod tests {
         let props = datafusion::parquet::file::properties::WriterProperties::builder()
             .set_max_row_group_row_count(Some(1000))
             .build();
-        let file = std::fs::File::create(&path).unwrap();
-        let mut w = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props)).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        let ctx = crate::session_context(&GrouperConfig {
-            backend: Backend::Auto,
-            grouper_only: true,
-            ..Default::default()
-        })
-        .unwrap();
-        ctx.register_parquet(
-            "t",
-            path.to_string_lossy().as_ref(),
-            ParquetReadOptions::default(),
-        )
-        .await
-        .unwrap();
+        let ctx = crate::test_support::grouper_over_parquet(&path, &batch, Some(props)).await;
         // The filter, the row groups and rows kept, the columns read.
         for (filter, kept, columns) in [
             ("id < 1500", Some((vec![0, 1], 2000)), 2),
