@@ -51,8 +51,8 @@ pub(crate) fn page_source(
 /// select, as DataFusion's opener prunes them, and their rows; `None` where none is left out
 /// (no predicate, pruning off, or a footer not read here: the page reader then reads and
 /// checks every row group). The footers come from `footers`, the session's cache, where
-/// DataFusion left them as it listed the files. Pages within a row group are not pruned: the GPU decodes whole
-/// column chunks, and the query's filter still runs on every row read.
+/// DataFusion left them as it listed the files. Pages within a row group are not pruned: the
+/// GPU decodes whole column chunks, and the query's filter still runs on every row read.
 fn kept_row_groups(
     cfg: &FileScanConfig,
     parquet: &ParquetSource,
