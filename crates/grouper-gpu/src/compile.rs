@@ -92,32 +92,47 @@ fn slot(key: u64) -> Slot {
 /// context, ~0.24 s on the H200 host), a kernel this machine has not compiled yet is compiled
 /// meanwhile and [`compile`] then loads it from disk; it holds the module's slot, so a
 /// [`compile`] of the same source waits for it rather than compiling it twice. Nothing when
-/// the kernel is on disk or no disk cache folder can be named.
+/// this process has loaded the kernel, it is on disk, or no disk cache folder can be named.
 pub fn prebuild(info: &DeviceInfo, src: &str) -> Result<()> {
     let arch = info.arch();
     let key = cache_key(src, &arch, info.driver_version);
     let slot = slot(key);
     let loaded = slot.lock().unwrap_or_else(PoisonError::into_inner);
-    let Some(path) = disk_dir().map(|d| d.join(format!("{key:016x}.cubin"))) else {
+    let Some(path) = disk_path(key).filter(|_| loaded.is_none()) else {
         return Ok(());
     };
-    let on_disk = std::fs::read(&path)
-        .ok()
-        .and_then(|f| unsealed(&f))
-        .is_some();
-    if loaded.is_none() && !on_disk {
+    if read_cached(&path).is_none() {
         let start = Instant::now();
-        let cubin = nvrtc(src, &arch)?;
-        // The disk cache is an optimisation: failing to write it is not an error.
-        let _ = write_whole(&path, sealed(&cubin));
+        compile_to_disk(src, &arch, Some(&path))?;
         grouper_core::trace::event(|| {
             format!(
-                "compile: NVRTC {:.1} ms ahead of the GPU's start, into the disk cache",
+                "compile: NVRTC {:.1} ms into the disk cache, with no context (prebuild)",
                 start.elapsed().as_secs_f64() * 1e3
             )
         });
     }
     Ok(())
+}
+
+/// Where the disk cache keeps the CUBIN of key `key`; `None` when no folder can be named.
+fn disk_path(key: u64) -> Option<PathBuf> {
+    disk_dir().map(|d| d.join(format!("{key:016x}.cubin")))
+}
+
+/// The CUBIN the disk cache holds at `path`, if it is there and whole (a file cut short, say,
+/// is not: it is compiled again).
+fn read_cached(path: &std::path::Path) -> Option<Vec<u8>> {
+    std::fs::read(path).ok().and_then(|file| unsealed(&file))
+}
+
+/// NVRTC's CUBIN of `src` for `arch`, also written to the disk cache at `path`.
+fn compile_to_disk(src: &str, arch: &str, path: Option<&std::path::Path>) -> Result<Vec<u8>> {
+    let cubin = nvrtc(src, arch)?;
+    if let Some(p) = path {
+        // The disk cache is an optimisation: failing to write it is not an error.
+        let _ = write_whole(p, sealed(&cubin));
+    }
+    Ok(cubin)
 }
 
 /// Compiles (or fetches) `src` for `gpu`'s architecture and loads it.
@@ -135,17 +150,13 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
             source: CacheHit::Memory,
         });
     }
-    let path = disk_dir().map(|d| d.join(format!("{key:016x}.cubin")));
+    let path = disk_path(key);
     let load = |cubin: Vec<u8>| {
         gpu.ctx
             .load_module(Ptx::from_binary(cubin))
             .map_err(|e| GrouperError::Gpu(format!("loading the compiled kernels failed: {e}")))
     };
-    // A cached module that is not whole (a file cut short, say) is compiled again.
-    let cached = path
-        .as_ref()
-        .and_then(|p| std::fs::read(p).ok())
-        .and_then(|file| unsealed(&file));
+    let cached = path.as_deref().and_then(read_cached);
     let from_disk = cached.and_then(|cubin| load(cubin).ok());
     let (module, hit) = match from_disk {
         Some(m) => {
@@ -158,12 +169,8 @@ pub fn compile(gpu: &Gpu, src: &str) -> Result<Compiled> {
             (m, CacheHit::Disk)
         }
         None => {
-            let cubin = nvrtc(src, &arch)?;
+            let cubin = compile_to_disk(src, &arch, path.as_deref())?;
             let compiled = start.elapsed();
-            if let Some(p) = &path {
-                // The disk cache is an optimisation: failing to write it is not an error.
-                let _ = write_whole(p, sealed(&cubin));
-            }
             let bytes = cubin.len();
             let module = load(cubin)?;
             grouper_core::trace::event(|| {

@@ -255,7 +255,7 @@ pub(crate) fn auto_gpu(engine: &Engine, plan: &GroupByPlan) -> AutoGpu {
     };
     let pages = source
         .as_ref()
-        .map(|(p, rows)| (p.kept_rows.unwrap_or(*rows), pages::page_values(p, *rows)));
+        .map(|(p, rows)| (pages::page_rows(p, *rows), pages::page_values(p, *rows)));
     let route = if let Some((source, _)) =
         source.filter(|_| pages.is_some_and(|(_, values)| values >= pages::PAGES_MIN_VALUES))
     {

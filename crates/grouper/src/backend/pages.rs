@@ -91,12 +91,16 @@ fn kept_row_groups(
 /// GPU against 0.9-1.5 on the host's threads puts the crossing between 0.6G and 1.4G values.
 pub const PAGES_MIN_VALUES: u64 = 1 << 30;
 
-/// Values of a scan of `rows` rows over `pages`' columns, for [`PAGES_MIN_VALUES`]: of the
-/// row groups left after pruning, where the predicate pruned some (the CPU's scan reads as
-/// few).
+/// The rows of a scan of `rows` rows that `pages` reads: those of the row groups left after
+/// pruning, where the predicate pruned some (the CPU's scan reads as few).
+pub(crate) fn page_rows(pages: &PageSource, rows: u64) -> u64 {
+    pages.kept_rows.map_or(rows, |kept| kept.min(rows))
+}
+
+/// Values of a scan of `rows` rows over `pages`' columns ([`page_rows`] of them), for
+/// [`PAGES_MIN_VALUES`].
 pub(crate) fn page_values(pages: &PageSource, rows: u64) -> u64 {
-    let rows = pages.kept_rows.map_or(rows, |kept| kept.min(rows));
-    rows.saturating_mul(pages.columns.len().max(1) as u64)
+    page_rows(pages, rows).saturating_mul(pages.columns.len().max(1) as u64)
 }
 
 /// Distinct values a string key may have for `auto` to send a Parquet scan to the GPU as pages,
