@@ -296,9 +296,8 @@ impl PreparedInput {
         };
         let (raw_bits, sent_bits) = (bits(true), bits(false));
         // Chunk rows: at most 2^30 (a launch counts rows in 32 bits); streaming buffers take at
-        // most half of the memory budget, the aggregation table the rest. Resident inputs are
-        // launched in chunks too: they are the batches the runtime tuner measures.
-        let mut batch_rows = opts.batch_rows.clamp(1, 1 << 30);
+        // most half of the memory budget, the aggregation table the rest.
+        let mut batch_rows = launch_rows(opts).clamp(1, 1 << 30);
         if let (Some(limit), false) = (opts.memory_limit, opts.resident) {
             let fit = (limit / 2).saturating_mul(8) / (SLOTS as u64 * sent_bits.max(1) + 64 * 8);
             batch_rows = batch_rows.min((fit as usize).max(1024));
@@ -700,6 +699,22 @@ fn stage(
     Ok(staged)
 }
 
+/// Rows a resident input launches at least, unless the runtime tuner times its chunks.
+const RESIDENT_LAUNCH_ROWS: usize = 1 << 26;
+
+/// Rows per chunk of `opts`' input. A resident input is on the device already, so its chunks
+/// exist only for the launches: each costs the host ~50 µs (a launch, its arguments' stream
+/// events, the per-chunk bookkeeping), more than a 2^22-row chunk's kernel at the roofline
+/// (12 µs at 345 Grows/s). In such chunks (519cc6c) the GPU waited on the host three quarters
+/// of the time: 88 Grows/s at one group on the H200 whatever the strategy (issue 25's
+/// regression). The tuner keeps `batch_rows`: its chunks are what it measures.
+fn launch_rows(opts: &GpuOptions) -> usize {
+    match (opts.resident, &opts.tune) {
+        (true, None) => opts.batch_rows.max(RESIDENT_LAUNCH_ROWS),
+        _ => opts.batch_rows,
+    }
+}
+
 /// Groups batches of the given row counts into chunks of at most `limit` rows: each chunk is a
 /// list of slices of the batches.
 fn chunk_pieces(batch_rows: impl Iterator<Item = usize>, limit: usize) -> Vec<Vec<Piece>> {
@@ -727,4 +742,32 @@ fn chunk_pieces(batch_rows: impl Iterator<Item = usize>, limit: usize) -> Vec<Ve
         out.push(current);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use grouper_core::tune::Hyper;
+
+    /// A resident input launches in chunks of at least 2^26 rows (2^22-row chunks left the GPU
+    /// waiting on the host); the tuner's chunks and a copied input's stay `batch_rows`.
+    #[test]
+    fn resident_inputs_launch_in_large_chunks_unless_tuned() {
+        let resident = GpuOptions {
+            resident: true,
+            ..Default::default()
+        };
+        assert_eq!(launch_rows(&resident), 1 << 26);
+        let larger = GpuOptions {
+            batch_rows: 1 << 28,
+            ..resident.clone()
+        };
+        assert_eq!(launch_rows(&larger), 1 << 28);
+        let tuned = GpuOptions {
+            tune: Some(Hyper::default()),
+            ..resident
+        };
+        assert_eq!(launch_rows(&tuned), 1 << 22);
+        assert_eq!(launch_rows(&GpuOptions::default()), 1 << 22);
+    }
 }
