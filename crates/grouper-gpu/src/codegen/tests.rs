@@ -42,6 +42,7 @@ float __int_as_float(int);
 int __clzll(long long);
 unsigned long long __brevll(unsigned long long);
 unsigned long long __ldg(const unsigned long long*);
+unsigned long long __shfl_down_sync(unsigned, unsigned long long, int);
 "#;
 
 fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {

@@ -37,9 +37,19 @@ pub(super) fn body(spec: &KernelSpec) -> String {
         "#pragma unroll\n      for (int sl = 0; sl < {d}; sl++) if (key[0] == (u64)sl) update_slot<false>(acc, D, sl, in, mask);"
     );
     s.push_str(ROW_LOOP_TAIL);
-    s.push_str(
-        "#pragma unroll\n  for (int sl = 0; sl < (int)D; sl++) merge_slot<true>(sm, D, sl, acc, D, sl);\n  __syncthreads();\n\
-         for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true>(gt + sl * GS, 1, 0, sm, D, sl);\n",
+    // A warp's registers reduce by shuffles first (five steps), so one lane a warp merges into
+    // the block's shared copy: 32 times fewer shared atomics on the D hot slots (an f64 sum's
+    // is a CAS loop). Every lane reaches here: the row loop has no early exit.
+    let _ = writeln!(
+        s,
+        "#pragma unroll\n  for (int off = 16; off > 0; off >>= 1) {{\n\
+         #pragma unroll\n    for (int sl = 0; sl < {d}; sl++) {{\n\
+               u64 other[W];\n\
+         #pragma unroll\n      for (int w = 0; w < W; w++) other[w] = __shfl_down_sync(0xffffffffu, acc[w * {d} + sl], off);\n\
+               merge_slot<false>(acc, D, sl, other, 1, 0);\n    }}\n  }}\n\
+         if ((threadIdx.x & 31) == 0) {{\n\
+         #pragma unroll\n    for (int sl = 0; sl < {d}; sl++) merge_slot<true>(sm, D, sl, acc, D, sl);\n  }}\n  __syncthreads();\n\
+         for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true>(gt + sl * GS, 1, 0, sm, D, sl);"
     );
     s
 }

@@ -56,9 +56,20 @@ pub(super) fn body(spec: &KernelSpec) -> String {
         "      update_slot<{atomic}, true>(mine, SST, key[0] * R, in, mask);"
     );
     s.push_str(ROW_LOOP_TAIL);
-    s.push_str(
-        "  __syncthreads();\n  for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x)\n\
-         for (u64 r = 0; r < R; r++) merge_slot<true>(gt + sl * GS, 1, 0, sm + r, SST, sl * R);\n",
-    );
+    s.push_str(FLUSH);
     s
 }
+
+/// The block's copies reduce in a tree in shared memory (log2 R steps, every thread at work),
+/// then one merge a slot goes to the global table. Merging every copy there — R atomics a slot
+/// from each block, on a few hot addresses for few groups — had serialized the flush: 1.6 ms
+/// of a 2^24-row launch at 4 groups on the H200, 22% achieved occupancy (ncu).
+const FLUSH: &str = "  __syncthreads();\n\
+  for (u64 h = R / 2; h > 0; h /= 2) {\n\
+    for (u64 i = threadIdx.x; i < D * h; i += blockDim.x) {\n\
+      const u64 sl = i / h, r = i % h;\n\
+      merge_slot<false>(sm + r, SST, sl * R, sm + r + h, SST, sl * R);\n\
+    }\n\
+    __syncthreads();\n\
+  }\n\
+  for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true>(gt + sl * GS, 1, 0, sm, SST, sl * R);\n";
