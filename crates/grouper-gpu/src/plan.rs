@@ -197,24 +197,18 @@ pub(crate) fn choose(
             ),
         );
     }
+    // Also a little past the per-block tables' room their hits still spare the global table's
+    // atomics: on the H200 (2^28 rows, scattered u64 keys) block_local ran 30.4 Grows/s at
+    // 2^12 groups against global's 22.3, 29.8 against 27.8 at 2^14; from 2^16 the two were
+    // within 5% either way (2^26 rows, `baseline-nvidia-h200.json`).
     let block_groups = block_slots as f64 * fill;
-    if block_groups >= groups as f64 && block_slots >= 64 {
-        return pick(
-            GpuStrategy::BLOCK_LOCAL,
-            format!("~{groups} groups fit a shared-memory hash table per block"),
-        );
-    }
-    // A little past the per-block tables' room their hits still spare the global table's
-    // atomics: on the H200 (2^28 rows, scattered u64 keys) block_local ran
-    // 30.4 Grows/s at 2^12 groups against global's 22.3, 29.8 against 27.8 at 2^14; from 2^16
-    // the two were within 5% either way (2^26 rows, `baseline-nvidia-h200.json`).
-    if block_groups * BLOCK_OVERFLOW >= groups as f64 && block_slots >= 64 {
-        return pick(
-            GpuStrategy::BLOCK_LOCAL,
-            format!(
-                "~{groups} groups overflow per-block shared hash tables of {block_slots} slots into the global one: their hits spare its atomics"
-            ),
-        );
+    if block_slots >= 64 && block_groups * BLOCK_OVERFLOW >= groups as f64 {
+        let reason = if block_groups >= groups as f64 {
+            format!("~{groups} groups fit a shared-memory hash table per block")
+        } else {
+            format!("~{groups} groups overflow per-block shared hash tables of {block_slots} slots into the global one: their hits spare its atomics")
+        };
+        return pick(GpuStrategy::BLOCK_LOCAL, reason);
     }
     pick(
         GpuStrategy::GLOBAL,
