@@ -12,6 +12,8 @@
 //!  strategy (Karnagel's regions, sized from the device's properties)
 //!     perfect_registers  perfect_shared  perfect_global    direct index (Tomé §3.3–3.5, §4.1)
 //!     block_local        thread_private  global            hash tables (Rosenfeld §2.2)
+//!     perfect_sorted     sorted                            rows radix-sorted, runs merged
+//!                                                          (Karnagel §5.2, sort + atomics)
 //!     ▼
 //!  codegen ─▶ NVRTC (sm_XY, cached) ─▶ agg_rows over resident columns or copied batches
 //!     │  trap: rows that find the global table full are listed; the table grows and only
@@ -40,6 +42,7 @@ mod readback;
 mod replan;
 pub mod report;
 pub mod run;
+pub mod sort;
 pub mod strategy;
 pub mod stream;
 mod table;

@@ -455,4 +455,33 @@ mod tests {
         let c = choose(&forced, &layout(1), 1, hot, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::GLOBAL);
     }
+
+    #[test]
+    fn sorted_placements_take_the_keys_their_sort_orders() {
+        // A device whose memory holds a direct table of 2^32 slots.
+        let info = crate::DeviceInfo {
+            memory_bytes: 1 << 40,
+            ..h100()
+        };
+        let forced = |s: GpuStrategy| GpuOptions {
+            strategy: Some(s),
+            ..GpuOptions::default()
+        };
+        // A direct table sorted by its key word: the sort's keys are 32 bits.
+        let within = Demand::uniform(1 << 32, 1 << 20, 1 << 28);
+        let past = Demand::uniform((1 << 32) + 1, 1 << 20, 1 << 28);
+        let opts = forced(GpuStrategy::PERFECT_SORTED);
+        assert!(choose(&opts, &layout(1), 1, within, &info).is_ok());
+        let err = choose(&opts, &layout(1), 1, past, &info).unwrap_err();
+        assert!(err.to_string().contains("does not apply"), "{err}");
+        // Keys wider than a word have no direct index; the hash table takes any key.
+        assert!(choose(&opts, &layout(1), 2, within, &info).is_err());
+        let hashed = forced(GpuStrategy::SORTED);
+        let wide = Demand::uniform(u64::MAX, 1 << 24, 1 << 28);
+        let c = choose(&hashed, &layout(2), 3, wide, &info).unwrap();
+        assert_eq!(
+            (c.strategy, c.copies, c.local_slots),
+            (GpuStrategy::SORTED, 0, 0)
+        );
+    }
 }

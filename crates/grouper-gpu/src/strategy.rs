@@ -35,6 +35,12 @@ pub enum Placement {
     Private,
     /// One table in device memory for all threads, with atomics (SHARED; Karnagel §2).
     Global,
+    /// The rows sorted first (LSD radix sort of the key word, or of the hash that places a key
+    /// in the global table), then each thread folds its stretch of sorted rows run by run in
+    /// registers and merges each run into the global table: sort-based aggregation (Karnagel
+    /// §5.2; the sort-based atomics paper's private variable). Its atomics fall once per run,
+    /// not per row, on slots in table order.
+    Sorted,
 }
 
 /// How a hashed index probes for a key's slot (cuCollections' probing scheme). The CUDA form
@@ -91,17 +97,23 @@ impl GpuStrategy {
     pub const THREAD_PRIVATE: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Private);
     /// One hash table in device memory.
     pub const GLOBAL: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Global);
+    /// Rows sorted by key word, runs merged into a direct table in device memory.
+    pub const PERFECT_SORTED: GpuStrategy = GpuStrategy::new(Index::Direct, Placement::Sorted);
+    /// Rows sorted by key hash, runs merged into one hash table in device memory.
+    pub const SORTED: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Sorted);
 
     /// Every GPU strategy: the pairs of index and placement that make sense (registers and
     /// interleaved shared copies are addressed by the key itself; a block's or a thread's
     /// hash table holds the keys its rows bring).
-    pub const ALL: [GpuStrategy; 6] = [
+    pub const ALL: [GpuStrategy; 8] = [
         GpuStrategy::PERFECT_REGISTERS,
         GpuStrategy::PERFECT_SHARED,
         GpuStrategy::PERFECT_GLOBAL,
         GpuStrategy::BLOCK_LOCAL,
         GpuStrategy::THREAD_PRIVATE,
         GpuStrategy::GLOBAL,
+        GpuStrategy::PERFECT_SORTED,
+        GpuStrategy::SORTED,
     ];
 
     const fn new(index: Index, placement: Placement) -> Self {
@@ -120,13 +132,15 @@ impl GpuStrategy {
 
     /// The name used on the command line and in profiles.
     pub fn name(self) -> &'static str {
-        const NAMES: [&str; 6] = [
+        const NAMES: [&str; 8] = [
             "perfect_registers",
             "perfect_shared",
             "perfect_global",
             "block_local",
             "thread_private",
             "global",
+            "perfect_sorted",
+            "sorted",
         ];
         GpuStrategy::ALL
             .iter()

@@ -58,6 +58,7 @@ pub(crate) fn run_chunk(
         ctrl,
         &mut lists[0],
         scratch,
+        budget,
     )?;
     mark(timed.map(|t| &t.1))?;
     if perfect {
@@ -132,6 +133,7 @@ pub(crate) fn run_chunk(
                 ctrl,
                 dst,
                 scratch,
+                budget,
             )?;
             current_list = 1 - current_list;
         }
@@ -150,7 +152,27 @@ fn launch_rows(
     ctrl: &mut CudaSlice<u64>,
     overflow: &mut CudaSlice<u32>,
     scratch: &mut Scratch,
+    budget: &Budget,
 ) -> Result<()> {
+    // The sorted placement sorts a chunk's rows first, then folds them in sorted order: the
+    // rows its table could not take come back listed in that order, and run as they are.
+    let sorted = match (list, &v.sorting) {
+        (None, Some((sort_keys, sorter))) => {
+            let bufs = scratch.fit_sort(stream, n, budget)?;
+            let mut b = stream.launch_builder(sort_keys);
+            b.arg(cols).arg(&n).arg(&mut bufs.keys[0]).arg(&mut *ctrl);
+            // SAFETY: sort_keys(ColPtrs, u64, unsigned*, Ctrl*) evaluates the chunk's n rows
+            // (every pointer in `cols` addresses a live column of at least n rows) and writes n
+            // sort keys, which the buffers fitted to n rows hold.
+            unsafe { b.launch(v.launch_cfg(0)) }.map_err(gpu_err("launching sort_keys"))?;
+            Some(sorter.sort(stream, bufs, n as usize)?.buffer)
+        }
+        _ => None,
+    };
+    let list = match (sorted, scratch.sort.as_ref()) {
+        (Some(i), Some(bufs)) => Some(&bufs.vals[i]),
+        _ => list,
+    };
     let cap = table.cap;
     let limit = if v.spec.strategy.is_perfect() {
         cap

@@ -11,7 +11,7 @@ use crate::plan::choose;
 use crate::prepare::PreparedInput;
 use crate::query::GpuOptions;
 use crate::report::TuneReport;
-use crate::strategy::{GpuConfig, GpuStrategy};
+use crate::strategy::{GpuConfig, GpuStrategy, Placement};
 use crate::variant::Variant;
 use grouper_core::error::Result;
 use grouper_core::profile::KeyKind;
@@ -28,11 +28,13 @@ pub(crate) struct Tuning {
     chunks: u64,
 }
 
-/// Strategies whose tables have the same kind as `s`'s (direct or hashed).
+/// Strategies whose tables have the same kind as `s`'s (direct or hashed). The sorted
+/// placements are not among them: no GPU was lent while they were written (issue 25), so
+/// until a device has run them against the reference they run only where the user forces them.
 fn same_table(s: GpuStrategy) -> impl Iterator<Item = GpuStrategy> {
     GpuStrategy::ALL
         .into_iter()
-        .filter(move |o| o.is_perfect() == s.is_perfect())
+        .filter(move |o| o.is_perfect() == s.is_perfect() && o.placement() != Placement::Sorted)
 }
 
 impl Tuning {

@@ -17,6 +17,8 @@ use crate::placement;
 use crate::plan::{choose, Choice, Demand};
 use crate::prepare::PreparedInput;
 use crate::query::GpuOptions;
+use crate::sort::{RadixSort, SortBuffers};
+use crate::strategy::Placement;
 use crate::table::{DeviceTable, TableKernels};
 use grouper_core::error::{GrouperError, Result};
 
@@ -27,6 +29,8 @@ pub(crate) struct Variant {
     pub(crate) spec: KernelSpec,
     pub(crate) agg_rows: CudaFunction,
     pub(crate) agg_list: CudaFunction,
+    /// The sorted placement's kernels: each row's sort key, and the radix sort.
+    pub(crate) sorting: Option<(CudaFunction, Arc<RadixSort>)>,
     /// Blocks in the grid.
     pub(crate) blocks: u32,
 }
@@ -68,6 +72,13 @@ impl Variant {
         let compiled: Compiled = compile::compile(&input.gpu, &source)?;
         let agg_rows = compiled.function("agg_rows")?;
         let agg_list = compiled.function("agg_list")?;
+        let sorting = match choice.strategy.placement() {
+            Placement::Sorted => Some((
+                compiled.function("sort_keys")?,
+                Arc::new(RadixSort::new(&input.gpu)?),
+            )),
+            _ => None,
+        };
         if shared > 48 * 1024 {
             for f in [&agg_rows, &agg_list] {
                 f.set_attribute(
@@ -91,6 +102,7 @@ impl Variant {
             spec,
             agg_rows,
             agg_list,
+            sorting,
             blocks,
         };
         Ok((variant, choice, compiled))
@@ -135,8 +147,12 @@ pub(crate) struct Scratch {
     pub(crate) spill: DeviceTable,
     pub(crate) spill_list: [CudaSlice<u32>; 2],
     pub(crate) private: Option<DeviceTable>,
+    /// The sorted placement's keys and row ids (twice: the sort's passes alternate).
+    pub(crate) sort: Option<SortBuffers>,
     /// Bytes taken from the budget for the spill buffers.
     spill_bytes: u64,
+    /// Bytes taken from the budget for the sort's buffers.
+    sort_bytes: u64,
 }
 
 impl Scratch {
@@ -150,8 +166,31 @@ impl Scratch {
                 stream.alloc_zeros(1).map_err(&err)?,
             ],
             private: None,
+            sort: None,
             spill_bytes: 0,
+            sort_bytes: 0,
         })
+    }
+
+    /// Sort buffers for a chunk of `rows` rows (kept, and grown, from chunk to chunk).
+    pub(crate) fn fit_sort(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        rows: u64,
+        budget: &Budget,
+    ) -> Result<&mut SortBuffers> {
+        let rows = rows as usize;
+        if self.sort.as_ref().is_none_or(|b| rows > b.cap()) {
+            let bytes = SortBuffers::bytes(rows);
+            budget.take(bytes, "the sort's buffers")?;
+            self.sort = None;
+            budget.give(std::mem::take(&mut self.sort_bytes));
+            let made = SortBuffers::new(stream, rows).inspect_err(|_| budget.give(bytes))?;
+            (self.sort, self.sort_bytes) = (Some(made), bytes);
+        }
+        self.sort
+            .as_mut()
+            .ok_or_else(|| GrouperError::Gpu("the sort's buffers are missing".into()))
     }
 
     /// Grows the buffers to what `v` needs (private tables are made by `table`'s kernels).

@@ -2,7 +2,8 @@
 //! the same data, the same threads and the same machine, in one run. Results: a table of ratios
 //! on stdout and JSON (device, commit, command) under `bench/results/`.
 //!
-//! - [`cpu_sweep`], [`gpu_sweep`], [`q1`]: the engines side by side;
+//! - [`cpu_sweep`], [`gpu_sweep`], [`q1`]: the engines side by side; [`radix_sort`]: the GPU
+//!   sort under sort-based aggregation, against PyTorch's;
 //! - [`regret`] (and [`strategy_sweep`], the per-point timing it and calibration share): `auto`
 //!   against every fixed strategy;
 //! - [`tuner`]: the runtime tuner against the exhaustive search;
@@ -25,6 +26,7 @@ pub mod groupby;
 pub mod harm;
 pub mod plots;
 pub mod q1;
+pub mod radix_sort;
 pub mod regret;
 pub mod strategy_sweep;
 pub mod tuner;
@@ -38,6 +40,8 @@ pub enum BenchCommand {
     CpuSweep(cpu_sweep::SweepArgs),
     /// GPU strategies on resident data vs the copy rate and PyTorch; Q1 on the GPU vs DuckDB.
     GpuSweep(gpu_sweep::GpuSweepArgs),
+    /// The GPU's radix sort of (u32 key, row id) pairs against PyTorch's sort.
+    RadixSort(radix_sort::RadixSortArgs),
     /// TPC-H Q1 from host RAM (SF 10, 100): every GPU transfer mode, hybrid, CPU and DuckDB;
     /// the streaming rate against the pinned host-to-device bandwidth.
     Q1(q1::Q1Args),
@@ -69,6 +73,7 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::CpuSweep(a) => cpu_sweep::cpu_sweep(a).await,
         BenchCommand::GpuSweep(a) => gpu_sweep::gpu_sweep(a).await,
         BenchCommand::Q1(a) => q1::q1(a).await,
+        BenchCommand::RadixSort(a) => radix_sort::radix_sort(a).await,
         BenchCommand::Tuner(a) => tuner::tuner(a).await,
         BenchCommand::Regret(a) => regret::regret(a).await,
         BenchCommand::Check(a) => check::check(a).await,

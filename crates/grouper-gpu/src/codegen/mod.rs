@@ -21,6 +21,7 @@ use arrow::datatypes::DataType;
 
 use crate::encode::CUDA_UNPACK;
 use crate::expr_cuda::{c_type, Emitter};
+use crate::strategy::Placement;
 use grouper_core::agg::layout::Layout;
 use grouper_core::agg::words::{Input, Op, ROWS_WORD};
 use grouper_core::keys::PackedKind;
@@ -145,6 +146,9 @@ pub fn generate(spec: &KernelSpec) -> String {
     s.push_str(&update_merge(&spec.layout, &spec.non_null_args));
     s.push_str(&eval_row(spec));
     s.push_str(&agg_kernel(spec));
+    if spec.strategy.placement() == Placement::Sorted {
+        s.push_str(&crate::placement::sort_keys_kernel(spec));
+    }
     s.push_str(MAINTENANCE);
     s
 }

@@ -12,8 +12,10 @@ mod global;
 mod private;
 mod registers;
 mod shared;
+mod sorted;
 
 pub(crate) use private::private_tables_hold;
+pub(crate) use sorted::sort_keys_kernel;
 
 /// What a placement is sized from: the device, the block sizes to consider, the table's
 /// widths, and what is known of the query's keys.
@@ -90,6 +92,7 @@ impl Placement {
             Placement::Block => block::size(room),
             Placement::Private => private::size(room),
             Placement::Global => global::size(index, room),
+            Placement::Sorted => sorted::size(index, room),
         }
     }
 
@@ -101,6 +104,7 @@ impl Placement {
             Placement::Block => block::body(spec),
             Placement::Private => private::body(spec),
             Placement::Global => global::body(spec),
+            Placement::Sorted => sorted::body(spec),
         }
     }
 
@@ -140,6 +144,6 @@ pub(crate) fn shared_bytes(spec: &KernelSpec) -> u64 {
         Placement::Registers => registers::shared_bytes(w, spec),
         Placement::Shared => shared::shared_bytes(w, spec),
         Placement::Block => block::shared_bytes(w, spec),
-        Placement::Private | Placement::Global => 0,
+        Placement::Private | Placement::Global | Placement::Sorted => 0,
     }
 }

@@ -443,10 +443,12 @@ fn tiny_tables_trap_grow_and_resume() {
         let (vals, aggs) = values(rows, 5, 7);
         let c = case(keys, vals, &aggs, 3);
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+        // `sorted` lists the rows of the runs the full table could not take, in sorted order.
         for s in [
             GpuStrategy::GLOBAL,
             GpuStrategy::BLOCK_LOCAL,
             GpuStrategy::THREAD_PRIVATE,
+            GpuStrategy::SORTED,
         ] {
             let opts = GpuOptions {
                 strategy: Some(s),

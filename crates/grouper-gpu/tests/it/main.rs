@@ -3,3 +3,4 @@
 
 mod gpu;
 mod parquet_pages;
+mod sort;
