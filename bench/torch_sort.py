@@ -9,32 +9,17 @@ import json
 import sys
 
 import torch
+from torch_timing import timed
 
 rows, reps = int(sys.argv[1]), int(sys.argv[2])
 widths = [int(b) for b in sys.argv[3:]]
 dev = torch.device("cuda")
 
-
-def timed(fn):
-    fn()
-    torch.cuda.synchronize()
-    runs = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        runs.append(a.elapsed_time(b))
-    runs.sort()
-    return runs[len(runs) // 2]
-
-
 points = {}
 for bits in widths:
     dtype = torch.int32 if bits <= 31 else torch.int64
     keys = torch.randint(0, 1 << bits, (rows,), dtype=dtype, device=dev)
-    points[str(bits)] = timed(lambda: torch.sort(keys, stable=True))
+    points[str(bits)] = timed(lambda: torch.sort(keys, stable=True), reps)
     del keys
     torch.cuda.empty_cache()
 print(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "points": points}))

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import torch
+from torch_timing import timed
 
 r_file, v_file, rows, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 groups = [int(g) for g in sys.argv[5:]]
@@ -19,22 +20,6 @@ dev = torch.device("cuda")
 r = torch.from_numpy(np.fromfile(r_file, dtype=np.uint32, count=rows).astype(np.int64)).to(dev)
 v = torch.from_numpy(np.fromfile(v_file, dtype=np.float32, count=rows)).to(dev)
 ones = torch.ones(rows, dtype=torch.float32, device=dev)
-
-
-def timed(fn):
-    fn()
-    torch.cuda.synchronize()
-    runs = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        runs.append(a.elapsed_time(b))
-    runs.sort()
-    return runs[len(runs) // 2]
-
 
 out = {}
 for g in groups:
@@ -53,7 +38,7 @@ for g in groups:
         c = torch.zeros(n, dtype=torch.float32, device=dev).index_add_(0, inv, ones)
         return uniq, s, c
 
-    out[g] = {"dense_ms": timed(dense_fn), "general_ms": timed(general_fn)}
+    out[g] = {"dense_ms": timed(dense_fn, reps), "general_ms": timed(general_fn, reps)}
     del dense, scattered
     torch.cuda.empty_cache()
 print(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "points": out}))

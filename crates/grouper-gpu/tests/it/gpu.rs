@@ -52,7 +52,8 @@ fn gpu_cases() -> u32 {
         .unwrap_or(12)
 }
 
-fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+/// A fixed-seed stream of pseudo-random words (xorshift64) for test data.
+pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed | 1;
     move || {
         x ^= x << 13;

@@ -5,7 +5,7 @@
 use grouper_gpu::sort::{RadixSort, SortBuffers};
 use grouper_gpu::Gpu;
 
-use crate::gpu::have_gpu;
+use crate::gpu::{have_gpu, xorshift};
 
 /// The stable sort's row ids of `keys`, on the CPU.
 fn expected(keys: &[u32]) -> Vec<u32> {
@@ -27,16 +27,6 @@ fn sorted_on_gpu(sorter: &RadixSort, bufs: &mut SortBuffers, keys: &[u32]) -> (V
     (k[..keys.len()].to_vec(), v[..keys.len()].to_vec())
 }
 
-fn xorshift(seed: u64) -> impl FnMut() -> u32 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 16) as u32
-    }
-}
-
 #[test]
 #[ignore = "needs a GPU; run with --include-ignored on a GPU machine"]
 fn radix_sort_equals_the_stable_sort() {
@@ -48,7 +38,8 @@ fn radix_sort_equals_the_stable_sort() {
     // More keys than a look-back word counts are refused before any memory is asked for.
     assert!(SortBuffers::new(&gpu.stream, RadixSort::MAX_KEYS + 1).is_err());
     let mut bufs = SortBuffers::new(&gpu.stream, 1 << 21).unwrap();
-    let mut next = xorshift(7);
+    let mut words = xorshift(7);
+    let mut next = move || (words() >> 16) as u32;
     let mut cases: Vec<(String, Vec<u32>)> = Vec::new();
     for n in [0usize, 1, 31, 4095, 4096, 4097, 100_000, 1 << 21] {
         for bits in [0u32, 1, 8, 12, 20, 32] {
