@@ -18,12 +18,15 @@ pub(super) const TILE: u64 = (THREADS * ITEMS) as u64;
 /// Threads of a histogram block.
 pub(super) const HIST_THREADS: u32 = 256;
 
-pub(super) const SOURCE: &str = r#"
+/// The kernels' source: the block shapes above as `#define`s, then [`BODY`].
+pub(super) fn source() -> String {
+    format!("#define THREADS {THREADS}\n#define ITEMS {ITEMS}\n#define HIST_THREADS {HIST_THREADS}\n{BODY}")
+}
+
+const BODY: &str = r#"
 typedef unsigned int u32;
 typedef unsigned long long u64;
 #define RADIX 256
-#define THREADS 256
-#define ITEMS 16
 #define TILE (THREADS * ITEMS)
 #define WARPS (THREADS / 32)
 #define FULL 0xFFFFFFFFu
@@ -35,7 +38,7 @@ typedef unsigned long long u64;
 // hist[p * 256 + d]: keys whose digit p (bits 8p..8p+7) is d. A thread counts runs of equal
 // digits in registers and adds a run to the block's shared histogram when it ends, so keys
 // whose high digits are all equal (small keys) do not serialize on one shared counter.
-extern "C" __global__ void __launch_bounds__(256) radix_hist(const u32* __restrict__ keys, u64 n, u32* hist) {
+extern "C" __global__ void __launch_bounds__(HIST_THREADS) radix_hist(const u32* __restrict__ keys, u64 n, u32* hist) {
   __shared__ u32 sh[4 * RADIX];
   for (int i = threadIdx.x; i < 4 * RADIX; i += blockDim.x) sh[i] = 0;
   __syncthreads();

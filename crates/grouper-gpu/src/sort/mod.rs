@@ -18,10 +18,15 @@ use crate::compile::compile;
 use crate::device::{gpu_err, Gpu};
 use grouper_core::error::{GrouperError, Result};
 
-use kernels::{HIST_THREADS, SOURCE, THREADS, TILE};
+use kernels::{source, HIST_THREADS, THREADS, TILE};
 
 const RADIX: usize = 256;
 const DIGITS: usize = 4;
+
+/// Tiles (blocks of a pass) over `n` keys: at least one, so an empty sort still launches.
+fn tiles(n: usize) -> usize {
+    n.div_ceil(TILE as usize).max(1)
+}
 
 /// The sort's kernels, loaded.
 pub struct RadixSort {
@@ -59,7 +64,6 @@ impl SortBuffers {
         }
         let err = gpu_err("allocating the sort's buffers");
         let n = cap.max(1);
-        let tiles = cap.div_ceil(TILE as usize).max(1);
         // SAFETY: the caller writes keys[0] before sorting; every other buffer is written by a
         // kernel (or zeroed) before it is read.
         let alloc = |len: usize| unsafe { stream.alloc::<u32>(len) }.map_err(&err);
@@ -68,7 +72,7 @@ impl SortBuffers {
             vals: [alloc(n)?, alloc(n)?],
             hist: alloc(DIGITS * RADIX)?,
             offsets: alloc(DIGITS * RADIX)?,
-            lookback: alloc(tiles * RADIX)?,
+            lookback: alloc(tiles(cap) * RADIX)?,
             counter: alloc(1)?,
             cap,
         })
@@ -81,8 +85,8 @@ impl SortBuffers {
 
     /// Device bytes buffers for `cap` pairs take.
     pub fn bytes(cap: usize) -> u64 {
-        let tiles = cap.div_ceil(TILE as usize).max(1) as u64;
-        16 * cap.max(1) as u64 + 4 * (tiles * RADIX as u64 + 2 * (DIGITS * RADIX) as u64 + 1)
+        let words = tiles(cap) * RADIX + 2 * DIGITS * RADIX + 1;
+        16 * cap.max(1) as u64 + 4 * words as u64
     }
 }
 
@@ -102,7 +106,7 @@ impl RadixSort {
 
     /// Compiles (or fetches) the sort's kernels for `gpu`.
     pub fn new(gpu: &Gpu) -> Result<Self> {
-        let compiled = compile(gpu, SOURCE)?;
+        let compiled = compile(gpu, &source())?;
         Ok(Self {
             hist: compiled.function("radix_hist")?,
             pass: compiled.function("radix_pass")?,
@@ -126,10 +130,9 @@ impl RadixSort {
                 bufs.cap
             )));
         }
-        let err = |what: &'static str| gpu_err(what);
         stream
             .memset_zeros(&mut bufs.hist)
-            .map_err(err("zeroing the sort's histograms"))?;
+            .map_err(gpu_err("zeroing the sort's histograms"))?;
         let n64 = n as u64;
         if n > 0 {
             let cfg = LaunchConfig {
@@ -141,11 +144,11 @@ impl RadixSort {
             b.arg(&bufs.keys[0]).arg(&n64).arg(&mut bufs.hist);
             // SAFETY: radix_hist(const u32*, u64, u32*) reads n keys of keys[0] (n <= cap) and
             // adds into the 4 x 256 histogram words.
-            unsafe { b.launch(cfg) }.map_err(err("launching radix_hist"))?;
+            unsafe { b.launch(cfg) }.map_err(gpu_err("launching radix_hist"))?;
         }
         let hist = stream
             .clone_dtoh(&bufs.hist)
-            .map_err(err("reading the sort's histograms"))?;
+            .map_err(gpu_err("reading the sort's histograms"))?;
         let (offsets, mut passes) = plan_passes(&hist, n64);
         if passes.is_empty() {
             // Every digit leaves the order as it is; one pass still writes the row ids.
@@ -153,10 +156,9 @@ impl RadixSort {
         }
         stream
             .memcpy_htod(&offsets, &mut bufs.offsets)
-            .map_err(err("writing the sort's offsets"))?;
-        let tiles = n.div_ceil(TILE as usize).max(1) as u32;
+            .map_err(gpu_err("writing the sort's offsets"))?;
         let cfg = LaunchConfig {
-            grid_dim: (tiles, 1, 1),
+            grid_dim: (tiles(n) as u32, 1, 1),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -165,10 +167,10 @@ impl RadixSort {
         for (i, &digit) in passes.iter().enumerate() {
             stream
                 .memset_zeros(&mut bufs.lookback)
-                .map_err(err("zeroing the look-back words"))?;
+                .map_err(gpu_err("zeroing the look-back words"))?;
             stream
                 .memset_zeros(&mut bufs.counter)
-                .map_err(err("zeroing the tile counter"))?;
+                .map_err(gpu_err("zeroing the tile counter"))?;
             let shift = 8 * digit as u32;
             let offs = bufs.offsets.slice(digit * RADIX..(digit + 1) * RADIX);
             let (lo_k, hi_k) = bufs.keys.split_at_mut(1);
@@ -197,7 +199,7 @@ impl RadixSort {
             // n of the destinations (a permutation of 0..n by the offsets of this digit's
             // histogram, which sum to n), 256 offsets, one look-back word per tile and digit
             // (tiles x 256 allocated) and the counter.
-            unsafe { b.launch(cfg) }.map_err(err("launching radix_pass"))?;
+            unsafe { b.launch(cfg) }.map_err(gpu_err("launching radix_pass"))?;
             cur = 1 - cur;
         }
         Ok(Sorted {
@@ -226,14 +228,17 @@ impl RadixSort {
     /// copied on the device), and reads the last result back: the benchmark's measure.
     pub fn time(&self, gpu: &Gpu, keys: &[u32], reps: usize) -> Result<Timed> {
         let stream = &gpu.stream;
-        let err = |what: &'static str| gpu_err(what);
         let n = keys.len();
         let mut bufs = SortBuffers::new(stream, n)?;
         let pristine = stream
             .clone_htod(keys)
-            .map_err(err("copying the keys to the device"))?;
+            .map_err(gpu_err("copying the keys to the device"))?;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let event = || gpu.ctx.new_event(timing).map_err(err("making an event"));
+        let event = || {
+            gpu.ctx
+                .new_event(timing)
+                .map_err(gpu_err("making an event"))
+        };
         let (start, end) = (event()?, event()?);
         let mut ms = Vec::with_capacity(reps);
         let mut last = None;
@@ -242,20 +247,28 @@ impl RadixSort {
                 let mut first = bufs.keys[0].slice_mut(0..n);
                 stream
                     .memcpy_dtod(&pristine, &mut first)
-                    .map_err(err("copying the keys"))?;
+                    .map_err(gpu_err("copying the keys"))?;
             }
-            start.record(stream).map_err(err("recording an event"))?;
+            start
+                .record(stream)
+                .map_err(gpu_err("recording an event"))?;
             let sorted = self.sort(stream, &mut bufs, n)?;
-            end.record(stream).map_err(err("recording an event"))?;
-            stream.synchronize().map_err(err("sorting"))?;
+            end.record(stream).map_err(gpu_err("recording an event"))?;
+            stream.synchronize().map_err(gpu_err("sorting"))?;
             if rep > 0 {
-                ms.push(start.elapsed_ms(&end).map_err(err("reading an event"))? as f64);
+                ms.push(
+                    start
+                        .elapsed_ms(&end)
+                        .map_err(gpu_err("reading an event"))? as f64,
+                );
             }
             last = Some(sorted);
         }
         let sorted = last.ok_or_else(|| GrouperError::Gpu("no sort ran".into()))?;
         let read = |s: &CudaSlice<u32>| -> Result<Vec<u32>> {
-            let mut v = stream.clone_dtoh(s).map_err(err("reading the sort back"))?;
+            let mut v = stream
+                .clone_dtoh(s)
+                .map_err(gpu_err("reading the sort back"))?;
             v.truncate(n);
             Ok(v)
         };
