@@ -242,6 +242,14 @@ mod tests {
         }
     }
 
+    /// Default options with `s` forced.
+    fn forced(s: GpuStrategy) -> GpuOptions {
+        GpuOptions {
+            strategy: Some(s),
+            ..GpuOptions::default()
+        }
+    }
+
     fn layout(sums: usize) -> Layout {
         let mut aggs = vec![AggregateSpec::count_star()];
         aggs.extend((0..sums).map(|_| AggregateSpec::new(AggKind::Sum, DataType::Float64)));
@@ -347,6 +355,45 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.threads, c.local_slots), (256, 128));
+    }
+
+    /// block_local's copies: as many as fit at full occupancy, at most one per lane; past
+    /// that one table, whole in a 1024-thread block's shared memory where it fits, else as
+    /// large as fits there; with blocks the user fixed smaller, only a full-occupancy share.
+    #[test]
+    fn block_tables_take_copies_for_few_groups_and_a_whole_sm_for_many() {
+        let info = h100();
+        let opts = forced(GpuStrategy::BLOCK_LOCAL);
+        // (groups, threads, copies, slots); key + rows + sum + seen: 32 bytes a slot.
+        for (groups, want) in [
+            (4, (256, 8, 64)), // 2 KiB a copy (64 slots at least); 27.5 KiB at full occupancy
+            (64, (256, 4, 128)),
+            (256, (256, 1, 512)),
+            (1024, (1024, 1, 2048)), // 64 KiB: 1024-thread blocks at full occupancy
+            (2048, (1024, 1, 4096)), // 128 KiB: one block an SM
+            (4096, (1024, 1, 4096)), // 256 KiB would not fit: the largest that does
+        ] {
+            let d = Demand::uniform(u64::MAX, groups, 1 << 28);
+            let c = choose(&opts, &layout(1), 1, d, &info).unwrap();
+            assert_eq!(
+                (c.threads, c.copies, c.local_slots),
+                want,
+                "{groups} groups"
+            );
+            let spec_bytes = 32 * c.copies as u64 * c.local_slots;
+            assert!(spec_bytes < info.shared_per_block as u64, "{groups}: {c:?}");
+        }
+        let small = GpuOptions {
+            params: GpuParams {
+                threads_per_block: Some(256),
+                ..GpuParams::default()
+            },
+            ..opts
+        };
+        let d = Demand::uniform(u64::MAX, 4096, 1 << 28);
+        let c = choose(&small, &layout(1), 1, d, &info).unwrap();
+        // 228 KiB / 8 blocks − 1 KiB: 27.5 KiB, 512 slots.
+        assert_eq!((c.threads, c.copies, c.local_slots), (256, 1, 512));
     }
 
     /// Without a profile: registers for one group, interleaved shared copies from two to
@@ -462,10 +509,6 @@ mod tests {
         let info = crate::DeviceInfo {
             memory_bytes: 1 << 40,
             ..h100()
-        };
-        let forced = |s: GpuStrategy| GpuOptions {
-            strategy: Some(s),
-            ..GpuOptions::default()
         };
         // A direct table sorted by its key word: the sort's keys are 32 bits.
         let within = Demand::uniform(1 << 32, 1 << 20, 1 << 28);
