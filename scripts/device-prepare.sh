@@ -26,7 +26,11 @@ for line in sys.stdin:
   xz -T0 -6 -c "$exe" > ".device/tests/$name.xz"
 done
 if [ "${1:-}" != "--tests-only" ]; then
-  xz -T0 -6 -c target/release/grouper > .device/bin/grouper.xz
+  # Stripped: a call carries at most 64 MiB, and `compare` carries two of these (26 MiB each
+  # compressed with their symbols, 23 stripped) beside the tests and the tree.
+  strip -o target/release/grouper.stripped target/release/grouper
+  xz -T0 -6 -c target/release/grouper.stripped > .device/bin/grouper.xz
+  rm target/release/grouper.stripped
   # tpchgen-cli (`cargo install tpchgen-cli`), for device-test.sh's files mode: TPCHGEN=path.
   if [ -n "${TPCHGEN:-}" ]; then xz -T0 -6 -c "$TPCHGEN" > .device/bin/tpchgen-cli.xz; fi
 fi

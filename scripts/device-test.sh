@@ -20,8 +20,9 @@
 # ("log2groups:strategy ...", 2^PROFILE_ROWS_LOG2 rows, dense then scattered keys), and the SASS
 # of each kernel's source (atomics: native or CAS loops) under $OUT/profile/.
 # compare: the same `grouper bench gpu-sweep` (COMPARE_ARGS) with .device/bin/grouper-before.xz
-# (an earlier build, e.g. before a restructuring) and the current grouper, taking turns point
-# set by point set, JSON at $OUT/compare-{before,after}-N.json.
+# (an earlier build, e.g. before a restructuring; keep its grouper.xz aside before
+# device-prepare.sh, which empties .device/) and the current grouper, taking turns point set
+# by point set, JSON at $OUT/compare-{before,after}-N.json.
 # groupby: `grouper bench groupby` (GROUPBY_ARGS), JSON at $OUT/groupby.json.
 # check: `grouper bench check` (CHECK_ARGS; e.g. --record to write the baseline) against
 # bench/results/baseline-<machine>.json, JSON at $OUT/check.json (and the baseline when recorded).
