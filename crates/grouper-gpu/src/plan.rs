@@ -383,6 +383,28 @@ mod tests {
             let spec_bytes = 32 * c.copies as u64 * c.local_slots;
             assert!(spec_bytes < info.shared_per_block as u64, "{groups}: {c:?}");
         }
+        // The GPU test's layout (block_tables_with_copies_or_a_whole_sm_match_the_reference):
+        // COUNT(*), SUM(i64) (low, high, seen), SUM(f64) (sum, seen) and the key, 56 bytes.
+        let narrow = Layout::new(&[
+            AggregateSpec::count_star(),
+            AggregateSpec::new(AggKind::Sum, DataType::Int64),
+            AggregateSpec::new(AggKind::Sum, DataType::Float64),
+        ])
+        .unwrap();
+        for (groups, want) in [
+            (1, (256, 4, 64)),
+            (40, (256, 2, 128)),
+            (2000, (1024, 1, 4096)),
+            (3000, (1024, 1, 4096)),
+        ] {
+            let d = Demand::uniform(u64::MAX, groups, 1 << 28);
+            let c = choose(&opts, &narrow, 1, d, &info).unwrap();
+            assert_eq!(
+                (c.threads, c.copies, c.local_slots),
+                want,
+                "{groups} groups"
+            );
+        }
         let small = GpuOptions {
             params: GpuParams {
                 threads_per_block: Some(256),

@@ -472,6 +472,37 @@ fn tiny_tables_trap_grow_and_resume() {
     }
 }
 
+/// block_local at the planner's own launch shapes (the property test fixes 128-thread blocks,
+/// and its twenty aggregates leave room for one copy): with COUNT(*) and two sums (56 bytes a
+/// slot on an H100 or H200), 1–40 groups take 2–4 interleaved copies of a block's table, 2,000
+/// one table in a whole SM's shared memory (1024 threads), 3,000 and 40,000 overflow it into
+/// the global table. NULL keys, a hot key and every transfer mode alike equal the reference.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn block_tables_with_copies_or_a_whole_sm_match_the_reference() {
+    if !have_gpu() {
+        return;
+    }
+    for (i, groups) in [1u64, 3, 40, 2000, 3000, 40_000].into_iter().enumerate() {
+        for skew in [false, true] {
+            let keys = keyed(&[KeyKind::I64], 300_000, groups, 5, false, skew, groups);
+            let (vals, aggs) = values(300_000, 5, groups ^ 0x5eed);
+            // COUNT(*), SUM(i64), SUM(f64).
+            let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
+            let c = case(keys, vals, &aggs, 3);
+            let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+            let opts = GpuOptions {
+                batch_rows: 1 << 17,
+                ..transfer(i)
+            };
+            let actual = run_gpu(&c.query, &c.batches, Some(GpuStrategy::BLOCK_LOCAL), opts)
+                .expect("block_local takes any key");
+            same_groups(&expected, &actual, 1)
+                .unwrap_or_else(|e| panic!("{groups} groups, skew {skew}: {e}"));
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn streams_inputs_many_times_the_memory_limit() {
