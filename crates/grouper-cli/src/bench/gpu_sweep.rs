@@ -5,7 +5,7 @@
 //! `r` (uniform u32): dense u32 keys `r % G`, and scattered 64-bit keys `(r % G + 1) *
 //! 0x79E3779B9` (G distinct values over the whole positive range: no perfect hash applies).
 //! Kernel time by CUDA events, median of `--reps` after a warm-up; every result's group count
-//! is checked against the keys drawn.
+//! is checked against the keys drawn, and its sums and counts against the input's totals.
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and vectors of sweep points it built itself.
 #![allow(clippy::indexing_slicing)]
@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use arrow::array::{ArrayRef, Float32Array, RecordBatch, UInt32Array, UInt64Array};
+use arrow::array::{
+    ArrayRef, Float32Array, Float64Array, Int64Array, RecordBatch, UInt32Array, UInt64Array,
+};
 use arrow::datatypes::{DataType, Field, Schema};
 use clap::Args;
 use datafusion::catalog::MemTable;
@@ -182,9 +184,51 @@ pub(crate) fn sweep_query(key_type: DataType) -> GpuQuery {
     }
 }
 
-/// Median kernel milliseconds of `p` (after a warm-up), checking the group count.
-/// One full run of `p` (warming it up), checked to find `groups` groups.
-fn check_groups(p: &mut Prepared, groups: usize) -> Result<()> {
+/// What every answer to [`sweep_query`] over a batch must total: its rows, and the sum of its
+/// values. The sweeps' values are quarters below 250 ([`draws`], and `strategy_sweep`'s), so
+/// any sum of up to 2^34 of them is exact in f64 in any order: a lost, doubled or misplaced row changes the totals (a lost row of value
+/// 0 only the count), where the group count alone misses it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Totals {
+    rows: i64,
+    sum: f64,
+}
+
+impl Totals {
+    /// The totals of `batch` (keys, f32 values).
+    pub(crate) fn of(batch: &RecordBatch) -> Result<Totals> {
+        let v = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Float32Array>()
+            .context("the sweep's values are f32")?;
+        Ok(Totals {
+            rows: batch.num_rows() as i64,
+            sum: v.values().par_iter().map(|&x| x as f64).sum(),
+        })
+    }
+
+    /// Whether an answer's columns (key, SUM, COUNT(*)) total these.
+    fn check(&self, columns: &[ArrayRef]) -> Result<()> {
+        let sums = columns
+            .get(1)
+            .and_then(|c| c.as_any().downcast_ref::<Float64Array>())
+            .context("SUM is the answer's second column, f64")?;
+        let counts = columns
+            .get(2)
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .context("COUNT(*) is the answer's third column, i64")?;
+        let got = Totals {
+            rows: counts.values().iter().sum(),
+            sum: sums.iter().flatten().sum(),
+        };
+        anyhow::ensure!(got == *self, "the groups total {got:?}, the input {self:?}");
+        Ok(())
+    }
+}
+
+/// One full run of `p` (warming it up), checked to find `groups` groups that total `totals`.
+fn check_groups(p: &mut Prepared, groups: usize, totals: &Totals) -> Result<()> {
     let first = p.run()?;
     anyhow::ensure!(
         first.num_rows == groups,
@@ -192,7 +236,9 @@ fn check_groups(p: &mut Prepared, groups: usize) -> Result<()> {
         first.report.strategy,
         first.num_rows
     );
-    Ok(())
+    totals
+        .check(&first.columns)
+        .with_context(|| first.report.strategy.to_string())
 }
 
 /// The median of `xs` (upper median when even; NaN when empty).
@@ -212,6 +258,7 @@ pub(crate) fn time_strategies(
     wants: impl Fn(&str) -> bool,
 ) -> Result<(GpuStrategy, serde_json::Map<String, Value>)> {
     let key_type = batch.schema().field(0).data_type().clone();
+    let totals = Totals::of(&batch)?;
     let auto = Prepared::new(&sweep_query(key_type), &[batch], opts)?;
     let mut runs: Vec<(String, Prepared)> = Vec::new();
     for s in GpuStrategy::ALL {
@@ -239,7 +286,7 @@ pub(crate) fn time_strategies(
     // the L2 and clocks the previous strategy left (`auto`, first in every turn, measured
     // 5–12% slower than the very same kernels forced, right after a contended `global`).
     for (_, p) in runs.iter_mut() {
-        check_groups(p, distinct)?;
+        check_groups(p, distinct, &totals)?;
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(reps); runs.len()];
     for _ in 0..reps.max(1) {
@@ -435,4 +482,54 @@ async fn q1_gpu(a: &GpuSweepArgs) -> Result<Vec<Value>> {
         out.push(json!({ "sf": sf, "threads": threads, "ms": ms }));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The totals catch a lost row, a row counted twice, and a sum in the wrong place; the
+    /// right answer passes whatever order its groups come in.
+    #[test]
+    fn totals_catch_lost_doubled_and_misplaced_rows() {
+        let (r, v) = draws(1 << 12);
+        let values: ArrayRef = Arc::new(Float32Array::from(v.clone()));
+        let (dense, _) = dense_keys(&r, 16);
+        let (batch, _) = sweep_batch(&dense, false, &values).unwrap();
+        let totals = Totals::of(&batch).unwrap();
+        // The answer, computed here: per key, SUM(v) and COUNT(*), in reverse key order.
+        let mut sum = [0f64; 16];
+        let mut count = [0i64; 16];
+        for (&k, &x) in dense.iter().zip(&v) {
+            sum[k as usize] += x as f64;
+            count[k as usize] += 1;
+        }
+        let answer = |sum: &[f64], count: &[i64]| -> Vec<ArrayRef> {
+            vec![
+                Arc::new(UInt32Array::from((0..16u32).rev().collect::<Vec<_>>())),
+                Arc::new(Float64Array::from(
+                    sum.iter().rev().copied().collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    count.iter().rev().copied().collect::<Vec<_>>(),
+                )),
+            ]
+        };
+        totals.check(&answer(&sum, &count)).unwrap();
+        // A row lost: its value and its count.
+        let (k, x) = (dense[7] as usize, v[7] as f64);
+        let (mut s, mut c) = (sum, count);
+        s[k] -= x;
+        c[k] -= 1;
+        assert!(totals.check(&answer(&s, &c)).is_err());
+        // A group merged twice.
+        let (mut s, mut c) = (sum, count);
+        s[3] *= 2.0;
+        c[3] *= 2;
+        assert!(totals.check(&answer(&s, &c)).is_err());
+        // Only the count kept: the sum went elsewhere.
+        let mut s = sum;
+        s[5] = 0.0;
+        assert!(totals.check(&answer(&s, &count)).is_err());
+    }
 }
