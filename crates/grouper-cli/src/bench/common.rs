@@ -4,7 +4,7 @@
 // reads as Null, never panics) and vectors of sweep points it built itself.
 #![allow(clippy::indexing_slicing)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
@@ -194,7 +194,7 @@ pub(crate) async fn last_cpu_strategy(ctx: &SessionContext, sql: &str) -> Result
 
 /// Runs DuckDB on `batches` (written to a temporary Parquet file, loaded into memory there).
 pub(crate) fn duckdb(
-    python: &PathBuf,
+    python: &Path,
     batches: &[arrow::array::RecordBatch],
     table: &str,
     threads: usize,
@@ -216,7 +216,7 @@ pub(crate) struct DuckRun {
 
 /// Runs DuckDB on `parts` (one Parquet file each, written in parallel, loaded into memory).
 pub(crate) fn duckdb_parts(
-    python: &PathBuf,
+    python: &Path,
     parts: &[Vec<arrow::array::RecordBatch>],
     table: &str,
     threads: usize,
@@ -269,9 +269,27 @@ pub(crate) fn write_parquet(
     Ok(written.len())
 }
 
+/// Runs the peer script `script` (under `bench/`) with `python` and `args`, and parses the one
+/// JSON object it prints; `peer` names it in the errors.
+pub(crate) fn run_peer<I, S>(python: &Path, script: &str, args: I, peer: &str) -> Result<Value>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = Command::new(python)
+        .arg(Path::new("bench").join(script))
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run the {peer}"))?;
+    if !out.status.success() {
+        bail!("{peer} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
 /// Runs DuckDB on the Parquet files in `dir` (loaded into an in-memory table `table`).
 pub(crate) fn duckdb_files(
-    python: &PathBuf,
+    python: &Path,
     dir: &std::path::Path,
     table: &str,
     threads: usize,
@@ -281,22 +299,20 @@ pub(crate) fn duckdb_files(
     if python_missing(python) {
         return Ok(None);
     }
-    let out = Command::new(python)
-        .arg("bench/duckdb_runner.py")
-        .arg(dir.join("*.parquet"))
-        .arg(table)
-        .arg(threads.to_string())
-        .arg(reps.to_string())
-        .args(sqls)
-        .output()
-        .context("cannot run the DuckDB runner")?;
-    if !out.status.success() {
-        bail!(
-            "DuckDB runner failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let v: Value = serde_json::from_slice(&out.stdout)?;
+    let pattern = dir.join("*.parquet").into_os_string();
+    let args = [
+        pattern,
+        table.into(),
+        threads.to_string().into(),
+        reps.to_string().into(),
+    ];
+    let sqls = sqls.iter().map(std::ffi::OsString::from);
+    let v = run_peer(
+        python,
+        "duckdb_runner.py",
+        args.into_iter().chain(sqls),
+        "DuckDB runner",
+    )?;
     let results = v["results"].as_array().cloned().unwrap_or_default();
     let rows = results
         .iter()

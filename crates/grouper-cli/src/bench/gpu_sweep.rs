@@ -11,7 +11,6 @@
 #![allow(clippy::indexing_slicing)]
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::common::{duckdb, git_commit, q1_lineitem, time_sql, write_json};
+use crate::bench::common::{duckdb, git_commit, q1_lineitem, run_peer, time_sql, write_json};
 
 #[derive(Args, Debug)]
 pub struct GpuSweepArgs {
@@ -145,24 +144,17 @@ fn torch_points(a: &GpuSweepArgs, r: &[u32], v: &[f32], groups: &[u64]) -> Resul
     );
     write_raw(&rf, r.iter().map(|x| x.to_le_bytes()))?;
     write_raw(&vf, v.iter().map(|x| x.to_le_bytes()))?;
-    let out = Command::new(&a.torch_python)
-        .arg("bench/torch_sweep.py")
-        .arg(&rf)
-        .arg(&vf)
-        .arg(r.len().to_string())
-        .arg(a.reps.to_string())
-        .args(groups.iter().map(|g| g.to_string()))
-        .output()
-        .context("cannot run the PyTorch peer")?;
+    let mut args: Vec<std::ffi::OsString> = vec![
+        rf.clone().into(),
+        vf.clone().into(),
+        r.len().to_string().into(),
+        a.reps.to_string().into(),
+    ];
+    args.extend(groups.iter().map(|g| g.to_string().into()));
+    let out = run_peer(&a.torch_python, "torch_sweep.py", args, "PyTorch peer");
     let _ = std::fs::remove_file(&rf);
     let _ = std::fs::remove_file(&vf);
-    if !out.status.success() {
-        anyhow::bail!(
-            "PyTorch peer failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    out
 }
 
 /// `SELECT k, SUM(CAST(v AS DOUBLE)), COUNT(*) GROUP BY k` over columns (k, f32 v).

@@ -8,16 +8,15 @@
 #![allow(clippy::indexing_slicing)]
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use grouper_gpu::sort::RadixSort;
 use grouper_gpu::Gpu;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::common::{git_commit, write_json};
+use crate::bench::common::{git_commit, run_peer, write_json};
 use crate::bench::gpu_sweep::median;
 
 #[derive(Args, Debug)]
@@ -80,19 +79,11 @@ fn check(input: &[u32], sorted: &[u32], rows: &[u32]) -> Result<()> {
 
 /// PyTorch's sort times per key width, or why they are missing.
 fn torch_points(a: &RadixSortArgs) -> Result<Value> {
-    let out = Command::new(&a.torch_python)
-        .arg("bench/torch_sort.py")
-        .arg((1u64 << a.rows_log2).to_string())
-        .arg(a.reps.to_string())
-        .args(a.key_bits.iter().map(|b| b.to_string()))
-        .output()
-        .context("cannot run the PyTorch peer")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "PyTorch peer failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(serde_json::from_slice(&out.stdout)?)
+    let args = [1u64 << a.rows_log2, a.reps as u64]
+        .into_iter()
+        .chain(a.key_bits.iter().map(|&b| b as u64))
+        .map(|x| x.to_string());
+    run_peer(&a.torch_python, "torch_sort.py", args, "PyTorch peer")
 }
 
 pub async fn radix_sort(a: RadixSortArgs) -> Result<()> {
