@@ -41,6 +41,11 @@ pub enum Placement {
     /// §5.2; the sort-based atomics paper's private variable). Its atomics fall once per run,
     /// not per row, on slots in table order.
     Sorted,
+    /// The rows scattered first, with their evaluated keys and inputs, into 256 partitions by
+    /// the top bits of the word that places a key in the global table; then read in
+    /// partition order and merged into the global table, whose slots in use at any moment
+    /// are a partition's share and stay in L2 (Tomé §3.5's partitioned tables; DESIGN.md's `partitioned`).
+    Partitioned,
 }
 
 /// How a hashed index probes for a key's slot (cuCollections' probing scheme). The CUDA form
@@ -101,11 +106,16 @@ impl GpuStrategy {
     pub const PERFECT_SORTED: GpuStrategy = GpuStrategy::new(Index::Direct, Placement::Sorted);
     /// Rows sorted by key hash, runs merged into one hash table in device memory.
     pub const SORTED: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Sorted);
+    /// Rows partitioned by key word, then merged into a direct table in device memory.
+    pub const PERFECT_PARTITIONED: GpuStrategy =
+        GpuStrategy::new(Index::Direct, Placement::Partitioned);
+    /// Rows partitioned by key hash, then merged into one hash table in device memory.
+    pub const PARTITIONED: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Partitioned);
 
     /// Every GPU strategy: the pairs of index and placement that make sense (registers and
     /// interleaved shared copies are addressed by the key itself; a block's or a thread's
     /// hash table holds the keys its rows bring).
-    pub const ALL: [GpuStrategy; 8] = [
+    pub const ALL: [GpuStrategy; 10] = [
         GpuStrategy::PERFECT_REGISTERS,
         GpuStrategy::PERFECT_SHARED,
         GpuStrategy::PERFECT_GLOBAL,
@@ -114,6 +124,8 @@ impl GpuStrategy {
         GpuStrategy::GLOBAL,
         GpuStrategy::PERFECT_SORTED,
         GpuStrategy::SORTED,
+        GpuStrategy::PERFECT_PARTITIONED,
+        GpuStrategy::PARTITIONED,
     ];
 
     const fn new(index: Index, placement: Placement) -> Self {
@@ -132,7 +144,7 @@ impl GpuStrategy {
 
     /// The name used on the command line and in profiles.
     pub fn name(self) -> &'static str {
-        const NAMES: [&str; 8] = [
+        const NAMES: [&str; 10] = [
             "perfect_registers",
             "perfect_shared",
             "perfect_global",
@@ -141,6 +153,8 @@ impl GpuStrategy {
             "global",
             "perfect_sorted",
             "sorted",
+            "perfect_partitioned",
+            "partitioned",
         ];
         GpuStrategy::ALL
             .iter()

@@ -9,6 +9,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PushKernelArg};
 
 use crate::budget::Budget;
 use crate::device::gpu_err;
+use crate::placement;
 use crate::table::{fill_limit, ColPtrs, DeviceTable, TableKernels};
 use crate::variant::{Scratch, Variant};
 use grouper_core::error::{GrouperError, Result};
@@ -169,6 +170,34 @@ fn launch_rows(
         }
         _ => None,
     };
+    // The partitioned placement scatters a chunk's rows into partitions first; the
+    // aggregation (and the re-run of rows a full table listed) reads them there.
+    if let (None, Some((hist, scatter))) = (list, &v.partitioning) {
+        let words = placement::PARTITION_HEAD_WORDS + n * placement::partition_row_words(&v.spec);
+        let rows = scratch.fit_parts(stream, words, budget)?;
+        let err = gpu_err("partitioning rows");
+        stream
+            .memset_zeros(&mut rows.slice_mut(0..placement::PARTITION_HEAD_WORDS as usize))
+            .map_err(&err)?;
+        let shift: u32 = if v.spec.strategy.is_perfect() {
+            placement::partition_shift(table.cap)
+        } else {
+            0
+        };
+        for f in [hist, scatter] {
+            let mut b = stream.launch_builder(f);
+            b.arg(cols)
+                .arg(&n)
+                .arg(&mut *rows)
+                .arg(&mut *ctrl)
+                .arg(&shift);
+            // SAFETY: part_hist and part_scatter(ColPtrs, u64, u64*, Ctrl*, unsigned) evaluate
+            // the chunk's n rows (every pointer in `cols` addresses a live column of at least
+            // n rows); the buffer, fitted to n rows of the spec's width after its head, holds
+            // every row they write.
+            unsafe { b.launch(v.launch_cfg(0)) }.map_err(&err)?;
+        }
+    }
     let list = match (sorted, scratch.sort.as_ref()) {
         (Some(i), Some(bufs)) => Some(&bufs.vals[i]),
         _ => list,
@@ -197,14 +226,16 @@ fn launch_rows(
         .arg(overflow)
         .arg(&mut scratch.spill.slots)
         .arg(&scratch.spill.cap);
-    match scratch.private.as_mut() {
-        Some(p) => b.arg(&mut p.slots),
-        None => b.arg(&null),
+    match (scratch.private.as_mut(), scratch.parts.as_mut()) {
+        (Some(p), _) if v.partitioning.is_none() => b.arg(&mut p.slots),
+        (_, Some(rows)) if v.partitioning.is_some() => b.arg(rows),
+        _ => b.arg(&null),
     };
     // SAFETY: the arguments match the parameters of agg_rows and agg_list in codegen (ColPtrs
     // by value, u64 counts, device pointers); every pointer in `cols` addresses a live column
     // of at least `n` rows (or of the rows `list` names), the tables hold `cap` slots, and
-    // `scratch` was fitted to `v` (spill slots for its blocks, a private table per thread).
+    // `scratch` was fitted to `v` (spill slots for its blocks, a private table per thread,
+    // or the rows partitioned above, which `aux` then addresses).
     unsafe { b.launch(v.launch_cfg(crate::placement::shared_bytes(&v.spec))) }
         .map_err(gpu_err("launching agg_rows"))?;
     Ok(())

@@ -33,9 +33,10 @@ pub(crate) struct Tuning {
 /// slower than hashing at every group count timed on the H100 (2^26 rows,
 /// `gpu-sweep-h100-2p26-sorted-c5fd309.json`), so timing them would only spend chunks.
 fn same_table(s: GpuStrategy) -> impl Iterator<Item = GpuStrategy> {
-    GpuStrategy::ALL
-        .into_iter()
-        .filter(move |o| o.is_perfect() == s.is_perfect() && o.placement() != Placement::Sorted)
+    GpuStrategy::ALL.into_iter().filter(move |o| {
+        o.is_perfect() == s.is_perfect()
+            && !matches!(o.placement(), Placement::Sorted | Placement::Partitioned)
+    })
 }
 
 impl Tuning {

@@ -31,6 +31,8 @@ pub(crate) struct Variant {
     pub(crate) agg_list: CudaFunction,
     /// The sorted placement's kernels: each row's sort key, and the radix sort.
     pub(crate) sorting: Option<(CudaFunction, Arc<RadixSort>)>,
+    /// The partitioned placement's kernels: the partitions' sizes, and the scatter.
+    pub(crate) partitioning: Option<(CudaFunction, CudaFunction)>,
     /// Blocks in the grid.
     pub(crate) blocks: u32,
 }
@@ -79,6 +81,13 @@ impl Variant {
             )),
             _ => None,
         };
+        let partitioning = match choice.strategy.placement() {
+            Placement::Partitioned => Some((
+                compiled.function("part_hist")?,
+                compiled.function("part_scatter")?,
+            )),
+            _ => None,
+        };
         if shared > 48 * 1024 {
             for f in [&agg_rows, &agg_list] {
                 f.set_attribute(
@@ -103,6 +112,7 @@ impl Variant {
             agg_rows,
             agg_list,
             sorting,
+            partitioning,
             blocks,
         };
         Ok((variant, choice, compiled))
@@ -149,10 +159,14 @@ pub(crate) struct Scratch {
     pub(crate) private: Option<DeviceTable>,
     /// The sorted placement's keys and row ids (twice: the sort's passes alternate).
     pub(crate) sort: Option<SortBuffers>,
+    /// The partitioned placement's rows, after a head of per-partition counters.
+    pub(crate) parts: Option<CudaSlice<u64>>,
     /// Bytes taken from the budget for the spill buffers.
     spill_bytes: u64,
     /// Bytes taken from the budget for the sort's buffers.
     sort_bytes: u64,
+    /// Bytes taken from the budget for the partitioned rows.
+    parts_bytes: u64,
 }
 
 impl Scratch {
@@ -167,9 +181,36 @@ impl Scratch {
             ],
             private: None,
             sort: None,
+            parts: None,
             spill_bytes: 0,
             sort_bytes: 0,
+            parts_bytes: 0,
         })
+    }
+
+    /// A buffer of `words` words for the partitioned rows (kept, and grown, from chunk to
+    /// chunk).
+    pub(crate) fn fit_parts(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        words: u64,
+        budget: &Budget,
+    ) -> Result<&mut CudaSlice<u64>> {
+        if self.parts.as_ref().is_none_or(|b| words > b.len() as u64) {
+            let bytes = 8 * words;
+            budget.take(bytes, "the partitioned rows")?;
+            self.parts = None;
+            budget.give(std::mem::take(&mut self.parts_bytes));
+            // SAFETY: part_scatter writes every row the aggregation then reads (rows_in bounds
+            // them by the count part_hist wrote), and the launch zeroes the head first.
+            let made = unsafe { stream.alloc::<u64>(words as usize) }
+                .map_err(gpu_err("allocating the partitioned rows"))
+                .inspect_err(|_| budget.give(bytes))?;
+            (self.parts, self.parts_bytes) = (Some(made), bytes);
+        }
+        self.parts
+            .as_mut()
+            .ok_or_else(|| GrouperError::Gpu("the partitioned rows are missing".into()))
     }
 
     /// Sort buffers for a chunk of `rows` rows (kept, and grown, from chunk to chunk).

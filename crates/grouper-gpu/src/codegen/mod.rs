@@ -145,12 +145,39 @@ pub fn generate(spec: &KernelSpec) -> String {
     s.push_str(probing::source(spec.probing));
     s.push_str(&update_merge(&spec.layout, &spec.non_null_args));
     s.push_str(&eval_row(spec));
+    match spec.strategy.placement() {
+        Placement::Partitioned => s.push_str(&crate::placement::partition_kernels(spec)),
+        _ => s.push_str(LOAD_ROW),
+    }
     s.push_str(&agg_kernel(spec));
     if spec.strategy.placement() == Placement::Sorted {
         s.push_str(&crate::placement::sort_keys_kernel(spec));
     }
     s.push_str(MAINTENANCE);
     s
+}
+
+/// How the row loops read a row where the rows are the chunk's columns: evaluated in place
+/// (the partitioned placement reads its own rows instead, `placement/partitioned.rs`).
+const LOAD_ROW: &str = r#"
+__device__ __forceinline__ bool load_row(const ColPtrs& C, const u64* aux, u64 row, u64* key, u64* in, u64* maskp, u64* err) { return eval_row(C, row, key, in, maskp, err); }
+__device__ __forceinline__ u64 rows_in(const u64* aux, u64 n) { return n; }
+"#;
+
+/// Input words `update_slot` reads per row (`NIN`, at least one in the source): a value word
+/// per field fed by the argument, two for 128-bit extremes, a wide sum's words.
+pub(crate) fn input_count(layout: &Layout) -> usize {
+    layout
+        .aggs
+        .iter()
+        .flat_map(|a| &a.fields)
+        .map(|f| match f.op {
+            Op::MinI128 | Op::MaxI128 => 2,
+            Op::Wide { words, .. } => words,
+            _ if f.input == Input::One => 0,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// `update_slot` and `merge_slot`: the algebra's update and merge, word op by word op.
@@ -242,6 +269,7 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
         }
         let _ = writeln!(up, "  }}");
     }
+    debug_assert_eq!(input, input_count(layout));
     format!(
         "#define NIN {}\n\
          template <bool A, bool S = false> __device__ __forceinline__ void update_slot(u64* w, u64 st, u64 s, const u64* in, u64 mask) {{\n{up}}}\n\
@@ -416,18 +444,20 @@ fn eval_row(spec: &KernelSpec) -> String {
 fn agg_kernel(spec: &KernelSpec) -> String {
     // One body, two kernels: `agg_rows` over rows 0..n and `agg_list` over the rows a list
     // names (the re-run after the table has grown), so the common one carries no list test.
+    // `aux` is the placement's own device buffer: thread_private's tables, the partitioned
+    // rows (whose count `rows_in` reads there: the filter may have dropped some).
     let mut s = format!(
         "#define ERR_SPILL {ERR_SPILL}ULL\n\
          #define AGG_PARAMS const ColPtrs C, const u64 n, const unsigned* __restrict__ list, \
          u64* gt, const u64 gcap, const u64 glimit, Ctrl* ctrl, unsigned* overflow, \
-         u64* spill, const u64 spill_cap, u64* priv\n\
-         #define AGG_ARGS C, n, list, gt, gcap, glimit, ctrl, overflow, spill, spill_cap, priv\n\
+         u64* spill, const u64 spill_cap, u64* aux\n\
+         #define AGG_ARGS C, n, list, gt, gcap, glimit, ctrl, overflow, spill, spill_cap, aux\n\
          template <bool LIST> __device__ __forceinline__ void agg_body(AGG_PARAMS) {{\n"
     );
     s.push_str(&spec.strategy.placement().body(spec));
     s.push_str(
         "}\n\
-         extern \"C\" __global__ void __launch_bounds__(THREADS) agg_rows(AGG_PARAMS) { agg_body<false>(AGG_ARGS); }\n\
+         extern \"C\" __global__ void __launch_bounds__(THREADS) agg_rows(AGG_PARAMS) { agg_body<false>(C, rows_in(aux, n), list, gt, gcap, glimit, ctrl, overflow, spill, spill_cap, aux); }\n\
          extern \"C\" __global__ void __launch_bounds__(THREADS) agg_list(AGG_PARAMS) { agg_body<true>(AGG_ARGS); }\n",
     );
     s

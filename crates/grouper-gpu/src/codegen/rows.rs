@@ -15,7 +15,7 @@ pub(crate) const ROW_LOOP_HEAD: &str = r#"
       ok_[j] = false;
       if (i < n) {
         rows_[j] = LIST ? (u64)list[i] : i;
-        ok_[j] = eval_row(C, rows_[j], keys_[j], ins_[j], &masks_[j], &ctrl->error);
+        ok_[j] = load_row(C, aux, rows_[j], keys_[j], ins_[j], &masks_[j], &ctrl->error);
       }
     }
 #pragma unroll

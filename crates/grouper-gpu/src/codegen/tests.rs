@@ -43,6 +43,7 @@ int __clzll(long long);
 unsigned long long __brevll(unsigned long long);
 unsigned long long __ldg(const unsigned long long*);
 unsigned long long __shfl_down_sync(unsigned, unsigned long long, int);
+unsigned long long __shfl_up_sync(unsigned, unsigned long long, unsigned);
 "#;
 
 fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {

@@ -9,11 +9,16 @@ use crate::strategy::{Index, Placement};
 
 mod block;
 mod global;
+mod partitioned;
 mod private;
 mod registers;
 mod shared;
 mod sorted;
 
+pub(crate) use partitioned::{
+    direct_shift as partition_shift, kernels as partition_kernels,
+    row_words as partition_row_words, HEAD_WORDS as PARTITION_HEAD_WORDS,
+};
 pub(crate) use private::private_tables_hold;
 pub(crate) use sorted::sort_keys_kernel;
 
@@ -93,6 +98,7 @@ impl Placement {
             Placement::Private => private::size(room),
             Placement::Global => global::size(index, room),
             Placement::Sorted => sorted::size(index, room),
+            Placement::Partitioned => partitioned::size(index, room),
         }
     }
 
@@ -105,6 +111,7 @@ impl Placement {
             Placement::Private => private::body(spec),
             Placement::Global => global::body(spec),
             Placement::Sorted => sorted::body(spec),
+            Placement::Partitioned => partitioned::body(spec),
         }
     }
 
@@ -144,6 +151,6 @@ pub(crate) fn shared_bytes(spec: &KernelSpec) -> u64 {
         Placement::Registers => registers::shared_bytes(w, spec),
         Placement::Shared => shared::shared_bytes(w, spec),
         Placement::Block => block::shared_bytes(w, spec),
-        Placement::Private | Placement::Global | Placement::Sorted => 0,
+        Placement::Private | Placement::Global | Placement::Sorted | Placement::Partitioned => 0,
     }
 }

@@ -48,7 +48,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
         s,
         "  const u64 T = (u64)gridDim.x * blockDim.x, tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;\n\
          const u64 PC = {pc}ULL, lst = 1;\n\
-         u64* mine = priv + tid * PC * GS; u64 lcount = 0;\n\
+         u64* mine = aux + tid * PC * GS; u64 lcount = 0;\n\
          #define LKEY(w) mine[ls * GS + (w)]"
     );
     s.push_str(ROW_LOOP_HEAD);

@@ -444,12 +444,14 @@ fn tiny_tables_trap_grow_and_resume() {
         let (vals, aggs) = values(rows, 5, 7);
         let c = case(keys, vals, &aggs, 3);
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
-        // `sorted` lists the rows of the runs the full table could not take, in sorted order.
+        // `sorted` lists the rows of the runs the full table could not take, in sorted order;
+        // `partitioned` lists them by their place among the partitioned rows.
         for s in [
             GpuStrategy::GLOBAL,
             GpuStrategy::BLOCK_LOCAL,
             GpuStrategy::THREAD_PRIVATE,
             GpuStrategy::SORTED,
+            GpuStrategy::PARTITIONED,
         ] {
             let opts = GpuOptions {
                 strategy: Some(s),
@@ -579,6 +581,8 @@ fn many_groups_up_to_2_pow_24() {
                 Some(GpuStrategy::GLOBAL),
                 Some(GpuStrategy::PERFECT_GLOBAL),
                 Some(GpuStrategy::BLOCK_LOCAL),
+                Some(GpuStrategy::PARTITIONED),
+                Some(GpuStrategy::PERFECT_PARTITIONED),
             ] {
                 let opts = GpuOptions {
                     resident: true,
@@ -766,6 +770,7 @@ fn fused_filter_and_expressions_match_the_interpreter() {
         Some(GpuStrategy::PERFECT_SHARED),
         Some(GpuStrategy::GLOBAL),
         Some(GpuStrategy::BLOCK_LOCAL),
+        Some(GpuStrategy::PARTITIONED),
     ];
     for (i, s) in strategies.into_iter().enumerate() {
         let opts = GpuOptions {
