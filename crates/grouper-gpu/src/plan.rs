@@ -549,4 +549,63 @@ mod tests {
             (GpuStrategy::SORTED, 0, 0)
         );
     }
+
+    /// `partitioned`'s shared table holds a partition's groups, within a whole SM's shared
+    /// memory for a 1024-thread block; a direct table, or a layout too wide for 64 slots,
+    /// takes none (rows update the device-memory table in partition order).
+    #[test]
+    fn partitioned_tables_take_a_partitions_groups_within_a_whole_sm() {
+        let info = h100();
+        let l = layout(1);
+        let slot = 8 * (l.words as u64 + 1);
+        let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024) / slot);
+        let opts = forced(GpuStrategy::PARTITIONED);
+        for (log2, want) in [
+            (12, 64),
+            (16, 512),
+            (20, 8192.min(whole_sm)),
+            (24, whole_sm),
+        ] {
+            let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
+            let c = choose(&opts, &l, 1, demand, &info).unwrap();
+            assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
+        }
+        // Blocks the user fixed at 256 threads: their share at full occupancy (8 a SM).
+        let small = GpuOptions {
+            params: GpuParams {
+                threads_per_block: Some(256),
+                ..Default::default()
+            },
+            ..opts.clone()
+        };
+        let c = choose(
+            &small,
+            &l,
+            1,
+            Demand::uniform(u64::MAX, 1 << 24, 1 << 28),
+            &info,
+        );
+        let share = crate::placement::pow2_floor((228 * 1024 / 8 - 1024) / slot);
+        assert_eq!(c.unwrap().local_slots, share);
+        // 400 sums: a slot of 3.2 KB, fewer than 64 in a block; and a direct table: no
+        // shared table.
+        let wide = layout(400);
+        let c = choose(
+            &opts,
+            &wide,
+            1,
+            Demand::uniform(u64::MAX, 1 << 20, 1 << 28),
+            &info,
+        );
+        assert_eq!(c.unwrap().local_slots, 0);
+        let direct = forced(GpuStrategy::PERFECT_PARTITIONED);
+        let c = choose(
+            &direct,
+            &l,
+            1,
+            Demand::uniform(1 << 20, 1 << 20, 1 << 28),
+            &info,
+        );
+        assert_eq!(c.unwrap().local_slots, 0);
+    }
 }

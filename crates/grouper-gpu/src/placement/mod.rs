@@ -121,6 +121,7 @@ impl Placement {
         match self {
             Placement::Block => block::scratch_slots(blocks, spec),
             Placement::Private => private::scratch_slots(blocks, spec),
+            Placement::Partitioned => partitioned::scratch_slots(spec),
             _ => (1, 0),
         }
     }
@@ -151,6 +152,7 @@ pub(crate) fn shared_bytes(spec: &KernelSpec) -> u64 {
         Placement::Registers => registers::shared_bytes(w, spec),
         Placement::Shared => shared::shared_bytes(w, spec),
         Placement::Block => block::shared_bytes(w, spec),
-        Placement::Private | Placement::Global | Placement::Sorted | Placement::Partitioned => 0,
+        Placement::Partitioned => partitioned::shared_bytes(w, spec),
+        Placement::Private | Placement::Global | Placement::Sorted => 0,
     }
 }

@@ -1,18 +1,21 @@
-//! Partitioned aggregation for tables beyond L2 (issue 25 item 4; Tomé §3.5: a thread concerned
+//! Partitioned aggregation for many groups (issue 25 item 4; Tomé §3.5: a thread concerned
 //! with one part of the table at a time, so the part sits in a lower level of the memory
-//! hierarchy): a chunk's rows are evaluated once and scattered, with
-//! their payload — key words, aggregate inputs, NULL mask; not row ids, whose gather cost the
-//! sorted placement most of its time — into [`PARTS`] partitions by the top bits of the word
-//! that places their key in the global table: the key's hash for a hash table (linear probing
-//! starts at its top bits), the key word itself for a direct table. The aggregation then reads
-//! the partitioned rows in order and updates the global table as `global` does, so the rows in
-//! flight at any moment fall in one or a few partitions' 1/256 of the table, which stays in L2
-//! where the whole table would not.
+//! hierarchy): a chunk's rows are evaluated once and scattered, with their payload — key words,
+//! aggregate inputs, NULL mask; not row ids, whose gather cost the sorted placement most of its
+//! time — into [`PARTS`] partitions by the top bits of the word that places their key in the
+//! global table: the key's hash for a hash table (linear probing starts at its top bits), the
+//! key word itself for a direct table. So the partitioned rows arrive in table order, a
+//! partition's 1/256 of the table at a time, which stays in L2 where the whole table would not.
 //!
 //! Three kernels per chunk: `part_hist` (each partition's rows), `part_scatter` (each block
 //! takes a tile of rows, ranks them per partition in shared memory, reserves each partition's
-//! run with one atomic on its cursor, and writes the rows there), then the aggregation. Rows
-//! within a partition are in no particular order; the aggregate algebra does not need one.
+//! run with one atomic on its cursor, and writes the rows there), then the aggregation. With a
+//! hash table, each block folds stretches of about a partition's rows into a shared-memory
+//! table holding a partition's groups and flushes it at each stretch's end, so a row's update
+//! is a shared-memory atomic and the global table sees each group once a stretch; a direct
+//! table (and a layout too wide for a shared table) is updated in device memory as `global`
+//! does, in partition order. Rows within a partition are in no particular order; the aggregate
+//! algebra does not need one.
 //!
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
 //! their place in the partitioned buffer, and the re-run after it grows reads them there.
@@ -20,8 +23,10 @@
 use std::fmt::Write;
 
 use super::{pow2_floor, Room, Sizing};
+use crate::codegen::rows::{FLUSH_SLOT, GLOBAL_UPDATE};
 use crate::codegen::spec::KernelSpec;
 use crate::strategy::Index;
+use crate::table::{fill_limit, pow2_at_least};
 
 /// Partitions of a chunk: one 8-bit digit of the placing word (one scatter pass; a tile's rows
 /// still fill runs of several rows per partition).
@@ -49,16 +54,114 @@ fn tile_items(spec: &KernelSpec) -> u64 {
     pow2_floor(48 / (row_words(spec) + 2)).clamp(1, 16)
 }
 
-/// The table `global` takes: a direct table while it fits the room for direct tables, a hash
-/// table always (it grows).
+/// A direct table as `global` sizes it (its rows then update it in device memory, in partition
+/// order). A hash table always fits (it grows); besides, each block takes one shared-memory
+/// table as large as a whole SM's shared memory allows (where a block keeps half the SM's
+/// threads; else its share at full occupancy) and no larger than a partition's groups need: a
+/// block folds a stretch of the partitioned rows — about one partition's — into it and
+/// flushes it at the stretch's end. Tables of fewer than 64 slots: none (the L2 form).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
-    super::global::size(index, room)
+    let global = super::global::size(index, room)?;
+    if index == Index::Direct {
+        return Some(global);
+    }
+    let bytes = 8 * (room.words + room.key_words);
+    let largest = room.largest();
+    let shared = if 2 * largest >= room.info.threads_per_sm {
+        (room.info.shared_per_block as u64).saturating_sub(1024)
+    } else {
+        room.at_full(largest)
+    };
+    let want = pow2_at_least(((room.groups as f64 / PARTS as f64 / room.fill) as u64).max(64));
+    let slots = pow2_floor(shared / bytes).min(want);
+    Some(match slots >= 64 {
+        true => Sizing {
+            threads: largest,
+            copies: 1,
+            local_slots: slots,
+        },
+        false => global,
+    })
 }
 
-/// The aggregation over the partitioned rows: `global`'s updates, the rows read from the
-/// partitioned buffer (`load_row`).
+/// Slots of a block's shared table: none for a direct table.
+fn table_slots(spec: &KernelSpec) -> u64 {
+    match spec.strategy.index() {
+        Index::Hashed => spec.local_slots,
+        Index::Direct => 0,
+    }
+}
+
+/// Spill room: each stretch (at most [`PARTS`] of them) flushes its table once.
+pub(super) fn scratch_slots(spec: &KernelSpec) -> (u64, u64) {
+    (PARTS * table_slots(spec).max(1), 0)
+}
+
+pub(super) fn shared_bytes(w: u64, spec: &KernelSpec) -> u64 {
+    8 * (w + spec.key_count() as u64) * table_slots(spec)
+}
+
+/// Without a shared table: `global`'s updates over the partitioned rows (`load_row`), which
+/// arrive in table order, a partition's share of the table at a time. With one: each block
+/// takes stretches of about a partition's rows (n / [`PARTS`]: a hot partition spans several
+/// stretches, so several blocks), folds each row into its shared table (a full table sends the
+/// row on to the global one) and flushes the table at the stretch's end. The re-run of rows a
+/// full global table listed goes straight to the global table.
 pub(super) fn body(spec: &KernelSpec) -> String {
-    super::global::body(spec)
+    let global = super::global::body(spec);
+    let sc = table_slots(spec);
+    if sc == 0 {
+        return global;
+    }
+    let limit = fill_limit(sc, spec.fill_factor);
+    let mut s = format!(
+        "  if (LIST) {{
+{global}    return;
+  }}
+"
+    );
+    let _ = write!(
+        s,
+        r#"  extern __shared__ u64 sm[];
+  __shared__ u64 scount[1];
+  const u64 SC = {sc}ULL;
+  u64* lkeys = sm; u64* lwords = sm + K * SC; const u64 lst = SC;
+#define LKEY(w) lkeys[(w) * SC + ls]
+  for (u64 i = threadIdx.x; i < K * SC; i += blockDim.x) lkeys[i] = EMPTY;
+  for (u64 i = threadIdx.x; i < W * SC; i += blockDim.x) lwords[i] = IDENT[i / SC];
+  if (threadIdx.x == 0) scount[0] = 0;
+  __syncthreads();
+  const u64 span = (n + PARTS - 1) / PARTS;
+  for (u64 lo = (u64)blockIdx.x * span; lo < n; lo += (u64)gridDim.x * span) {{
+    const u64 hi = lo + span < n ? lo + span : n;
+    for (u64 base = lo + threadIdx.x; base < hi; base += (u64)blockDim.x * IPT) {{
+      u64 keys_[IPT][K]; u64 ins_[IPT][NIN]; u64 masks_[IPT]; bool ok_[IPT];
+#pragma unroll
+      for (int j = 0; j < IPT; j++) {{
+        const u64 i = base + (u64)j * blockDim.x;
+        ok_[j] = i < hi && load_row(C, aux, i, keys_[j], ins_[j], &masks_[j], &ctrl->error);
+      }}
+#pragma unroll
+      for (int j = 0; j < IPT; j++) {{
+        if (!ok_[j]) continue;
+        const u64 row = base + (u64)j * blockDim.x; const u64* key = keys_[j]; const u64* in = ins_[j]; const u64 mask = masks_[j];
+        const i64 l = find_or_insert(lkeys, 1, SC, SC, {limit}ULL, key, &scount[0]);
+        if (l >= 0) {{ update_slot<true, true>(lwords, SC, (u64)l, in, mask); continue; }}
+{GLOBAL_UPDATE}      }}
+    }}
+    __syncthreads();
+    for (u64 ls = threadIdx.x; ls < SC; ls += blockDim.x) {{
+      if (lkeys[ls] == EMPTY) continue;
+      const u64* lslot = lwords + ls;
+{FLUSH_SLOT}      for (int w = 0; w < K; w++) lkeys[w * SC + ls] = EMPTY;
+      for (int w = 0; w < W; w++) lwords[w * SC + ls] = IDENT[w];
+    }}
+    if (threadIdx.x == 0) scount[0] = 0;
+    __syncthreads();
+  }}
+"#
+    );
+    s
 }
 
 /// `load_row` for this placement, `part_hist` and `part_scatter`.
