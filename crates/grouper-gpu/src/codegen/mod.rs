@@ -491,4 +491,4 @@ extern "C" __global__ void init_table(u64* t, const u64 cap) {
 "#;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -46,7 +46,8 @@ unsigned long long __shfl_down_sync(unsigned, unsigned long long, int);
 unsigned long long __shfl_up_sync(unsigned, unsigned long long, unsigned);
 "#;
 
-fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
+/// A spec reading every kind of column and aggregate (other tests take it and change a part).
+pub(crate) fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
     let dec = DataType::Decimal128(15, 2);
     let aggs = vec![
         AggregateSpec::count_star(),

@@ -48,10 +48,15 @@ pub(crate) fn direct_shift(cap: u64) -> u32 {
     bits.saturating_sub(PARTS.trailing_zeros())
 }
 
-/// Rows per thread of a scatter tile: as many as keep about 48 words of rows in registers (at
-/// most 16), so a tile of 256 threads gives each partition runs of several rows.
+/// Rows per thread of a scatter tile: tiles of 2,048 rows (eight a partition on average, so
+/// each partition's run in a tile fills whole sectors), unless the rows' words would not fit
+/// the registers a thread of the block has (64K a multiprocessor, at most 255 a thread; about
+/// 24 kept for the rest): then fewer.
 fn tile_items(spec: &KernelSpec) -> u64 {
-    pow2_floor(48 / (row_words(spec) + 2)).clamp(1, 16)
+    let threads = u64::from(spec.threads.max(32));
+    let regs = (65536 / threads).min(255).saturating_sub(24);
+    let per_row = 2 * (row_words(spec) + 2);
+    pow2_floor((2048 / threads).clamp(1, 16).min(regs / per_row)).max(1)
 }
 
 /// A direct table as `global` sizes it (its rows then update it in device memory, in partition
@@ -273,6 +278,31 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::datatypes::DataType;
+    use grouper_core::agg::layout::Layout;
+    use grouper_core::agg::{AggKind, AggregateSpec};
+
+    #[test]
+    fn scatter_tiles_take_2048_rows_within_the_registers() {
+        let spec = |threads: u32, sums: usize| {
+            let mut aggs = vec![AggregateSpec::count_star()];
+            aggs.extend((0..sums).map(|_| AggregateSpec::new(AggKind::Sum, DataType::Float64)));
+            KernelSpec {
+                threads,
+                layout: Layout::new(&aggs).unwrap(),
+                ..crate::codegen::tests::spec(crate::GpuStrategy::PARTITIONED, 1)
+            }
+        };
+        // One key word, one input, the mask: 3 words a row.
+        assert_eq!(row_words(&spec(256, 1)), 3);
+        assert_eq!(tile_items(&spec(256, 1)), 8);
+        assert_eq!(tile_items(&spec(1024, 1)), 2);
+        assert_eq!(tile_items(&spec(128, 1)), 16);
+        // Forty sums at 1024 threads (64 registers a thread): one row a thread.
+        assert_eq!(tile_items(&spec(1024, 40)), 1);
+        // At 256 threads a thread has 255: two rows of 44 words.
+        assert_eq!(tile_items(&spec(256, 40)), 2);
+    }
 
     #[test]
     fn a_direct_tables_partition_is_its_keys_top_eight_bits() {
