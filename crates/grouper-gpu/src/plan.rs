@@ -559,7 +559,7 @@ mod tests {
         let l = layout(1);
         let slot = 8 * (l.words as u64 + 1);
         let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024) / slot);
-        let opts = forced(GpuStrategy::PARTITIONED);
+        let opts = forced(GpuStrategy::HASH_PARTITIONED);
         for (log2, want) in [
             (12, 64),
             (16, 512),

@@ -110,7 +110,8 @@ impl GpuStrategy {
     pub const PERFECT_PARTITIONED: GpuStrategy =
         GpuStrategy::new(Index::Direct, Placement::Partitioned);
     /// Rows partitioned by key hash, then merged into one hash table in device memory.
-    pub const PARTITIONED: GpuStrategy = GpuStrategy::new(Index::Hashed, Placement::Partitioned);
+    pub const HASH_PARTITIONED: GpuStrategy =
+        GpuStrategy::new(Index::Hashed, Placement::Partitioned);
 
     /// Every GPU strategy: the pairs of index and placement that make sense (registers and
     /// interleaved shared copies are addressed by the key itself; a block's or a thread's
@@ -125,7 +126,7 @@ impl GpuStrategy {
         GpuStrategy::PERFECT_SORTED,
         GpuStrategy::SORTED,
         GpuStrategy::PERFECT_PARTITIONED,
-        GpuStrategy::PARTITIONED,
+        GpuStrategy::HASH_PARTITIONED,
     ];
 
     const fn new(index: Index, placement: Placement) -> Self {
@@ -154,7 +155,7 @@ impl GpuStrategy {
             "perfect_sorted",
             "sorted",
             "perfect_partitioned",
-            "partitioned",
+            "hash_partitioned",
         ];
         GpuStrategy::ALL
             .iter()

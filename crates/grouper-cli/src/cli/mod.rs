@@ -457,3 +457,25 @@ fn devices() -> Result<()> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--strategy` takes CPU and GPU names alike, CPU first: a GPU strategy named like a CPU
+    /// one could not be chosen (the GPU's partitioned aggregation is `hash_partitioned`, the
+    /// CPU's `partitioned`).
+    #[test]
+    fn every_strategy_name_means_one_strategy() {
+        for g in GpuStrategy::ALL {
+            assert!(
+                g.name().parse::<Strategy>().is_err(),
+                "{g} is a CPU name too"
+            );
+            assert!(matches!(g.name().parse::<StrategyArg>(), Ok(StrategyArg::Gpu(s)) if s == g));
+        }
+        for c in Strategy::ALL {
+            assert!(matches!(c.name().parse::<StrategyArg>(), Ok(StrategyArg::Cpu(s)) if s == c));
+        }
+    }
+}

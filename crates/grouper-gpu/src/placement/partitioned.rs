@@ -290,7 +290,7 @@ mod tests {
             KernelSpec {
                 threads,
                 layout: Layout::new(&aggs).unwrap(),
-                ..crate::codegen::tests::spec(crate::GpuStrategy::PARTITIONED, 1)
+                ..crate::codegen::tests::spec(crate::GpuStrategy::HASH_PARTITIONED, 1)
             }
         };
         // One key word, one input, the mask: 3 words a row.

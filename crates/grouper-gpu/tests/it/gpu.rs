@@ -451,7 +451,7 @@ fn tiny_tables_trap_grow_and_resume() {
             GpuStrategy::BLOCK_LOCAL,
             GpuStrategy::THREAD_PRIVATE,
             GpuStrategy::SORTED,
-            GpuStrategy::PARTITIONED,
+            GpuStrategy::HASH_PARTITIONED,
         ] {
             let opts = GpuOptions {
                 strategy: Some(s),
@@ -581,7 +581,7 @@ fn many_groups_up_to_2_pow_24() {
                 Some(GpuStrategy::GLOBAL),
                 Some(GpuStrategy::PERFECT_GLOBAL),
                 Some(GpuStrategy::BLOCK_LOCAL),
-                Some(GpuStrategy::PARTITIONED),
+                Some(GpuStrategy::HASH_PARTITIONED),
                 Some(GpuStrategy::PERFECT_PARTITIONED),
             ] {
                 let opts = GpuOptions {
@@ -770,7 +770,7 @@ fn fused_filter_and_expressions_match_the_interpreter() {
         Some(GpuStrategy::PERFECT_SHARED),
         Some(GpuStrategy::GLOBAL),
         Some(GpuStrategy::BLOCK_LOCAL),
-        Some(GpuStrategy::PARTITIONED),
+        Some(GpuStrategy::HASH_PARTITIONED),
     ];
     for (i, s) in strategies.into_iter().enumerate() {
         let opts = GpuOptions {
