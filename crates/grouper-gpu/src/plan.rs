@@ -587,8 +587,7 @@ mod tests {
         );
         let share = crate::placement::pow2_floor((228 * 1024 / 8 - 1024) / slot);
         assert_eq!(c.unwrap().local_slots, share);
-        // 400 sums: a slot of 3.2 KB, fewer than 64 in a block; and a direct table: no
-        // shared table.
+        // 400 sums: a slot of 3.2 KB, fewer than 64 in a block: no shared table.
         let wide = layout(400);
         let c = choose(
             &opts,
@@ -598,14 +597,13 @@ mod tests {
             &info,
         );
         assert_eq!(c.unwrap().local_slots, 0);
+        // A direct table: two partitions' keys (2^12 each at a domain of 2^20), no key words.
         let direct = forced(GpuStrategy::PERFECT_PARTITIONED);
-        let c = choose(
-            &direct,
-            &l,
-            1,
-            Demand::uniform(1 << 20, 1 << 20, 1 << 28),
-            &info,
-        );
-        assert_eq!(c.unwrap().local_slots, 0);
+        let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024) / (8 * l.words as u64));
+        for (log2, want) in [(16, 512), (20, 8192.min(whole_sm)), (24, whole_sm)] {
+            let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
+            let c = choose(&direct, &l, 1, demand, &info).unwrap();
+            assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
+        }
     }
 }

@@ -33,7 +33,8 @@ use crate::table::{fill_limit, pow2_at_least};
 pub(crate) const PARTS: u64 = 256;
 
 /// Words before the partitioned rows in their buffer: each partition's rows, each partition's
-/// cursor, the rows kept (the filter may drop some), padding to a 64-byte line.
+/// cursor, the rows kept (the filter may drop some), a direct table's partition shift, padding
+/// to a 64-byte line.
 pub(crate) const HEAD_WORDS: u64 = 2 * PARTS + 8;
 
 /// Words of one partitioned row: its key words, its aggregate inputs, its NULL mask.
@@ -59,25 +60,33 @@ fn tile_items(spec: &KernelSpec) -> u64 {
     pow2_floor((2048 / threads).clamp(1, 16).min(regs / per_row)).max(1)
 }
 
-/// A direct table as `global` sizes it (its rows then update it in device memory, in partition
-/// order). A hash table always fits (it grows); besides, each block takes one shared-memory
-/// table as large as a whole SM's shared memory allows (where a block keeps half the SM's
-/// threads; else its share at full occupancy) and no larger than a partition's groups need: a
-/// block folds a stretch of the partitioned rows — about one partition's — into it and
-/// flushes it at the stretch's end. Tables of fewer than 64 slots: none (the L2 form).
+/// The tables `global` takes (a direct table while it fits the room for direct tables, a hash
+/// table always: it grows), and besides, per block, one shared-memory table as large as a
+/// whole SM's shared memory allows (where a block keeps half the SM's threads; else its share
+/// at full occupancy) and no larger than a stretch of about a partition's rows needs: a
+/// partition's groups in a hash table; for a direct table, the key range of two partitions
+/// (a stretch starts inside one and may run into the next), indexed by the key's offset
+/// from its first partition. Tables of fewer than 64 slots: none (rows update the
+/// device-memory table in partition order).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
-    if index == Index::Direct {
-        return Some(global);
-    }
-    let bytes = 8 * (room.words + room.key_words);
+    let key_words = match index {
+        Index::Hashed => room.key_words,
+        Index::Direct => 0,
+    };
+    let bytes = 8 * (room.words + key_words);
     let largest = room.largest();
     let shared = if 2 * largest >= room.info.threads_per_sm {
         (room.info.shared_per_block as u64).saturating_sub(1024)
     } else {
         room.at_full(largest)
     };
-    let want = pow2_at_least(((room.groups as f64 / PARTS as f64 / room.fill) as u64).max(64));
+    let want = match index {
+        Index::Hashed => {
+            pow2_at_least(((room.groups as f64 / PARTS as f64 / room.fill) as u64).max(64))
+        }
+        Index::Direct => 2 << direct_shift(room.domain),
+    };
     let slots = pow2_floor(shared / bytes).min(want);
     Some(match slots >= 64 {
         true => Sizing {
@@ -89,57 +98,94 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     })
 }
 
-/// Slots of a block's shared table: none for a direct table.
-fn table_slots(spec: &KernelSpec) -> u64 {
+/// Spill room: each stretch (at most [`PARTS`] of them) flushes its hash table once (a direct
+/// table never fills, so it spills nothing).
+pub(super) fn scratch_slots(spec: &KernelSpec) -> (u64, u64) {
     match spec.strategy.index() {
-        Index::Hashed => spec.local_slots,
-        Index::Direct => 0,
+        Index::Hashed => (PARTS * spec.local_slots.max(1), 0),
+        Index::Direct => (1, 0),
     }
 }
 
-/// Spill room: each stretch (at most [`PARTS`] of them) flushes its table once.
-pub(super) fn scratch_slots(spec: &KernelSpec) -> (u64, u64) {
-    (PARTS * table_slots(spec).max(1), 0)
-}
-
 pub(super) fn shared_bytes(w: u64, spec: &KernelSpec) -> u64 {
-    8 * (w + spec.key_count() as u64) * table_slots(spec)
+    let keys = match spec.strategy.index() {
+        Index::Hashed => spec.key_count() as u64,
+        Index::Direct => 0,
+    };
+    8 * (w + keys) * spec.local_slots
 }
 
 /// Without a shared table: `global`'s updates over the partitioned rows (`load_row`), which
 /// arrive in table order, a partition's share of the table at a time. With one: each block
 /// takes stretches of about a partition's rows (n / [`PARTS`]: a hot partition spans several
-/// stretches, so several blocks), folds each row into its shared table (a full table sends the
-/// row on to the global one) and flushes the table at the stretch's end. The re-run of rows a
-/// full global table listed goes straight to the global table.
+/// stretches, so several blocks), folds each row into its shared table (a row the table cannot
+/// take goes on to the global one) and flushes the table at the stretch's end. The re-run of
+/// rows a full global table listed goes straight to the global table.
 pub(super) fn body(spec: &KernelSpec) -> String {
     let global = super::global::body(spec);
-    let sc = table_slots(spec);
+    let sc = spec.local_slots;
     if sc == 0 {
         return global;
     }
-    let limit = fill_limit(sc, spec.fill_factor);
-    let mut s = format!(
-        "  if (LIST) {{
+    // Per row: its slot in the shared table, or the global table. Per flushed slot: its key.
+    let (setup, fold, flush) = match spec.strategy.index() {
+        Index::Hashed => (
+            "  u64* lkeys = sm; u64* lwords = sm + K * SC;
+             #define LKEY(w) lkeys[(w) * SC + ls]
+             for (u64 i = threadIdx.x; i < K * SC; i += blockDim.x) lkeys[i] = EMPTY;
+"
+            .to_string(),
+            format!(
+                "        const i64 l = find_or_insert(lkeys, 1, SC, SC, {}ULL, key, &scount[0]);
+                 if (l >= 0) {{ update_slot<true, true>(lwords, SC, (u64)l, in, mask); continue; }}
+{GLOBAL_UPDATE}",
+                fill_limit(sc, spec.fill_factor)
+            ),
+            format!(
+                "      if (lkeys[ls] == EMPTY) continue;
+      const u64* lslot = lwords + ls;
+{FLUSH_SLOT}                 for (int w = 0; w < K; w++) lkeys[w * SC + ls] = EMPTY;
+"
+            ),
+        ),
+        // The stretch's keys from the start of its first row's partition (partitions lie in
+        // key order; part_hist left the shift in the head).
+        Index::Direct => (
+            "  u64* lwords = sm;
+  const unsigned pshift = (unsigned)aux[2 * PARTS + 1];
+"
+            .to_string(),
+            "        const u64 off = key[0] - kbase;
+             if (off < SC) update_slot<true, true>(lwords, SC, off, in, mask);
+             else update_slot<true>(gt + key[0] * GS, 1, 0, in, mask);
+"
+            .to_string(),
+            "      merge_slot<true>(gt + (kbase + ls) * GS, 1, 0, lwords + ls, SC, 0);
+"
+            .to_string(),
+        ),
+    };
+    let kbase = match spec.strategy.index() {
+        Index::Hashed => "",
+        Index::Direct => {
+            "    const u64 kbase = (aux[HEAD + lo * RW] >> pshift) << pshift;
+"
+        }
+    };
+    format!(
+        r#"  if (LIST) {{
 {global}    return;
   }}
-"
-    );
-    let _ = write!(
-        s,
-        r#"  extern __shared__ u64 sm[];
+  extern __shared__ u64 sm[];
   __shared__ u64 scount[1];
-  const u64 SC = {sc}ULL;
-  u64* lkeys = sm; u64* lwords = sm + K * SC; const u64 lst = SC;
-#define LKEY(w) lkeys[(w) * SC + ls]
-  for (u64 i = threadIdx.x; i < K * SC; i += blockDim.x) lkeys[i] = EMPTY;
-  for (u64 i = threadIdx.x; i < W * SC; i += blockDim.x) lwords[i] = IDENT[i / SC];
+  const u64 SC = {sc}ULL; const u64 lst = SC;
+{setup}  for (u64 i = threadIdx.x; i < W * SC; i += blockDim.x) lwords[i] = IDENT[i / SC];
   if (threadIdx.x == 0) scount[0] = 0;
   __syncthreads();
   const u64 span = (n + PARTS - 1) / PARTS;
   for (u64 lo = (u64)blockIdx.x * span; lo < n; lo += (u64)gridDim.x * span) {{
     const u64 hi = lo + span < n ? lo + span : n;
-    for (u64 base = lo + threadIdx.x; base < hi; base += (u64)blockDim.x * IPT) {{
+{kbase}    for (u64 base = lo + threadIdx.x; base < hi; base += (u64)blockDim.x * IPT) {{
       u64 keys_[IPT][K]; u64 ins_[IPT][NIN]; u64 masks_[IPT]; bool ok_[IPT];
 #pragma unroll
       for (int j = 0; j < IPT; j++) {{
@@ -150,23 +196,17 @@ pub(super) fn body(spec: &KernelSpec) -> String {
       for (int j = 0; j < IPT; j++) {{
         if (!ok_[j]) continue;
         const u64 row = base + (u64)j * blockDim.x; const u64* key = keys_[j]; const u64* in = ins_[j]; const u64 mask = masks_[j];
-        const i64 l = find_or_insert(lkeys, 1, SC, SC, {limit}ULL, key, &scount[0]);
-        if (l >= 0) {{ update_slot<true, true>(lwords, SC, (u64)l, in, mask); continue; }}
-{GLOBAL_UPDATE}      }}
+{fold}      }}
     }}
     __syncthreads();
     for (u64 ls = threadIdx.x; ls < SC; ls += blockDim.x) {{
-      if (lkeys[ls] == EMPTY) continue;
-      const u64* lslot = lwords + ls;
-{FLUSH_SLOT}      for (int w = 0; w < K; w++) lkeys[w * SC + ls] = EMPTY;
-      for (int w = 0; w < W; w++) lwords[w * SC + ls] = IDENT[w];
+{flush}      for (int w = 0; w < W; w++) lwords[w * SC + ls] = IDENT[w];
     }}
     if (threadIdx.x == 0) scount[0] = 0;
     __syncthreads();
   }}
 "#
-    );
-    s
+    )
 }
 
 /// `load_row` for this placement, `part_hist` and `part_scatter`.
@@ -202,6 +242,7 @@ __device__ __forceinline__ unsigned part_of(const u64* key, const unsigned pshif
 extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
   __shared__ unsigned h[PARTS];
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) h[p] = 0;
+  if (blockIdx.x == 0 && threadIdx.x == 0) aux[2 * PARTS + 1] = pshift;
   __syncthreads();
   const u64 stride = (u64)gridDim.x * blockDim.x;
   for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {{
