@@ -23,9 +23,11 @@ const LINEAR: &str = r#"
 // keys[slot * sst + w * kst] (sst = 1: struct of arrays; kst = 1: array of structs).
 // Claims an empty slot only while *count < limit; returns -1 when the key is absent and may
 // not be inserted (the caller lists the row: Karnagel's trap).
-__device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
+// The probe starts from the top bits of `h`: the key's hash (`find_or_insert`), or for a table
+// whose keys share the top bits of their hash, as a partition's do, the bits below them.
+__device__ __forceinline__ i64 find_or_insert_at(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count, const u64 h) {
   const unsigned shift = __clzll(cap) + 1;
-  u64 slot = hash_key(key) >> shift;
+  u64 slot = h >> shift;
   for (u64 p = 0; p < cap; p++) {
     volatile u64* kp = (volatile u64*)(keys + slot * sst);
     u64 cur = *kp;
@@ -53,6 +55,10 @@ __device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 c
     slot = (slot + 1) & (cap - 1);
   }
   return -1;
+}
+
+__device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
+  return find_or_insert_at(keys, sst, kst, cap, limit, key, count, hash_key(key));
 }
 
 // The same for a table only this thread touches (array of structs): no atomics.
