@@ -195,7 +195,7 @@ fn launch_rows(
             // the chunk's n rows (every pointer in `cols` addresses a live column of at least
             // n rows); the buffer, fitted to n rows of the spec's width after its head, holds
             // every row they write.
-            unsafe { b.launch(v.part_cfg()) }.map_err(&err)?;
+            unsafe { b.launch(v.launch_cfg(0)) }.map_err(&err)?;
         }
     }
     let list = match (sorted, scratch.sort.as_ref()) {

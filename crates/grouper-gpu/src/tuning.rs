@@ -28,10 +28,13 @@ pub(crate) struct Tuning {
     chunks: u64,
 }
 
-/// Strategies whose tables have the same kind as `s`'s (direct or hashed). The sorted
-/// placements are not among them: they gather each row's columns at its sorted place, and ran
-/// slower than hashing at every group count timed on the H100 (2^26 rows,
-/// `gpu-sweep-h100-2p26-sorted-c5fd309.json`), so timing them would only spend chunks.
+/// Strategies whose tables have the same kind as `s`'s (direct or hashed). The sorted and the
+/// partitioned placements are not among them: the sorted ones gather each row's columns at its
+/// sorted place, and ran slower than hashing at every group count timed on the H100 (2^26
+/// rows, `gpu-sweep-h100-2p26-sorted-c5fd309.json`); the partitioned ones ran slower than the
+/// best of the others at every group count from 2^14 to 2^24
+/// (`gpu-sweep-h100-2p26-partitioned-ff94266.json`: their scatter alone took 1.3 ms for 2^24
+/// rows). Timing them would only spend chunks.
 fn same_table(s: GpuStrategy) -> impl Iterator<Item = GpuStrategy> {
     GpuStrategy::ALL.into_iter().filter(move |o| {
         o.is_perfect() == s.is_perfect()

@@ -33,9 +33,6 @@ pub(crate) struct Variant {
     pub(crate) sorting: Option<(CudaFunction, Arc<RadixSort>)>,
     /// The partitioned placement's kernels: the partitions' sizes, and the scatter.
     pub(crate) partitioning: Option<(CudaFunction, CudaFunction)>,
-    /// Blocks of the partitioning kernels ([`placement::PART_THREADS`] threads each): enough
-    /// to fill every SM.
-    pub(crate) part_blocks: u32,
     /// Blocks in the grid.
     pub(crate) blocks: u32,
 }
@@ -116,19 +113,9 @@ impl Variant {
             agg_list,
             sorting,
             partitioning,
-            part_blocks: info.sms * (info.threads_per_sm / placement::PART_THREADS).max(1),
             blocks,
         };
         Ok((variant, choice, compiled))
-    }
-
-    /// The launch of the partitioning kernels.
-    pub(crate) fn part_cfg(&self) -> LaunchConfig {
-        LaunchConfig {
-            grid_dim: (self.part_blocks, 1, 1),
-            block_dim: (placement::PART_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        }
     }
 
     /// The launch of its aggregation kernels with `shared` bytes of dynamic shared memory.

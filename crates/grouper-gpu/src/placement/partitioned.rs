@@ -28,11 +28,6 @@ use crate::codegen::spec::KernelSpec;
 use crate::strategy::Index;
 use crate::table::{fill_limit, pow2_at_least};
 
-/// Threads of a block of the partitioning kernels: small blocks, several resident on an SM, so
-/// one block's wait on its cursors' atomics overlaps another's work (in 1024-thread blocks, one
-/// an SM, a tile's phases ran one after another: 14 Grows/s, H100).
-pub(crate) const PART_THREADS: u32 = 256;
-
 /// Partitions of a chunk: one 8-bit digit of the placing word (one scatter pass; a tile's rows
 /// still fill runs of several rows per partition).
 pub(crate) const PARTS: u64 = 256;
@@ -220,7 +215,7 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
         Index::Direct => "(unsigned)((key[0] >> pshift) < PARTS ? (key[0] >> pshift) : PARTS - 1)",
         Index::Hashed => "(unsigned)(hash_key(key) >> 56)",
     };
-    let items = tile_items(spec, PART_THREADS);
+    let items = tile_items(spec, spec.threads);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -229,7 +224,6 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
 #define HEAD {HEAD_WORDS}ULL
 #define RW (K + NIN + 1)
 #define TIPT {items}
-#define PART_THREADS {PART_THREADS}
 // A partitioned row: its key words, its inputs, its mask (written by part_scatter).
 __device__ __forceinline__ bool load_row(const ColPtrs& C, const u64* aux, u64 row, u64* key, u64* in, u64* maskp, u64* err) {{
   const u64* r = aux + HEAD + row * RW;
@@ -245,7 +239,7 @@ __device__ __forceinline__ u64 rows_in(const u64* aux, u64 n) {{ const u64 kept 
 __device__ __forceinline__ unsigned part_of(const u64* key, const unsigned pshift) {{ return {part_of}; }}
 
 // Rows per partition (aux[0..PARTS)) and rows kept (aux[2 * PARTS]); aux's head starts zeroed.
-extern "C" __global__ void __launch_bounds__(PART_THREADS) part_hist(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
+extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
   __shared__ unsigned h[PARTS];
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) h[p] = 0;
   if (blockIdx.x == 0 && threadIdx.x == 0) aux[2 * PARTS + 1] = pshift;
@@ -267,7 +261,7 @@ extern "C" __global__ void __launch_bounds__(PART_THREADS) part_hist(const ColPt
 // memory, reserves each partition's run with one atomic on its cursor (aux[PARTS + p]), and
 // writes the rows there. A partition starts where the partitions before it end (each block
 // scans the histogram itself: 256 words).
-extern "C" __global__ void __launch_bounds__(PART_THREADS) part_scatter(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
+extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
   __shared__ u64 start[PARTS];
   __shared__ u64 base[PARTS];
   __shared__ unsigned cnt[PARTS];
