@@ -6,7 +6,7 @@
 //! Order of decision: a forced strategy (checked); the device profile where it measured near
 //! the estimate; then Karnagel's regions — registers, shared memory, a hot key kept out of one
 //! device-memory table, a direct table in device memory for dense keys, per-block shared hash
-//! tables while the groups fit or overflow them at most 16-fold, else the global hash table.
+//! tables at any group count, the global hash table where a block's would be too small.
 
 use crate::device::DeviceInfo;
 use crate::placement::Room;
@@ -15,10 +15,6 @@ use crate::strategy::{GpuStrategy, Index, Placement};
 use grouper_core::agg::layout::Layout;
 use grouper_core::error::{GrouperError, Result};
 use grouper_core::profile::KeyKind;
-
-/// How many times the groups its per-block tables hold `block_local` still takes (rows of the
-/// groups beyond them overflow into the global table).
-const BLOCK_OVERFLOW: f64 = 16.0;
 
 /// The strategy and its sizes.
 #[derive(Debug)]
@@ -197,16 +193,21 @@ pub(crate) fn choose(
             ),
         );
     }
-    // Also a little past the per-block tables' room their hits still spare the global table's
-    // atomics: on the H200 (2^28 rows, scattered u64 keys) block_local ran 30.4 Grows/s at
-    // 2^12 groups against global's 22.3, 29.8 against 27.8 at 2^14; from 2^16 the two were
-    // within 5% either way (2^26 rows, `baseline-nvidia-h200.json`).
-    let block_groups = block_slots as f64 * fill;
-    if block_slots >= 64 && block_groups * BLOCK_OVERFLOW >= groups as f64 {
+    // Past the per-block tables' room their hits still spare the global table's atomics, and
+    // far past it a table that takes a whole SM's shared memory (1024 threads, half the SM)
+    // keeps fewer atomics in flight on a table beyond L2, where fewer won: on the H200 (2^26
+    // rows, scattered u64 keys, 15a26a3) block_local took 2.35 ms at 2^16 groups against
+    // global's 2.29, 3.83 against 4.67 at 2^20 and 17.2 against 25.8 at 2^24
+    // (`check-h200-gpu-15a26a3-*.json`); on the H100 (2^26 rows, ff94266, one run) 2.61 against
+    // 2.62 at 2^16, 2.70 against 2.66 at 2^18, 4.96 against 6.02 at 2^20, 9.67 against 12.26 at
+    // 2^22, 20.4 against 27.8 at 2^24 (`gpu-sweep-h100-2p26-partitioned-ff94266.json`). The
+    // global hash table only where a block's is too small to be worth it.
+    if block_slots >= 64 {
+        let block_groups = block_slots as f64 * fill;
         let reason = if block_groups >= groups as f64 {
             format!("~{groups} groups fit a shared-memory hash table per block")
         } else {
-            format!("~{groups} groups overflow per-block shared hash tables of {block_slots} slots into the global one: their hits spare its atomics")
+            format!("~{groups} groups overflow per-block shared hash tables of {block_slots} slots into the global one: their hits spare its atomics, and the tables' blocks keep fewer in flight")
         };
         return pick(GpuStrategy::BLOCK_LOCAL, reason);
     }
@@ -439,26 +440,40 @@ mod tests {
         }
     }
 
-    /// Hashed keys a little past the per-block tables' room stay `block_local` (their rows
-    /// overflow into the global table); far past it, the global hash table.
+    /// Hashed keys stay `block_local` past the per-block tables' room (their rows overflow into
+    /// the global table); the global hash table only where a block's table is too small.
     #[test]
-    fn hashed_keys_past_the_block_tables_room_overflow_until_sixteen_times_it() {
+    fn hashed_keys_past_the_block_tables_room_overflow_into_the_global_table() {
         let info = h100();
         let opts = GpuOptions::default();
-        for (log2, want) in [
-            (10, GpuStrategy::BLOCK_LOCAL),
-            (12, GpuStrategy::BLOCK_LOCAL),
-            (14, GpuStrategy::BLOCK_LOCAL),
-            (16, GpuStrategy::GLOBAL),
-            (20, GpuStrategy::GLOBAL),
-        ] {
+        for log2 in [10, 12, 14, 16, 20, 24] {
             let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
             let c = choose(&opts, &layout(1), 1, demand, &info).unwrap();
-            assert_eq!(c.strategy, want, "2^{log2} groups: {c:?}");
-            if log2 == 12 {
-                assert!(c.reason.contains("overflow"), "{}", c.reason);
+            assert_eq!(
+                c.strategy,
+                GpuStrategy::BLOCK_LOCAL,
+                "2^{log2} groups: {c:?}"
+            );
+            if log2 > 10 {
+                // (2^10 uniform groups: a key's share, 1/1024, counts as hot on 132 SMs.)
+                assert_eq!(c.reason.contains("overflow"), log2 > 11, "{}", c.reason);
             }
         }
+        // A layout so wide that a block's table holds fewer than 64 slots: the global table.
+        let wide = Layout::new(&vec![
+            AggregateSpec::new(AggKind::Sum, DataType::Float64);
+            500
+        ])
+        .unwrap();
+        let c = choose(
+            &opts,
+            &wide,
+            1,
+            Demand::uniform(u64::MAX, 1 << 20, 1 << 28),
+            &info,
+        )
+        .unwrap();
+        assert_eq!(c.strategy, GpuStrategy::GLOBAL, "{c:?}");
     }
 
     #[test]
@@ -482,16 +497,19 @@ mod tests {
             "{}",
             c.reason
         );
-        // Hashed keys, many groups: the global hash table unless a key is hot.
+        // Hashed keys, many groups: per-block tables that overflow, for a hot key's sake where
+        // one is hot.
         let wide = Demand::uniform(u64::MAX, 1 << 20, 1 << 28);
         let c = choose(&opts, &layout(1), 1, wide, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::GLOBAL, "{c:?}");
+        assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
+        assert!(c.reason.contains("overflow per-block"), "{}", c.reason);
         let hot = Demand {
             top_share: 2.0 * info.hot_key_share(),
             ..wide
         };
         let c = choose(&opts, &layout(1), 1, hot, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
+        assert!(c.reason.contains("hottest key"), "{}", c.reason);
         // Shared-memory strategies already spread hot keys: the rules keep them.
         let small = Demand {
             top_share: 0.3,
@@ -510,7 +528,7 @@ mod tests {
         let grown = few.grown(1 << 20);
         assert!(grown.top_share < 1e-4, "{grown:?}");
         let c = choose(&opts, &layout(1), 1, grown, &info).unwrap();
-        assert_eq!(c.strategy, GpuStrategy::GLOBAL, "{c:?}");
+        assert!(c.reason.contains("overflow per-block"), "{}", c.reason);
         let skewed = Demand {
             skewed: true,
             ..few
