@@ -9,13 +9,15 @@
 //!
 //! Three kernels per chunk: `part_hist` (each partition's rows), `part_scatter` (each block
 //! takes a tile of rows, ranks them per partition in shared memory, reserves each partition's
-//! run with one atomic on its cursor, and writes the rows there), then the aggregation. With a
-//! hash table, each block folds stretches of about a partition's rows into a shared-memory
-//! table holding a partition's groups and flushes it at each stretch's end, so a row's update
-//! is a shared-memory atomic and the global table sees each group once a stretch; a direct
-//! table (and a layout too wide for a shared table) is updated in device memory as `global`
-//! does, in partition order. Rows within a partition are in no particular order; the aggregate
-//! algebra does not need one.
+//! run with one atomic on its cursor, and writes the rows there), then the aggregation: each
+//! block folds stretches of about a partition's rows into a shared-memory table — a hash table
+//! of a partition's groups (probing from the hash bits below the partition's, which a
+//! stretch's keys share), or a direct table of two partitions' keys — and flushes it at each
+//! stretch's end, so a row's update is a shared-memory atomic and the global table sees each
+//! group once a stretch. A layout too wide for a shared table of 64 slots updates the
+//! device-memory table as `global` does, in partition order. Rows within a partition are in no
+//! particular order; the aggregate algebra does not need one. Measured slower than the best
+//! other strategy everywhere so far (docs/ARCHITECTURE.md); the planner does not pick them.
 //!
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
 //! their place in the partitioned buffer, and the re-run after it grows reads them there.
@@ -49,8 +51,8 @@ pub(crate) fn direct_shift(cap: u64) -> u32 {
     bits.saturating_sub(PARTS.trailing_zeros())
 }
 
-/// Rows per thread of a scatter tile: tiles of 2,048 rows (eight a partition on average, so
-/// each partition's run in a tile fills whole sectors), unless the rows' words would not fit
+/// Rows per thread of a scatter tile: tiles of 2,048 rows (runs of eight rows a partition on
+/// average), unless the rows' words would not fit
 /// the registers a thread of the block has (64K a multiprocessor, at most 255 a thread; about
 /// 24 kept for the rest): then fewer.
 fn tile_items(spec: &KernelSpec, threads: u32) -> u64 {
