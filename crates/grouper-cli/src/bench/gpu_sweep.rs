@@ -276,15 +276,19 @@ pub(crate) fn time_strategies(
     // over seconds, and `auto` runs the kernels of a fixed strategy, so turns keep them
     // comparable. Each timed run follows an untimed one of its own: otherwise a run inherits
     // the L2 and clocks the previous strategy left (`auto`, first in every turn, measured
-    // 5–12% slower than the very same kernels forced, right after a contended `global`).
+    // 5–12% slower than the very same kernels forced, right after a contended `global`). With
+    // that, `auto` still ran 5–10% slower than `perfect_global` forced, its own kernels (H100,
+    // ff94266), so each turn also starts at the next strategy: whatever the first of a turn
+    // inherits falls on each in turn, not always on `auto`.
     for (_, p) in runs.iter_mut() {
         check_groups(p, distinct, &totals)?;
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(reps); runs.len()];
-    for _ in 0..reps.max(1) {
-        for ((_, p), t) in runs.iter_mut().zip(times.iter_mut()) {
+    for rep in 0..reps.max(1) {
+        for i in turn(runs.len(), rep) {
+            let p = &mut runs[i].1;
             p.run_kernels()?;
-            t.push(p.run_kernels()?.kernel_ms);
+            times[i].push(p.run_kernels()?.kernel_ms);
         }
     }
     let ms = runs
@@ -293,6 +297,11 @@ pub(crate) fn time_strategies(
         .map(|((name, _), t)| (name.clone(), json!(median(t))))
         .collect();
     Ok((chosen, ms))
+}
+
+/// The order of turn `rep` over `len` runs: all of them, starting at `rep` (mod `len`).
+fn turn(len: usize, rep: usize) -> impl Iterator<Item = usize> {
+    (0..len).map(move |i| (i + rep) % len)
 }
 
 pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
@@ -479,6 +488,28 @@ async fn q1_gpu(a: &GpuSweepArgs) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every turn runs each strategy once, and no strategy starts every turn.
+    #[test]
+    fn turns_start_at_each_strategy_in_turn() {
+        for len in 1..6 {
+            let firsts: Vec<usize> = (0..len)
+                .map(|rep| {
+                    let order: Vec<usize> = turn(len, rep).collect();
+                    let mut sorted = order.clone();
+                    sorted.sort_unstable();
+                    assert_eq!(
+                        sorted,
+                        (0..len).collect::<Vec<_>>(),
+                        "{len}, {rep}: {order:?}"
+                    );
+                    order[0]
+                })
+                .collect();
+            assert_eq!(firsts, (0..len).collect::<Vec<_>>(), "{len}");
+        }
+        assert_eq!(turn(0, 3).count(), 0);
+    }
 
     /// The totals catch a lost row, a row counted twice, and a sum in the wrong place; the
     /// right answer passes whatever order its groups come in.
