@@ -198,7 +198,7 @@ fn launch_rows(
             unsafe { b.launch(v.launch_cfg(0)) }.map_err(&err)?;
         }
     }
-    let list = match (sorted, scratch.sort.as_ref()) {
+    let list = match (sorted, scratch.sort.buf.as_ref()) {
         (Some(i), Some(bufs)) => Some(&bufs.vals[i]),
         _ => list,
     };
@@ -226,10 +226,13 @@ fn launch_rows(
         .arg(overflow)
         .arg(&mut scratch.spill.slots)
         .arg(&scratch.spill.cap);
-    match (scratch.private.as_mut(), scratch.parts.as_mut()) {
-        (Some(p), _) if v.partitioning.is_none() => b.arg(&mut p.slots),
-        (_, Some(rows)) if v.partitioning.is_some() => b.arg(rows),
-        _ => b.arg(&null),
+    let aux = match v.partitioning {
+        Some(_) => scratch.parts.buf.as_mut(),
+        None => scratch.private.as_mut().map(|p| &mut p.slots),
+    };
+    match aux {
+        Some(a) => b.arg(a),
+        None => b.arg(&null),
     };
     // SAFETY: the arguments match the parameters of agg_rows and agg_list in codegen (ColPtrs
     // by value, u64 counts, device pointers); every pointer in `cols` addresses a live column

@@ -158,15 +158,49 @@ pub(crate) struct Scratch {
     pub(crate) spill_list: [CudaSlice<u32>; 2],
     pub(crate) private: Option<DeviceTable>,
     /// The sorted placement's keys and row ids (twice: the sort's passes alternate).
-    pub(crate) sort: Option<SortBuffers>,
+    pub(crate) sort: Held<SortBuffers>,
     /// The partitioned placement's rows, after a head of per-partition counters.
-    pub(crate) parts: Option<CudaSlice<u64>>,
+    pub(crate) parts: Held<CudaSlice<u64>>,
     /// Bytes taken from the budget for the spill buffers.
     spill_bytes: u64,
-    /// Bytes taken from the budget for the sort's buffers.
-    sort_bytes: u64,
-    /// Bytes taken from the budget for the partitioned rows.
-    parts_bytes: u64,
+}
+
+/// A buffer kept from chunk to chunk and the bytes it took from the budget: made again, larger,
+/// when a chunk needs more (the old one's bytes given back first).
+pub(crate) struct Held<T> {
+    pub(crate) buf: Option<T>,
+    bytes: u64,
+}
+
+impl<T> Held<T> {
+    fn none() -> Self {
+        Held {
+            buf: None,
+            bytes: 0,
+        }
+    }
+
+    /// The buffer, made by `make` (`bytes` of the budget, for `what`) unless the one held
+    /// `holds` what the chunk needs.
+    fn fit(
+        &mut self,
+        holds: impl Fn(&T) -> bool,
+        bytes: u64,
+        budget: &Budget,
+        what: &str,
+        make: impl FnOnce() -> Result<T>,
+    ) -> Result<&mut T> {
+        if self.buf.as_ref().is_none_or(|b| !holds(b)) {
+            budget.take(bytes, what)?;
+            self.buf = None;
+            budget.give(std::mem::take(&mut self.bytes));
+            let made = make().inspect_err(|_| budget.give(bytes))?;
+            (self.buf, self.bytes) = (Some(made), bytes);
+        }
+        self.buf
+            .as_mut()
+            .ok_or_else(|| GrouperError::Gpu(format!("{what} are missing")))
+    }
 }
 
 impl Scratch {
@@ -180,11 +214,9 @@ impl Scratch {
                 stream.alloc_zeros(1).map_err(&err)?,
             ],
             private: None,
-            sort: None,
-            parts: None,
+            sort: Held::none(),
+            parts: Held::none(),
             spill_bytes: 0,
-            sort_bytes: 0,
-            parts_bytes: 0,
         })
     }
 
@@ -196,21 +228,14 @@ impl Scratch {
         words: u64,
         budget: &Budget,
     ) -> Result<&mut CudaSlice<u64>> {
-        if self.parts.as_ref().is_none_or(|b| words > b.len() as u64) {
-            let bytes = 8 * words;
-            budget.take(bytes, "the partitioned rows")?;
-            self.parts = None;
-            budget.give(std::mem::take(&mut self.parts_bytes));
-            // SAFETY: part_scatter writes every row the aggregation then reads (rows_in bounds
-            // them by the count part_hist wrote), and the launch zeroes the head first.
-            let made = unsafe { stream.alloc::<u64>(words as usize) }
-                .map_err(gpu_err("allocating the partitioned rows"))
-                .inspect_err(|_| budget.give(bytes))?;
-            (self.parts, self.parts_bytes) = (Some(made), bytes);
-        }
+        let holds = |b: &CudaSlice<u64>| words <= b.len() as u64;
         self.parts
-            .as_mut()
-            .ok_or_else(|| GrouperError::Gpu("the partitioned rows are missing".into()))
+            .fit(holds, 8 * words, budget, "the partitioned rows", || {
+                // SAFETY: part_scatter writes every row the aggregation then reads (rows_in bounds
+                // them by the count part_hist wrote), and the launch zeroes the head first.
+                unsafe { stream.alloc::<u64>(words as usize) }
+                    .map_err(gpu_err("allocating the partitioned rows"))
+            })
     }
 
     /// Sort buffers for a chunk of `rows` rows (kept, and grown, from chunk to chunk).
@@ -221,17 +246,14 @@ impl Scratch {
         budget: &Budget,
     ) -> Result<&mut SortBuffers> {
         let rows = rows as usize;
-        if self.sort.as_ref().is_none_or(|b| rows > b.cap()) {
-            let bytes = SortBuffers::bytes(rows);
-            budget.take(bytes, "the sort's buffers")?;
-            self.sort = None;
-            budget.give(std::mem::take(&mut self.sort_bytes));
-            let made = SortBuffers::new(stream, rows).inspect_err(|_| budget.give(bytes))?;
-            (self.sort, self.sort_bytes) = (Some(made), bytes);
-        }
-        self.sort
-            .as_mut()
-            .ok_or_else(|| GrouperError::Gpu("the sort's buffers are missing".into()))
+        let holds = |b: &SortBuffers| rows <= b.cap();
+        self.sort.fit(
+            holds,
+            SortBuffers::bytes(rows),
+            budget,
+            "the sort's buffers",
+            || SortBuffers::new(stream, rows),
+        )
     }
 
     /// Grows the buffers to what `v` needs (private tables are made by `table`'s kernels).

@@ -178,8 +178,9 @@ pub(crate) fn sweep_query(key_type: DataType) -> GpuQuery {
 
 /// What every answer to [`sweep_query`] over a batch must total: its rows, and the sum of its
 /// values. The sweeps' values are quarters below 250 ([`draws`], and `strategy_sweep`'s), so
-/// any sum of up to 2^34 of them is exact in f64 in any order: a lost, doubled or misplaced row changes the totals (a lost row of value
-/// 0 only the count), where the group count alone misses it.
+/// any sum of up to 2^34 of them is exact in f64 in any order: a lost, doubled or misplaced
+/// row changes the totals (a lost row of value 0 only the count), where the group count alone
+/// misses it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Totals {
     rows: i64,

@@ -31,11 +31,7 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
         .map(|&t| (t, pow2_floor((room.at_full(t) / table).min(32)), want))
         .find(|&(_, c, _)| c > 0)
         .unwrap_or_else(|| {
-            let shared = if 2 * largest >= room.info.threads_per_sm {
-                (room.info.shared_per_block as u64).saturating_sub(1024)
-            } else {
-                room.at_full(largest)
-            };
+            let shared = room.largest_block_table();
             (largest, 1, pow2_floor(shared / bytes).min(want))
         });
     (local_slots >= 16).then_some(Sizing {

@@ -58,6 +58,17 @@ impl Room<'_> {
         *self.block_sizes.last().unwrap_or(&256)
     }
 
+    /// Shared bytes for one table in a block of the largest size: the SM's whole shared memory
+    /// where that block keeps at least half the SM's threads, else its share at full occupancy.
+    pub(crate) fn largest_block_table(&self) -> u64 {
+        let largest = self.largest();
+        if 2 * largest >= self.info.threads_per_sm {
+            (self.info.shared_per_block as u64).saturating_sub(1024)
+        } else {
+            self.at_full(largest)
+        }
+    }
+
     /// Shared bytes a block of `t` threads may use while the SM stays fully occupied (the
     /// driver reserves 1 KiB per block).
     pub(crate) fn at_full(&self, t: u32) -> u64 {

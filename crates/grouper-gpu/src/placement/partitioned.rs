@@ -52,9 +52,8 @@ pub(crate) fn direct_shift(cap: u64) -> u32 {
 }
 
 /// Rows per thread of a scatter tile: tiles of 2,048 rows (runs of eight rows a partition on
-/// average), unless the rows' words would not fit
-/// the registers a thread of the block has (64K a multiprocessor, at most 255 a thread; about
-/// 24 kept for the rest): then fewer.
+/// average), unless the rows' words would not fit the registers a thread of the block has (64K
+/// a multiprocessor, at most 255 a thread; about 24 kept for the rest): then fewer.
 fn tile_items(spec: &KernelSpec, threads: u32) -> u64 {
     let threads = u64::from(threads.max(32));
     let regs = (65536 / threads).min(255).saturating_sub(24);
@@ -77,12 +76,7 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
         Index::Direct => 0,
     };
     let bytes = 8 * (room.words + key_words);
-    let largest = room.largest();
-    let shared = if 2 * largest >= room.info.threads_per_sm {
-        (room.info.shared_per_block as u64).saturating_sub(1024)
-    } else {
-        room.at_full(largest)
-    };
+    let shared = room.largest_block_table();
     let want = match index {
         Index::Hashed => {
             pow2_at_least(((room.groups as f64 / PARTS as f64 / room.fill) as u64).max(64))
@@ -92,7 +86,7 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let slots = pow2_floor(shared / bytes).min(want);
     Some(match slots >= 64 {
         true => Sizing {
-            threads: largest,
+            threads: room.largest(),
             copies: 1,
             local_slots: slots,
         },
