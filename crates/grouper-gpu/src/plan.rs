@@ -615,10 +615,10 @@ mod tests {
             &info,
         );
         assert_eq!(c.unwrap().local_slots, 0);
-        // A direct table: two partitions' keys (2^12 each at a domain of 2^20), no key words.
+        // A direct table: a partition's keys (2^12 at a domain of 2^20), no key words.
         let direct = forced(GpuStrategy::PERFECT_PARTITIONED);
         let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024) / (8 * l.words as u64));
-        for (log2, want) in [(16, 512), (20, 8192.min(whole_sm)), (24, whole_sm)] {
+        for (log2, want) in [(16, 256), (20, 4096.min(whole_sm)), (24, whole_sm)] {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
             let c = choose(&direct, &l, 1, demand, &info).unwrap();
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");

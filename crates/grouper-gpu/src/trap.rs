@@ -184,7 +184,8 @@ fn launch_rows(
         } else {
             0
         };
-        for f in [hist, scatter] {
+        let staged = placement::scatter_shared_bytes(&v.spec);
+        for (f, shared) in [(hist, 0), (scatter, staged)] {
             let mut b = stream.launch_builder(f);
             b.arg(cols)
                 .arg(&n)
@@ -195,7 +196,7 @@ fn launch_rows(
             // the chunk's n rows (every pointer in `cols` addresses a live column of at least
             // n rows); the buffer, fitted to n rows of the spec's width after its head, holds
             // every row they write.
-            unsafe { b.launch(v.launch_cfg(0)) }.map_err(&err)?;
+            unsafe { b.launch(v.launch_cfg(shared)) }.map_err(&err)?;
         }
     }
     let list = match (sorted, scratch.sort.buf.as_ref()) {

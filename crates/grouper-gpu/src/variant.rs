@@ -88,6 +88,18 @@ impl Variant {
             )),
             _ => None,
         };
+        // The scatter stages a tile of rows in shared memory (up to 56 KiB).
+        if let Some((_, scatter)) = &partitioning {
+            let staged = placement::scatter_shared_bytes(&spec);
+            if staged > 48 * 1024 {
+                scatter
+                    .set_attribute(
+                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        staged as i32,
+                    )
+                    .map_err(gpu_err("raising the scatter's shared memory limit"))?;
+            }
+        }
         if shared > 48 * 1024 {
             for f in [&agg_rows, &agg_list] {
                 f.set_attribute(

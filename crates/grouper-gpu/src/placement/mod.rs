@@ -17,7 +17,7 @@ mod sorted;
 
 pub(crate) use partitioned::{
     direct_shift as partition_shift, kernels as partition_kernels,
-    row_words as partition_row_words, HEAD_WORDS as PARTITION_HEAD_WORDS,
+    row_words as partition_row_words, scatter_shared_bytes, HEAD_WORDS as PARTITION_HEAD_WORDS,
 };
 pub(crate) use private::private_tables_hold;
 pub(crate) use sorted::sort_keys_kernel;

@@ -10,9 +10,9 @@
 //! Three kernels per chunk: `part_hist` (each partition's rows), `part_scatter` (each block
 //! takes a tile of rows, ranks them per partition in shared memory, reserves each partition's
 //! run with one atomic on its cursor, and writes the rows there), then the aggregation: each
-//! block folds stretches of about a partition's rows into a shared-memory table — a hash table
-//! of a partition's groups (probing from the hash bits below the partition's, which a
-//! stretch's keys share), or a direct table of two partitions' keys — and flushes it at each
+//! block folds stretches of one partition's rows into a shared-memory table — a hash table of
+//! the partition's groups (probing from the hash bits below the partition's, which a
+//! stretch's keys share), or a direct table of the partition's keys — and flushes it at each
 //! stretch's end, so a row's update is a shared-memory atomic and the global table sees each
 //! group once a stretch. A layout too wide for a shared table of 64 slots updates the
 //! device-memory table as `global` does, in partition order. Rows within a partition are in no
@@ -61,13 +61,28 @@ fn tile_items(spec: &KernelSpec, threads: u32) -> u64 {
     pow2_floor((2048 / threads).clamp(1, 16).min(regs / per_row)).max(1)
 }
 
+/// Most dynamic shared memory the scatter stages a tile in (a quarter of an H100 SM's).
+const STAGE_BYTES: u64 = 56 * 1024;
+
+/// Dynamic shared bytes of `part_scatter`: a tile's rows and their partitions, staged in
+/// partition order; 0 where they would take more than [`STAGE_BYTES`] (the rows are then
+/// written from registers).
+pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
+    let tile = u64::from(spec.threads) * tile_items(spec, spec.threads);
+    let bytes = tile * (8 * row_words(spec) + 1);
+    if bytes <= STAGE_BYTES {
+        bytes.next_multiple_of(8)
+    } else {
+        0
+    }
+}
+
 /// The tables `global` takes (a direct table while it fits the room for direct tables, a hash
 /// table always: it grows), and besides, per block, one shared-memory table as large as a
 /// whole SM's shared memory allows (where a block keeps half the SM's threads; else its share
 /// at full occupancy) and no larger than a stretch of about a partition's rows needs: a
-/// partition's groups in a hash table; for a direct table, the key range of two partitions
-/// (a stretch starts inside one and may run into the next), indexed by the key's offset
-/// from its first partition. Tables of fewer than 64 slots: none (rows update the
+/// partition's groups in a hash table; for a direct table, a partition's key range, indexed
+/// by the key's offset from the partition's first key. Tables of fewer than 64 slots: none (rows update the
 /// device-memory table in partition order).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
@@ -81,7 +96,7 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
         Index::Hashed => {
             pow2_at_least(((room.groups as f64 / PARTS as f64 / room.fill) as u64).max(64))
         }
-        Index::Direct => 2 << direct_shift(room.domain),
+        Index::Direct => 1 << direct_shift(room.domain),
     };
     let slots = pow2_floor(shared / bytes).min(want);
     Some(match slots >= 64 {
@@ -94,11 +109,12 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     })
 }
 
-/// Spill room: each stretch (at most [`PARTS`] of them) flushes its hash table once (a direct
-/// table never fills, so it spills nothing).
+/// Spill room: each stretch flushes its hash table once, and a partition's rows make at most
+/// one stretch more than its share of n / [`PARTS`] would, so at most 2 · [`PARTS`] stretches
+/// (a direct table never fills, so it spills nothing).
 pub(super) fn scratch_slots(spec: &KernelSpec) -> (u64, u64) {
     match spec.strategy.index() {
-        Index::Hashed => (PARTS * spec.local_slots.max(1), 0),
+        Index::Hashed => (2 * PARTS * spec.local_slots.max(1), 0),
         Index::Direct => (1, 0),
     }
 }
@@ -113,8 +129,9 @@ pub(super) fn shared_bytes(w: u64, spec: &KernelSpec) -> u64 {
 
 /// Without a shared table: `global`'s updates over the partitioned rows (`load_row`), which
 /// arrive in table order, a partition's share of the table at a time. With one: each block
-/// takes stretches of about a partition's rows (n / [`PARTS`]: a hot partition spans several
-/// stretches, so several blocks), folds each row into its shared table (a row the table cannot
+/// takes stretches of one partition's rows, at most n / [`PARTS`] (a hot partition spans
+/// several stretches, so several blocks; a stretch that ran into the next partition brought
+/// twice the groups its table holds), folds each row into its shared table (a row the table cannot
 /// take goes on to the global one) and flushes the table at the stretch's end. The re-run of
 /// rows a full global table listed goes straight to the global table.
 pub(super) fn body(spec: &KernelSpec) -> String {
@@ -164,7 +181,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     let kbase = match spec.strategy.index() {
         Index::Hashed => "",
         Index::Direct => {
-            "    const u64 kbase = (aux[HEAD + lo * RW] >> pshift) << pshift;
+            "    const u64 kbase = p << pshift;
 "
         }
     };
@@ -178,9 +195,26 @@ pub(super) fn body(spec: &KernelSpec) -> String {
 {setup}  for (u64 i = threadIdx.x; i < W * SC; i += blockDim.x) lwords[i] = IDENT[i / SC];
   if (threadIdx.x == 0) scount[0] = 0;
   __syncthreads();
-  const u64 span = (n + PARTS - 1) / PARTS;
-  for (u64 lo = (u64)blockIdx.x * span; lo < n; lo += (u64)gridDim.x * span) {{
-    const u64 hi = lo + span < n ? lo + span : n;
+  // Stretches: each partition's rows (aux[p] of them, from pstart[p]) in pieces of at most
+  // span rows, numbered in partition order (pitems[p]: the pieces before partition p).
+  const u64 span = n == 0 ? 1 : (n + PARTS - 1) / PARTS;
+  __shared__ u64 pstart[PARTS];
+  __shared__ u64 pieces[PARTS];
+  __shared__ u64 pitems[PARTS];
+  for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) pieces[p] = (aux[p] + span - 1) / span;
+  __syncthreads();
+  scan_parts(aux, pstart);
+  scan_parts(pieces, pitems);
+  __syncthreads();
+  const u64 items = pitems[PARTS - 1] + pieces[PARTS - 1];
+  for (u64 it = blockIdx.x; it < items; it += gridDim.x) {{
+    // The last partition whose pieces start at or before this one (partitions without rows
+    // share their number with the next that has some, which is taken).
+    unsigned a = 0, b = PARTS - 1;
+    while (a < b) {{ const unsigned m = (a + b + 1) / 2; if (pitems[m] <= it) a = m; else b = m - 1; }}
+    const u64 p = a;
+    const u64 lo = pstart[p] + (it - pitems[p]) * span, end = pstart[p] + aux[p];
+    const u64 hi = lo + span < end ? lo + span : end;
 {kbase}    for (u64 base = lo + threadIdx.x; base < hi; base += (u64)blockDim.x * IPT) {{
       u64 keys_[IPT][K]; u64 ins_[IPT][NIN]; u64 masks_[IPT]; bool ok_[IPT];
 #pragma unroll
@@ -212,6 +246,7 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
         Index::Hashed => "(unsigned)(hash_key(key) >> 56)",
     };
     let items = tile_items(spec, spec.threads);
+    let staged = u8::from(scatter_shared_bytes(spec) > 0);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -220,6 +255,7 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
 #define HEAD {HEAD_WORDS}ULL
 #define RW (K + NIN + 1)
 #define TIPT {items}
+#define STAGED {staged}
 // A partitioned row: its key words, its inputs, its mask (written by part_scatter).
 __device__ __forceinline__ bool load_row(const ColPtrs& C, const u64* aux, u64 row, u64* key, u64* in, u64* maskp, u64* err) {{
   const u64* r = aux + HEAD + row * RW;
@@ -256,27 +292,35 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C,
 // Each block takes tiles of TIPT rows per thread: ranks a tile's rows per partition in shared
 // memory, reserves each partition's run with one atomic on its cursor (aux[PARTS + p]), and
 // writes the rows there. A partition starts where the partitions before it end (each block
-// scans the histogram itself: 256 words).
-extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
-  __shared__ u64 start[PARTS];
-  __shared__ u64 base[PARTS];
-  __shared__ unsigned cnt[PARTS];
+// scans the histogram itself: 256 words). STAGED: the tile's rows are first laid out in shared
+// memory in partition order, so consecutive threads write consecutive words of each run
+// (unstaged, each row's words were stores of their own into one of 256 runs).
+__device__ __forceinline__ void scan_parts(const u64* counts, u64* out) {{
   if (threadIdx.x < 32) {{
     const unsigned lane = threadIdx.x;
     const unsigned per = PARTS / 32;
     u64 sum = 0;
-    for (unsigned j = 0; j < per; j++) sum += aux[lane * per + j];
+    for (unsigned j = 0; j < per; j++) sum += counts[lane * per + j];
     u64 x = sum;
     for (unsigned o = 1; o < 32; o <<= 1) {{
       const u64 y = __shfl_up_sync(0xFFFFFFFFu, x, o);
       if (lane >= o) x += y;
     }}
     u64 at = x - sum;
-    for (unsigned j = 0; j < per; j++) {{ start[lane * per + j] = at; at += aux[lane * per + j]; }}
+    for (unsigned j = 0; j < per; j++) {{ out[lane * per + j] = at; at += counts[lane * per + j]; }}
   }}
+}}
+extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
+  __shared__ u64 start[PARTS];
+  __shared__ u64 base[PARTS];
+  __shared__ u64 cnt[PARTS];
+  __shared__ u64 loc[PARTS];
+  extern __shared__ u64 stage[];
+  const u64 tile = (u64)blockDim.x * TIPT;
+  unsigned char* spart = (unsigned char*)(stage + (STAGED ? tile * RW : 0));
+  scan_parts(aux, start);
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) cnt[p] = 0;
   __syncthreads();
-  const u64 tile = (u64)blockDim.x * TIPT;
   for (u64 t0 = (u64)blockIdx.x * tile; t0 < n; t0 += (u64)gridDim.x * tile) {{
     u64 keys_[TIPT][K]; u64 ins_[TIPT][NIN]; u64 masks_[TIPT]; unsigned part_[TIPT], rank_[TIPT]; bool ok_[TIPT];
 #pragma unroll
@@ -285,25 +329,48 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
 #pragma unroll
       for (int w = 0; w < NIN; w++) ins_[j][w] = 0;
       ok_[j] = i < n && eval_row(C, i, keys_[j], ins_[j], &masks_[j], &ctrl->error);
-      if (ok_[j]) {{ part_[j] = part_of(keys_[j], pshift); rank_[j] = atomicAdd(&cnt[part_[j]], 1u); }}
+      if (ok_[j]) {{ part_[j] = part_of(keys_[j], pshift); rank_[j] = (unsigned)atomicAdd(&cnt[part_[j]], 1ULL); }}
     }}
     __syncthreads();
     for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) {{
-      const unsigned c = cnt[p];
-      if (c != 0) base[p] = start[p] + atomicAdd(&aux[PARTS + p], (u64)c);
-      cnt[p] = 0;
+      if (cnt[p] != 0) base[p] = start[p] + atomicAdd(&aux[PARTS + p], cnt[p]);
+    }}
+    if (STAGED) scan_parts(cnt, loc);
+    __syncthreads();
+    if (STAGED) {{
+#pragma unroll
+      for (int j = 0; j < TIPT; j++) {{
+        if (!ok_[j]) continue;
+        const u64 r = loc[part_[j]] + rank_[j];
+        u64* st = stage + r * RW;
+#pragma unroll
+        for (int w = 0; w < K; w++) st[w] = keys_[j][w];
+#pragma unroll
+        for (int w = 0; w < NIN; w++) st[K + w] = ins_[j][w];
+        st[K + NIN] = masks_[j];
+        spart[r] = (unsigned char)part_[j];
+      }}
+      __syncthreads();
+      const u64 kept = loc[PARTS - 1] + cnt[PARTS - 1];
+      for (u64 x = threadIdx.x; x < kept * RW; x += blockDim.x) {{
+        const u64 r = x / RW, w = x - r * RW;
+        const unsigned p = spart[r];
+        aux[HEAD + (base[p] + r - loc[p]) * RW + w] = stage[x];
+      }}
+    }} else {{
+#pragma unroll
+      for (int j = 0; j < TIPT; j++) {{
+        if (!ok_[j]) continue;
+        u64* r = aux + HEAD + (base[part_[j]] + rank_[j]) * RW;
+#pragma unroll
+        for (int w = 0; w < K; w++) r[w] = keys_[j][w];
+#pragma unroll
+        for (int w = 0; w < NIN; w++) r[K + w] = ins_[j][w];
+        r[K + NIN] = masks_[j];
+      }}
     }}
     __syncthreads();
-#pragma unroll
-    for (int j = 0; j < TIPT; j++) {{
-      if (!ok_[j]) continue;
-      u64* r = aux + HEAD + (base[part_[j]] + rank_[j]) * RW;
-#pragma unroll
-      for (int w = 0; w < K; w++) r[w] = keys_[j][w];
-#pragma unroll
-      for (int w = 0; w < NIN; w++) r[K + w] = ins_[j][w];
-      r[K + NIN] = masks_[j];
-    }}
+    for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) cnt[p] = 0;
     __syncthreads();
   }}
 }}
