@@ -9,7 +9,7 @@
 //! tables at any group count, the global hash table where a block's would be too small.
 
 use crate::device::DeviceInfo;
-use crate::placement::Room;
+use crate::placement::{Room, PARTS};
 use crate::query::GpuOptions;
 use crate::strategy::{GpuStrategy, Index, Placement};
 use grouper_core::agg::layout::Layout;
@@ -74,6 +74,7 @@ impl Demand {
 pub(crate) fn choose(
     opts: &GpuOptions,
     layout: &Layout,
+    non_null: &[bool],
     key_words: usize,
     demand: Demand,
     info: &DeviceInfo,
@@ -96,6 +97,7 @@ pub(crate) fn choose(
         },
         default_threads: opts.params.threads_per_block.unwrap_or(256),
         words: w,
+        narrow_words: crate::codegen::narrow_words(layout, non_null).len() as u64,
         key_words: key_words.max(1) as u64,
         domain,
         groups,
@@ -110,8 +112,7 @@ pub(crate) fn choose(
     // thread's registers compare every row with every slot.
     let registers_ok = single && domain <= 1 && w <= 48;
     let shared = Placement::Shared.size(Index::Direct, &room);
-    let (shared_threads, shared_copies) =
-        shared.map_or((room.largest(), 0), |z| (z.threads, z.copies));
+    let shared_copies = shared.map_or(0, |z| z.copies);
     let global_direct_ok = Placement::Global.size(Index::Direct, &room).is_some();
     let block_slots = Placement::Block
         .size(Index::Hashed, &room)
@@ -165,7 +166,10 @@ pub(crate) fn choose(
             format!("key domain {domain} fits registers"),
         );
     }
-    if shared_copies >= 32.min(shared_threads) || (shared_copies > 0 && domain <= 4096) {
+    // Any shared table beats the device-memory one: on the H100 (2^25 rows, eb4fa9d's
+    // profile) one copy in a whole-SM block took 0.43 ms at 2^13 dense groups against
+    // perfect_global's 1.16.
+    if shared_copies > 0 {
         return pick(
             GpuStrategy::PERFECT_SHARED,
             format!("key domain {domain} fits shared memory ({shared_copies} copies per block)"),
@@ -186,6 +190,26 @@ pub(crate) fn choose(
         );
     }
     if global_direct_ok && domain <= groups.saturating_mul(4).max(rows).max(1 << 16) {
+        // A direct table beyond L2 takes its atomics in device memory. Partitioned, a block
+        // folds a partition's rows in its shared table, and the rest update a partition's
+        // range of the device-memory table at a time, which L2 holds. It pays where the shared
+        // table covers at least half a partition's keys: on the H100 (2^26 rows, 140f7c6)
+        // 3.57 ms against perfect_global's 4.78 at 2^22 dense groups (half covered), 6.79
+        // against 5.83 at 2^24 (an eighth).
+        let table_bytes = domain.saturating_mul(8 * w);
+        let covered = Placement::Partitioned
+            .size(Index::Direct, &room)
+            .is_some_and(|z| z.local_slots.saturating_mul(2 * PARTS) >= domain);
+        if table_bytes > info.l2_bytes && covered {
+            return pick(
+                GpuStrategy::PERFECT_PARTITIONED,
+                format!(
+                    "dense keys: a direct table of {} MiB is beyond L2 ({} MiB); partitioned, each partition's keys fold in shared memory",
+                    table_bytes >> 20,
+                    info.l2_bytes >> 20
+                ),
+            );
+        }
         return pick(
             GpuStrategy::PERFECT_GLOBAL,
             format!(
@@ -278,14 +302,17 @@ mod tests {
                 let c = choose(
                     &forced,
                     &layout,
+                    &[],
                     1,
                     Demand::uniform(domain, domain, 1 << 28),
                     &info,
                 )
                 .unwrap();
-                let shared = 8 * w * domain * c.copies as u64;
+                // Narrow copies: 4 bytes for the row count, 8 for each other word.
+                let slot = 8 * (w - 1) + 4;
+                let shared = (slot * domain * c.copies as u64).next_multiple_of(8);
                 assert!(c.copies >= 1 && c.copies <= c.threads, "{domain}: {c:?}");
-                if 8 * w * domain + 1024 > info.shared_per_sm as u64 / 2 {
+                if slot * domain + 1024 > info.shared_per_sm as u64 / 2 {
                     // Not even two blocks of 1024 threads hold a copy each: one large block.
                     assert_eq!((c.threads, c.copies), (1024, 1), "{domain}");
                     continue;
@@ -307,6 +334,7 @@ mod tests {
             let auto = choose(
                 &opts,
                 &layout,
+                &[],
                 1,
                 Demand::uniform(4096, 4096, 1 << 28),
                 &info,
@@ -326,6 +354,7 @@ mod tests {
         let c = choose(
             &fixed,
             &layout(1),
+            &[],
             1,
             Demand::uniform(4096, 4096, 1 << 28),
             &info,
@@ -341,6 +370,7 @@ mod tests {
         let c = choose(
             &forced,
             &layout(1),
+            &[],
             1,
             Demand::uniform(u64::MAX, 1024, 1 << 28),
             &info,
@@ -350,6 +380,7 @@ mod tests {
         let c = choose(
             &forced,
             &layout(1),
+            &[],
             1,
             Demand::uniform(u64::MAX, 64, 1 << 28),
             &info,
@@ -375,7 +406,7 @@ mod tests {
             (4096, (1024, 1, 4096)), // 256 KiB would not fit: the largest that does
         ] {
             let d = Demand::uniform(u64::MAX, groups, 1 << 28);
-            let c = choose(&opts, &layout(1), 1, d, &info).unwrap();
+            let c = choose(&opts, &layout(1), &[], 1, d, &info).unwrap();
             assert_eq!(
                 (c.threads, c.copies, c.local_slots),
                 want,
@@ -399,7 +430,7 @@ mod tests {
             (3000, (1024, 1, 4096)),
         ] {
             let d = Demand::uniform(u64::MAX, groups, 1 << 28);
-            let c = choose(&opts, &narrow, 1, d, &info).unwrap();
+            let c = choose(&opts, &narrow, &[], 1, d, &info).unwrap();
             assert_eq!(
                 (c.threads, c.copies, c.local_slots),
                 want,
@@ -414,7 +445,7 @@ mod tests {
             ..opts
         };
         let d = Demand::uniform(u64::MAX, 4096, 1 << 28);
-        let c = choose(&small, &layout(1), 1, d, &info).unwrap();
+        let c = choose(&small, &layout(1), &[], 1, d, &info).unwrap();
         // 228 KiB / 8 blocks − 1 KiB: 27.5 KiB, 512 slots.
         assert_eq!((c.threads, c.copies, c.local_slots), (256, 1, 512));
     }
@@ -434,9 +465,39 @@ mod tests {
                 (64, GpuStrategy::PERFECT_SHARED),
             ] {
                 let demand = Demand::uniform(domain, domain, 1 << 28);
-                let c = choose(&opts, &layout(sums), 1, demand, &info).unwrap();
+                let c = choose(&opts, &layout(sums), &[], 1, demand, &info).unwrap();
                 assert_eq!(c.strategy, want, "domain {domain}, {sums} sums: {c:?}");
             }
+        }
+    }
+
+    /// Dense keys without a profile: a shared table wherever one copy fits a block (2^14
+    /// groups of a count and a sum, narrow: 192 KiB), the device-memory table beyond, and
+    /// partitioned where that table is beyond L2 and a partition's keys at least half fit a
+    /// block's shared table.
+    #[test]
+    fn dense_keys_take_shared_then_global_then_partitioned_tables() {
+        let info = h100();
+        let opts = GpuOptions::default();
+        for (log2, want) in [
+            (12, GpuStrategy::PERFECT_SHARED),
+            (13, GpuStrategy::PERFECT_SHARED),
+            (14, GpuStrategy::PERFECT_SHARED),
+            (15, GpuStrategy::PERFECT_GLOBAL),
+            (20, GpuStrategy::PERFECT_GLOBAL),
+            (22, GpuStrategy::PERFECT_PARTITIONED),
+            (24, GpuStrategy::PERFECT_GLOBAL),
+        ] {
+            let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
+            let c = choose(&opts, &layout(1), &[true, true], 1, demand, &info).unwrap();
+            assert_eq!(c.strategy, want, "2^{log2} groups: {c:?}");
+        }
+        // 20 bytes a slot — two non-null sums, or a sum that may be NULL (its `seen` word) —
+        // and 2^14 groups no longer fit one SM's shared memory.
+        let demand = Demand::uniform(1 << 14, 1 << 14, 1 << 28);
+        for (sums, non_null) in [(2, &[true; 3][..]), (1, &[][..])] {
+            let c = choose(&opts, &layout(sums), non_null, 1, demand, &info).unwrap();
+            assert_eq!(c.strategy, GpuStrategy::PERFECT_GLOBAL, "{sums}: {c:?}");
         }
     }
 
@@ -448,7 +509,7 @@ mod tests {
         let opts = GpuOptions::default();
         for log2 in [10, 12, 14, 16, 20, 24] {
             let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
-            let c = choose(&opts, &layout(1), 1, demand, &info).unwrap();
+            let c = choose(&opts, &layout(1), &[], 1, demand, &info).unwrap();
             assert_eq!(
                 c.strategy,
                 GpuStrategy::BLOCK_LOCAL,
@@ -468,6 +529,7 @@ mod tests {
         let c = choose(
             &opts,
             &wide,
+            &[],
             1,
             Demand::uniform(u64::MAX, 1 << 20, 1 << 28),
             &info,
@@ -482,7 +544,7 @@ mod tests {
         let opts = GpuOptions::default();
         // Dense keys over 2^16 values, uniform: a direct table in device memory.
         let uniform = Demand::uniform(1 << 16, 1 << 16, 1 << 28);
-        let c = choose(&opts, &layout(1), 1, uniform, &info).unwrap();
+        let c = choose(&opts, &layout(1), &[], 1, uniform, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::PERFECT_GLOBAL, "{c:?}");
         // The same keys zipf-distributed: the hottest takes ~11% of the rows.
         let zipf = Demand {
@@ -490,7 +552,7 @@ mod tests {
             skewed: true,
             ..uniform
         };
-        let c = choose(&opts, &layout(1), 1, zipf, &info).unwrap();
+        let c = choose(&opts, &layout(1), &[], 1, zipf, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         assert!(
             c.reason.contains("hottest key takes 11.00%"),
@@ -500,14 +562,14 @@ mod tests {
         // Hashed keys, many groups: per-block tables that overflow, for a hot key's sake where
         // one is hot.
         let wide = Demand::uniform(u64::MAX, 1 << 20, 1 << 28);
-        let c = choose(&opts, &layout(1), 1, wide, &info).unwrap();
+        let c = choose(&opts, &layout(1), &[], 1, wide, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         assert!(c.reason.contains("overflow per-block"), "{}", c.reason);
         let hot = Demand {
             top_share: 2.0 * info.hot_key_share(),
             ..wide
         };
-        let c = choose(&opts, &layout(1), 1, hot, &info).unwrap();
+        let c = choose(&opts, &layout(1), &[], 1, hot, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         assert!(c.reason.contains("hottest key"), "{}", c.reason);
         // Shared-memory strategies already spread hot keys: the rules keep them.
@@ -516,18 +578,18 @@ mod tests {
             skewed: true,
             ..Demand::uniform(1024, 1024, 1 << 28)
         };
-        let c = choose(&opts, &layout(1), 1, small, &info).unwrap();
+        let c = choose(&opts, &layout(1), &[], 1, small, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::PERFECT_SHARED, "{c:?}");
         // Re-planned for more groups than estimated: uniform keys cool down, skewed stay hot.
         let few = Demand {
             top_share: 1.0 / 40.0,
             ..Demand::uniform(u64::MAX, 40, 1 << 28)
         };
-        let c = choose(&opts, &layout(1), 1, few, &info).unwrap();
+        let c = choose(&opts, &layout(1), &[], 1, few, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         let grown = few.grown(1 << 20);
         assert!(grown.top_share < 1e-4, "{grown:?}");
-        let c = choose(&opts, &layout(1), 1, grown, &info).unwrap();
+        let c = choose(&opts, &layout(1), &[], 1, grown, &info).unwrap();
         assert!(c.reason.contains("overflow per-block"), "{}", c.reason);
         let skewed = Demand {
             skewed: true,
@@ -539,7 +601,7 @@ mod tests {
             strategy: Some(GpuStrategy::GLOBAL),
             ..opts
         };
-        let c = choose(&forced, &layout(1), 1, hot, &info).unwrap();
+        let c = choose(&forced, &layout(1), &[], 1, hot, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::GLOBAL);
     }
 
@@ -554,14 +616,14 @@ mod tests {
         let within = Demand::uniform(1 << 32, 1 << 20, 1 << 28);
         let past = Demand::uniform((1 << 32) + 1, 1 << 20, 1 << 28);
         let opts = forced(GpuStrategy::PERFECT_SORTED);
-        assert!(choose(&opts, &layout(1), 1, within, &info).is_ok());
-        let err = choose(&opts, &layout(1), 1, past, &info).unwrap_err();
+        assert!(choose(&opts, &layout(1), &[], 1, within, &info).is_ok());
+        let err = choose(&opts, &layout(1), &[], 1, past, &info).unwrap_err();
         assert!(err.to_string().contains("does not apply"), "{err}");
         // Keys wider than a word have no direct index; the hash table takes any key.
-        assert!(choose(&opts, &layout(1), 2, within, &info).is_err());
+        assert!(choose(&opts, &layout(1), &[], 2, within, &info).is_err());
         let hashed = forced(GpuStrategy::SORTED);
         let wide = Demand::uniform(u64::MAX, 1 << 24, 1 << 28);
-        let c = choose(&hashed, &layout(2), 3, wide, &info).unwrap();
+        let c = choose(&hashed, &layout(2), &[], 3, wide, &info).unwrap();
         assert_eq!(
             (c.strategy, c.copies, c.local_slots),
             (GpuStrategy::SORTED, 0, 0)
@@ -585,7 +647,7 @@ mod tests {
             (24, whole_sm),
         ] {
             let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
-            let c = choose(&opts, &l, 1, demand, &info).unwrap();
+            let c = choose(&opts, &l, &[], 1, demand, &info).unwrap();
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
         }
         // Blocks the user fixed at 256 threads: their share at full occupancy (8 a SM).
@@ -599,6 +661,7 @@ mod tests {
         let c = choose(
             &small,
             &l,
+            &[],
             1,
             Demand::uniform(u64::MAX, 1 << 24, 1 << 28),
             &info,
@@ -610,6 +673,7 @@ mod tests {
         let c = choose(
             &opts,
             &wide,
+            &[],
             1,
             Demand::uniform(u64::MAX, 1 << 20, 1 << 28),
             &info,
@@ -620,7 +684,7 @@ mod tests {
         let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024) / (8 * l.words as u64));
         for (log2, want) in [(16, 256), (20, 4096.min(whole_sm)), (24, whole_sm)] {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
-            let c = choose(&direct, &l, 1, demand, &info).unwrap();
+            let c = choose(&direct, &l, &[], 1, demand, &info).unwrap();
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
         }
     }

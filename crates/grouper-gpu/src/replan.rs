@@ -58,7 +58,14 @@ impl Replan {
         self.planned_for = groups;
         let demand = input.demand().grown(groups);
         let info = &input.gpu.info;
-        let c = choose(opts, &input.layout, input.key_words.len(), demand, info)?;
+        let c = choose(
+            opts,
+            &input.layout,
+            &input.template.non_null_args,
+            input.key_words.len(),
+            demand,
+            info,
+        )?;
         // Only another strategy is worth new kernels mid-run (an NVRTC compile when the disk
         // cache has not seen them: measured 2–6 s on an H100); a larger shared table for the
         // same strategy is left to the next query's plan.

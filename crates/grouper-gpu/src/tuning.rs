@@ -104,7 +104,14 @@ impl Tuning {
                     ..opts.clone()
                 };
                 let dims = input.demand();
-                if let Ok(c) = choose(&forced, &input.layout, input.key_words.len(), dims, info) {
+                if let Ok(c) = choose(
+                    &forced,
+                    &input.layout,
+                    &input.template.non_null_args,
+                    input.key_words.len(),
+                    dims,
+                    info,
+                ) {
                     let blocks_per_sm = s
                         .placement()
                         .blocks_per_sm((info.threads_per_sm / c.threads).max(1));

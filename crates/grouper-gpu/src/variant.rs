@@ -48,7 +48,14 @@ impl Variant {
     ) -> Result<(Variant, Choice, Compiled)> {
         let info = &input.gpu.info;
         let p = &opts.params;
-        let choice = choose(opts, &input.layout, input.key_words.len(), demand, info)?;
+        let choice = choose(
+            opts,
+            &input.layout,
+            &input.template.non_null_args,
+            input.key_words.len(),
+            demand,
+            info,
+        )?;
         let spec = KernelSpec {
             strategy: choice.strategy,
             threads: choice.threads,

@@ -14,6 +14,13 @@
 //!
 //! Tables are structs of arrays of 64-bit words: word `w` of slot `s` is at `base[w * stride + s]`,
 //! so one `update_slot` serves registers, interleaved shared memory, private and global tables.
+//! A *narrow* table (template flags `N`, `DN`, `SN`; the shared-memory direct tables) keeps only
+//! the words the kernel touches ([`narrow_words`]: not the counting words `derive_counts` fills
+//! after the read-back), `NW` of them, then its row counts as 32-bit words:
+//! `((unsigned*)(base + NW * stride))[s]`. A shared table lives for one launch, which covers
+//! fewer than 2^32 rows, so its counts fit. For `COUNT(*), SUM(v)` of a non-null `v` a slot
+//! takes 12 bytes instead of 24 (rows, sum, and the sum's untouched `seen` word), so 2^14 groups
+//! (192 KiB) fit one SM's shared memory, where 2^13 did.
 
 use std::fmt::Write;
 
@@ -180,6 +187,24 @@ pub(crate) fn input_count(layout: &Layout) -> usize {
         .sum()
 }
 
+/// The words a narrow table keeps, in order (module doc): every field's words but the counting
+/// fields of arguments that are never NULL, which the kernel leaves to `derive_counts`; the row
+/// count is kept apart, as 32-bit words.
+pub(crate) fn narrow_words(layout: &Layout, non_null: &[bool]) -> Vec<usize> {
+    layout
+        .aggs
+        .iter()
+        .enumerate()
+        .flat_map(|(a, agg)| {
+            let derived = non_null.get(a).copied().unwrap_or(false);
+            agg.fields
+                .iter()
+                .filter(move |f| !(derived && f.input == Input::One))
+                .flat_map(|f| f.word..f.word + f.op.width())
+        })
+        .collect()
+}
+
 /// `update_slot` and `merge_slot`: the algebra's update and merge, word op by word op.
 fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
     let mut up = String::new();
@@ -199,10 +224,24 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
             }
         }
     };
-    let _ = writeln!(up, "  op_cnt<A, S>(w + {ROWS_WORD} * st + s);");
+    let kept = narrow_words(layout, non_null);
+    let narrow_word = |flag: &str, word: usize| -> String {
+        let at = kept.iter().position(|&k| k == word);
+        debug_assert!(at.is_some(), "word {word} is not kept in a narrow table");
+        format!("({flag} ? {} : {word})", at.unwrap_or(word))
+    };
+    // The row count: a 32-bit word after the others in a narrow table (module doc).
+    let _ = writeln!(
+        up,
+        "  if (N) {{ unsigned* rp = (unsigned*)(w + NW * st) + s; if (A) atomicAdd(rp, 1u); else *rp += 1u; }}\n  \
+         else op_cnt<A, S>(w + {ROWS_WORD} * st + s);"
+    );
     let _ = writeln!(
         me,
-        "  if (src[ss] == 0) return;\n  op_add<A>(dst + ds, src[ss]);"
+        "  const u64 rows = SN ? (u64)((const unsigned*)(src + NW * src_st))[ss] : src[{ROWS_WORD} * src_st + ss];\n  \
+         if (rows == 0) return;\n  \
+         if (DN) {{ unsigned* rp = (unsigned*)(dst + NW * dst_st) + ds; if (A) atomicAdd(rp, (unsigned)rows); else *rp += (unsigned)rows; }}\n  \
+         else op_add<A>(dst + {ROWS_WORD} * dst_st + ds, rows);"
     );
     for (a, agg) in layout.aggs.iter().enumerate() {
         if agg.fields.is_empty() {
@@ -211,11 +250,12 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
         let _ = writeln!(up, "  if (mask & (1ULL << {a})) {{");
         let derived = non_null.get(a).copied().unwrap_or(false);
         for f in &agg.fields {
-            let at = format!("w + {} * st + s", f.word);
+            let at = format!("w + {} * st + s", narrow_word("N", f.word));
             if derived && f.input == Input::One {
                 continue; // equals the row count: derive_counts
             }
-            let dat = format!("dst + {} * dst_st + ds", f.word);
+            let dat = format!("dst + {} * dst_st + ds", narrow_word("DN", f.word));
+            let sw = |i: usize| format!("src[{} * src_st + ss]", narrow_word("SN", f.word + i));
             match f.op {
                 Op::MinI128 | Op::MaxI128 => {
                     let max = f.op == Op::MaxI128;
@@ -223,17 +263,15 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
                     input += 2;
                     let _ = writeln!(
                         me,
-                        "  {{ const u64 v[2] = {{src[{w} * src_st + ss], src[{w1} * src_st + ss]}}; op_ext128<A, {max}>({dat}, dst_st, v); }}",
-                        w = f.word,
-                        w1 = f.word + 1
+                        "  {{ const u64 v[2] = {{{}, {}}}; op_ext128<A, {max}>({dat}, dst_st, v); }}",
+                        sw(0),
+                        sw(1)
                     );
                 }
                 Op::Wide { words, .. } => {
                     let _ = writeln!(up, "    op_wide<A, {words}>({at}, st, in + {input});");
                     input += words;
-                    let gather: Vec<String> = (0..words)
-                        .map(|i| format!("src[{} * src_st + ss]", f.word + i))
-                        .collect();
+                    let gather: Vec<String> = (0..words).map(sw).collect();
                     let _ = writeln!(
                         me,
                         "  {{ const u64 v[{words}] = {{{}}}; op_wide<A, {words}>({dat}, dst_st, v); }}",
@@ -242,11 +280,7 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
                 }
                 Op::AddU64 if f.input == Input::One => {
                     let _ = writeln!(up, "    op_cnt<A, S>({at});");
-                    let _ = writeln!(
-                        me,
-                        "  {}",
-                        call(Op::AddU64, &dat, &format!("src[{} * src_st + ss]", f.word))
-                    );
+                    let _ = writeln!(me, "  {}", call(Op::AddU64, &dat, &sw(0)));
                 }
                 op => {
                     let val = match f.input {
@@ -257,7 +291,7 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
                         }
                     };
                     let _ = writeln!(up, "    {}", call(op, &at, &val));
-                    let src = format!("src[{} * src_st + ss]", f.word);
+                    let src = sw(0);
                     let merged = if op == Op::Seen {
                         format!("if ({src} != 0) {}", call(op, &dat, &src))
                     } else {
@@ -270,11 +304,18 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
         let _ = writeln!(up, "  }}");
     }
     debug_assert_eq!(input, input_count(layout));
+    let ident = layout.identities();
+    let narrow_ident: Vec<String> = kept
+        .iter()
+        .map(|&k| format!("{}ULL", ident.get(k).copied().unwrap_or(0)))
+        .collect();
     format!(
-        "#define NIN {}\n\
-         template <bool A, bool S = false> __device__ __forceinline__ void update_slot(u64* w, u64 st, u64 s, const u64* in, u64 mask) {{\n{up}}}\n\
-         template <bool A> __device__ __forceinline__ void merge_slot(u64* dst, u64 dst_st, u64 ds, const u64* src, u64 src_st, u64 ss) {{\n{me}}}\n",
-        input.max(1)
+        "#define NIN {}\n#define NW {}\n__device__ const u64 NIDENT[NW + 1] = {{{}}};\n\
+         template <bool A, bool S = false, bool N = false> __device__ __forceinline__ void update_slot(u64* w, u64 st, u64 s, const u64* in, u64 mask) {{\n{up}}}\n\
+         template <bool A, bool DN = false, bool SN = false> __device__ __forceinline__ void merge_slot(u64* dst, u64 dst_st, u64 ds, const u64* src, u64 src_st, u64 ss) {{\n{me}}}\n",
+        input.max(1),
+        kept.len(),
+        narrow_ident.join(", ")
     )
 }
 

@@ -259,7 +259,11 @@ fn a_pair_feeds_its_parts_and_products_to_corr() {
     let layout = Layout::new(&[AggregateSpec::new(AggKind::Corr, pair_type())]).unwrap();
     let src = update_merge(&layout, &[false]);
     assert_eq!(src.matches("op_addf<A>(w +").count(), 5, "{src}");
-    assert_eq!(src.matches("op_cnt<A, S>(w + 1").count(), 1, "{src}");
+    assert_eq!(
+        src.matches("op_cnt<A, S>(w + (N ? 0 : 1)").count(),
+        1,
+        "{src}"
+    );
 }
 
 #[test]
@@ -303,4 +307,27 @@ fn generated_kernels_are_valid_cpp() {
     if std::env::var_os("GROUPER_KEEP_KERNELS").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// A narrow table keeps the words its kernel touches: a non-null sum's value word alone (its
+/// `seen` word is derived from the row count), a sum that may be NULL its value and `seen`.
+#[test]
+fn a_narrow_table_keeps_only_the_words_its_kernel_touches() {
+    let layout = Layout::new(&[
+        AggregateSpec::count_star(),
+        AggregateSpec::new(AggKind::Sum, DataType::Float64),
+    ])
+    .unwrap();
+    let sum = &layout.aggs[1].fields;
+    let value = sum.iter().find(|f| f.input != Input::One).unwrap().word;
+    assert_eq!(narrow_words(&layout, &[true, true]), vec![value]);
+    let mut nullable = narrow_words(&layout, &[true, false]);
+    nullable.sort_unstable();
+    assert_eq!(nullable.len(), 2);
+    assert!(nullable.contains(&value) && !nullable.contains(&ROWS_WORD));
+    assert!(update_merge(&layout, &[true, true]).contains("#define NW 1\n"));
+    // The shared kernel's copies are narrow, started from the kept words' identities.
+    let src = generate(&spec(GpuStrategy::PERFECT_SHARED, 1));
+    assert!(src.contains("sm[i] = NIDENT[i / SST]"), "{src}");
+    assert!(src.contains(", true, true>(sm, SST, key[0] * R + mine"), "{src}");
 }

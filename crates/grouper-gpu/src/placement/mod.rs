@@ -18,6 +18,7 @@ mod sorted;
 pub(crate) use partitioned::{
     direct_shift as partition_shift, kernels as partition_kernels,
     row_words as partition_row_words, scatter_shared_bytes, HEAD_WORDS as PARTITION_HEAD_WORDS,
+    PARTS,
 };
 pub(crate) use private::private_tables_hold;
 pub(crate) use sorted::sort_keys_kernel;
@@ -35,6 +36,8 @@ pub(crate) struct Room<'a> {
     pub(crate) default_threads: u32,
     /// State words per slot.
     pub(crate) words: u64,
+    /// Words per slot of a narrow table besides its 32-bit row count (`codegen` module doc).
+    pub(crate) narrow_words: u64,
     /// Key words per slot (at least one).
     pub(crate) key_words: u64,
     /// Key domain (`u64::MAX` when unbounded).
@@ -161,7 +164,7 @@ pub(crate) fn shared_bytes(spec: &KernelSpec) -> u64 {
     let w = spec.layout.words as u64;
     match spec.strategy.placement() {
         Placement::Registers => registers::shared_bytes(w, spec),
-        Placement::Shared => shared::shared_bytes(w, spec),
+        Placement::Shared => shared::shared_bytes(spec),
         Placement::Block => block::shared_bytes(w, spec),
         Placement::Partitioned => partitioned::shared_bytes(w, spec),
         Placement::Private | Placement::Global | Placement::Sorted => 0,

@@ -1,10 +1,14 @@
 //! Direct index in shared memory: `copies` interleaved copies of the table per block, bank-
 //! conflict free (Tomé §4.1); a copy per thread when they fit (no atomics), else threads share
 //! copies with shared-memory atomics. Each block merges its copies into the global table.
+//! The copies are narrow tables (`codegen` module doc): the words the kernel touches and 32-bit
+//! row counts, so a slot of a count and a non-null sum takes 12 bytes, and 2^14 such groups fit
+//! one SM's shared memory.
 
 use std::fmt::Write;
 
 use super::{pow2_floor, Room, Sizing};
+use crate::codegen::narrow_words;
 use crate::codegen::rows::{ROW_LOOP_HEAD, ROW_LOOP_TAIL};
 use crate::codegen::spec::KernelSpec;
 
@@ -15,7 +19,10 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
     if !room.single() {
         return None;
     }
-    let bytes_per_copy = room.domain.saturating_mul(8 * room.words).max(1);
+    let bytes_per_copy = room
+        .domain
+        .saturating_mul(slot_bytes(room.narrow_words))
+        .max(1);
     let smem = room.info.shared_per_block as u64;
     let (threads, copies) = room
         .block_sizes
@@ -35,8 +42,16 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
     })
 }
 
-pub(super) fn shared_bytes(w: u64, spec: &KernelSpec) -> u64 {
-    (8 * w * spec.copies as u64).saturating_mul(spec.domain)
+/// Bytes of one slot of a narrow table keeping `kept` words: 8 a word, 4 for the row count.
+fn slot_bytes(kept: u64) -> u64 {
+    8 * kept + 4
+}
+
+pub(super) fn shared_bytes(spec: &KernelSpec) -> u64 {
+    let kept = narrow_words(&spec.layout, &spec.non_null_args).len() as u64;
+    (slot_bytes(kept) * spec.copies as u64)
+        .saturating_mul(spec.domain)
+        .next_multiple_of(8)
 }
 
 pub(super) fn body(spec: &KernelSpec) -> String {
@@ -47,13 +62,14 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     let _ = writeln!(
         s,
         "  extern __shared__ u64 sm[];\n  const u64 D = {d}ULL, R = {r}ULL, SST = D * R;\n\
-         for (u64 i = threadIdx.x; i < W * SST; i += blockDim.x) sm[i] = IDENT[i / SST];\n  __syncthreads();\n\
-         u64* mine = sm + (threadIdx.x & (R - 1));"
+         for (u64 i = threadIdx.x; i < NW * SST; i += blockDim.x) sm[i] = NIDENT[i / SST];\n\
+         for (u64 i = threadIdx.x; i < SST; i += blockDim.x) ((unsigned*)(sm + NW * SST))[i] = 0u;\n  __syncthreads();\n\
+         const u64 mine = threadIdx.x & (R - 1);"
     );
     s.push_str(ROW_LOOP_HEAD);
     let _ = writeln!(
         s,
-        "      update_slot<{atomic}, true>(mine, SST, key[0] * R, in, mask);"
+        "      update_slot<{atomic}, true, true>(sm, SST, key[0] * R + mine, in, mask);"
     );
     s.push_str(ROW_LOOP_TAIL);
     s.push_str(FLUSH);
@@ -68,8 +84,8 @@ const FLUSH: &str = "  __syncthreads();\n\
   for (u64 h = R / 2; h > 0; h /= 2) {\n\
     for (u64 i = threadIdx.x; i < D * h; i += blockDim.x) {\n\
       const u64 sl = i / h, r = i % h;\n\
-      merge_slot<false>(sm + r, SST, sl * R, sm + r + h, SST, sl * R);\n\
+      merge_slot<false, true, true>(sm, SST, sl * R + r, sm, SST, sl * R + r + h);\n\
     }\n\
     __syncthreads();\n\
   }\n\
-  for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true>(gt + sl * GS, 1, 0, sm, SST, sl * R);\n";
+  for (u64 sl = threadIdx.x; sl < D; sl += blockDim.x) merge_slot<true, false, true>(gt + sl * GS, 1, 0, sm, SST, sl * R);\n";
