@@ -329,5 +329,8 @@ fn a_narrow_table_keeps_only_the_words_its_kernel_touches() {
     // The shared kernel's copies are narrow, started from the kept words' identities.
     let src = generate(&spec(GpuStrategy::PERFECT_SHARED, 1));
     assert!(src.contains("sm[i] = NIDENT[i / SST]"), "{src}");
-    assert!(src.contains(", true, true>(sm, SST, key[0] * R + mine"), "{src}");
+    assert!(
+        src.contains(", true, true>(sm, SST, key[0] * R + mine"),
+        "{src}"
+    );
 }
