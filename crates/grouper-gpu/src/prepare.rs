@@ -30,7 +30,7 @@ use crate::encode::{native_bits, Encoding};
 use crate::image::ImageLayout;
 use crate::key_words::{estimate_groups, packed_ok, plan_keys, split_wide_keys, KeyOut, KeyWord};
 use crate::pipeline::SLOTS;
-use crate::plan::Demand;
+use crate::plan::{Choice, Demand};
 use crate::query::{ColumnBounds, GpuOptions, GpuQuery};
 use crate::strategy::GpuStrategy;
 use grouper_core::agg::layout::Layout;
@@ -229,6 +229,18 @@ impl PreparedInput {
             top_share: self.estimate.top_share(),
             skewed: self.estimate.skewed(),
         }
+    }
+
+    /// The planner's choice for this input's query under `opts`, given `demand`.
+    pub(crate) fn choose(&self, opts: &GpuOptions, demand: Demand) -> Result<Choice> {
+        crate::plan::choose(
+            opts,
+            &self.layout,
+            &self.template.non_null_args,
+            self.key_words.len(),
+            demand,
+            &self.gpu.info,
+        )
     }
 
     /// Prepares `query`'s input from `source` (the steps in the module's doc).

@@ -6,7 +6,6 @@
 //! far carry over and switching costs only the new kernels' compile (cached on disk after the
 //! first time).
 
-use crate::plan::choose;
 use crate::prepare::PreparedInput;
 use crate::query::GpuOptions;
 use crate::variant::Variant;
@@ -57,15 +56,7 @@ impl Replan {
         }
         self.planned_for = groups;
         let demand = input.demand().grown(groups);
-        let info = &input.gpu.info;
-        let c = choose(
-            opts,
-            &input.layout,
-            &input.template.non_null_args,
-            input.key_words.len(),
-            demand,
-            info,
-        )?;
+        let c = input.choose(opts, demand)?;
         // Only another strategy is worth new kernels mid-run (an NVRTC compile when the disk
         // cache has not seen them: measured 2–6 s on an H100); a larger shared table for the
         // same strategy is left to the next query's plan.

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 
-use crate::plan::choose;
 use crate::prepare::PreparedInput;
 use crate::query::GpuOptions;
 use crate::report::TuneReport;
@@ -31,10 +30,10 @@ pub(crate) struct Tuning {
 /// Strategies whose tables have the same kind as `s`'s (direct or hashed). The sorted and the
 /// partitioned placements are not among them: the sorted ones gather each row's columns at its
 /// sorted place, and ran slower than hashing at every group count timed on the H100 (2^26
-/// rows, `gpu-sweep-h100-2p26-sorted-c5fd309.json`); the partitioned ones ran slower than the
-/// best of the others at every group count from 2^14 to 2^24
-/// (`gpu-sweep-h100-2p26-partitioned-ff94266.json`: their scatter alone took 1.3 ms for 2^24
-/// rows). Timing them would only spend chunks.
+/// rows, `gpu-sweep-h100-2p26-sorted-c5fd309.json`); the partitioned ones won only where the
+/// planner already takes `perfect_partitioned` (a direct table beyond L2) and, by 6%, at 2^24
+/// scattered groups, and lost by 20–80% elsewhere from 2^14 to 2^24 groups
+/// (`gpu-sweep-h100-2p26-partitioned-staged-140f7c6.json`). Timing them would only spend chunks.
 fn same_table(s: GpuStrategy) -> impl Iterator<Item = GpuStrategy> {
     GpuStrategy::ALL.into_iter().filter(move |o| {
         o.is_perfect() == s.is_perfect()
@@ -103,15 +102,7 @@ impl Tuning {
                     strategy: Some(s),
                     ..opts.clone()
                 };
-                let dims = input.demand();
-                if let Ok(c) = choose(
-                    &forced,
-                    &input.layout,
-                    &input.template.non_null_args,
-                    input.key_words.len(),
-                    dims,
-                    info,
-                ) {
+                if let Ok(c) = input.choose(&forced, input.demand()) {
                     let blocks_per_sm = s
                         .placement()
                         .blocks_per_sm((info.threads_per_sm / c.threads).max(1));

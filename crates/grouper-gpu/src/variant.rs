@@ -14,7 +14,7 @@ use crate::codegen::{self, KernelSpec};
 use crate::compile::{self, Compiled};
 use crate::device::gpu_err;
 use crate::placement;
-use crate::plan::{choose, Choice, Demand};
+use crate::plan::{Choice, Demand};
 use crate::prepare::PreparedInput;
 use crate::query::GpuOptions;
 use crate::sort::{RadixSort, SortBuffers};
@@ -48,14 +48,7 @@ impl Variant {
     ) -> Result<(Variant, Choice, Compiled)> {
         let info = &input.gpu.info;
         let p = &opts.params;
-        let choice = choose(
-            opts,
-            &input.layout,
-            &input.template.non_null_args,
-            input.key_words.len(),
-            demand,
-            info,
-        )?;
+        let choice = input.choose(opts, demand)?;
         let spec = KernelSpec {
             strategy: choice.strategy,
             threads: choice.threads,

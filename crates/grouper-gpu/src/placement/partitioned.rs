@@ -16,8 +16,9 @@
 //! stretch's end, so a row's update is a shared-memory atomic and the global table sees each
 //! group once a stretch. A layout too wide for a shared table of 64 slots updates the
 //! device-memory table as `global` does, in partition order. Rows within a partition are in no
-//! particular order; the aggregate algebra does not need one. Measured slower than the best
-//! other strategy everywhere so far (docs/ARCHITECTURE.md); the planner does not pick them.
+//! particular order; the aggregate algebra does not need one. The planner picks the direct form
+//! where the global direct table is beyond L2 and a block's shared table covers at least half
+//! a partition's keys, the one region measured to win (`plan.rs`, docs/ARCHITECTURE.md).
 //!
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
 //! their place in the partitioned buffer, and the re-run after it grows reads them there.
