@@ -300,6 +300,41 @@ pub(crate) fn time_strategies(
     Ok((chosen, ms))
 }
 
+/// `auto`'s kernel time over `against`'s, pair by pair: `pairs` pairs timed alone together,
+/// which of the two runs first alternating, each timed run after an untimed one of its own.
+/// Among a full sweep's strategies `auto` ran 5–11% behind the very kernels it had chosen,
+/// forced (H100, 96f7172), and equal to them within 0.2% timed alone or as a pair
+/// (`auto-vs-forced-h100-96f7172.json`): what runs around a strategy moves its time, so a
+/// point where `auto` looks slower is timed again this way (as the CPU's regret does).
+pub(crate) fn paired_ratios(
+    batch: RecordBatch,
+    opts: &GpuOptions,
+    against: GpuStrategy,
+    pairs: usize,
+) -> Result<Vec<f64>> {
+    let key_type = batch.schema().field(0).data_type().clone();
+    let mut auto = Prepared::new(&sweep_query(key_type), &[batch], opts)?;
+    let mut other = auto.retarget(&GpuOptions {
+        strategy: Some(against),
+        profile: None,
+        ..opts.clone()
+    })?;
+    let mut ratios = Vec::with_capacity(pairs);
+    for i in 0..pairs {
+        let mut pair = [0.0; 2];
+        for first_auto in [i % 2 == 0, i % 2 != 0] {
+            let (p, slot) = match first_auto {
+                true => (&mut auto, 0),
+                false => (&mut other, 1),
+            };
+            p.run_kernels()?;
+            pair[slot] = p.run_kernels()?.kernel_ms;
+        }
+        ratios.push(pair[0] / pair[1]);
+    }
+    Ok(ratios)
+}
+
 /// The order of turn `rep` over `len` runs: all of them, starting at `rep` (mod `len`).
 fn turn(len: usize, rep: usize) -> impl Iterator<Item = usize> {
     (0..len).map(move |i| (i + rep) % len)
