@@ -5,7 +5,8 @@
 //!
 //! Order of decision: a forced strategy (checked); the device profile where it measured near
 //! the estimate; then Karnagel's regions — registers, shared memory, a hot key kept out of one
-//! device-memory table, a direct table in device memory for dense keys, per-block shared hash
+//! device-memory table, a direct table in device memory for dense keys (partitioned where it is
+//! beyond L2 and half a partition's keys fit a block's shared table), per-block shared hash
 //! tables at any group count, the global hash table where a block's would be too small.
 
 use crate::device::DeviceInfo;
@@ -166,9 +167,9 @@ pub(crate) fn choose(
             format!("key domain {domain} fits registers"),
         );
     }
-    // Any shared table beats the device-memory one: on the H100 (2^25 rows, eb4fa9d's
-    // profile) one copy in a whole-SM block took 0.43 ms at 2^13 dense groups against
-    // perfect_global's 1.16.
+    // Any shared table beats the device-memory one: on the H100 (2^26 rows, 96f7172) one
+    // narrow copy in a whole-SM block took 0.34 and 0.42 ms at 2^13 and 2^14 dense groups
+    // against perfect_global's 1.95 and 1.69 (`gpu-sweep-h100-2p26-narrow-96f7172.json`).
     if shared_copies > 0 {
         return pick(
             GpuStrategy::PERFECT_SHARED,

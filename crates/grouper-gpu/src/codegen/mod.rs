@@ -250,10 +250,10 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
         let _ = writeln!(up, "  if (mask & (1ULL << {a})) {{");
         let derived = non_null.get(a).copied().unwrap_or(false);
         for f in &agg.fields {
-            let at = format!("w + {} * st + s", narrow_word("N", f.word));
             if derived && f.input == Input::One {
                 continue; // equals the row count: derive_counts
             }
+            let at = format!("w + {} * st + s", narrow_word("N", f.word));
             let dat = format!("dst + {} * dst_st + ds", narrow_word("DN", f.word));
             let sw = |i: usize| format!("src[{} * src_st + ss]", narrow_word("SN", f.word + i));
             match f.op {
