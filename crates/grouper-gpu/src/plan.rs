@@ -276,6 +276,35 @@ mod tests {
         }
     }
 
+    /// The choice for `groups` uniform hashed keys of one word in 2^28 rows, every argument
+    /// possibly NULL.
+    fn choose_hashed(
+        opts: &GpuOptions,
+        layout: &Layout,
+        groups: u64,
+        info: &crate::DeviceInfo,
+    ) -> Result<Choice> {
+        choose(
+            opts,
+            layout,
+            &[],
+            1,
+            Demand::uniform(u64::MAX, groups, 1 << 28),
+            info,
+        )
+    }
+
+    /// `opts` with blocks the user fixed at `threads` threads.
+    fn blocks_of(threads: u32, opts: GpuOptions) -> GpuOptions {
+        GpuOptions {
+            params: GpuParams {
+                threads_per_block: Some(threads),
+                ..opts.params
+            },
+            ..opts
+        }
+    }
+
     fn layout(sums: usize) -> Layout {
         let mut aggs = vec![AggregateSpec::count_star()];
         aggs.extend((0..sums).map(|_| AggregateSpec::new(AggKind::Sum, DataType::Float64)));
@@ -344,14 +373,7 @@ mod tests {
             assert_eq!(auto.strategy, GpuStrategy::PERFECT_SHARED, "{auto:?}");
         }
         // A block size the user fixed is kept: the table then costs occupancy.
-        let fixed = GpuOptions {
-            strategy: Some(GpuStrategy::PERFECT_SHARED),
-            params: GpuParams {
-                threads_per_block: Some(256),
-                ..Default::default()
-            },
-            ..opts.clone()
-        };
+        let fixed = blocks_of(256, forced(GpuStrategy::PERFECT_SHARED));
         let c = choose(
             &fixed,
             &layout(1),
@@ -368,25 +390,9 @@ mod tests {
             strategy: Some(GpuStrategy::BLOCK_LOCAL),
             ..opts.clone()
         };
-        let c = choose(
-            &forced,
-            &layout(1),
-            &[],
-            1,
-            Demand::uniform(u64::MAX, 1024, 1 << 28),
-            &info,
-        )
-        .unwrap();
+        let c = choose_hashed(&forced, &layout(1), 1024, &info).unwrap();
         assert_eq!((c.threads, c.local_slots), (1024, 2048));
-        let c = choose(
-            &forced,
-            &layout(1),
-            &[],
-            1,
-            Demand::uniform(u64::MAX, 64, 1 << 28),
-            &info,
-        )
-        .unwrap();
+        let c = choose_hashed(&forced, &layout(1), 64, &info).unwrap();
         assert_eq!((c.threads, c.local_slots), (256, 128));
     }
 
@@ -438,13 +444,7 @@ mod tests {
                 "{groups} groups"
             );
         }
-        let small = GpuOptions {
-            params: GpuParams {
-                threads_per_block: Some(256),
-                ..GpuParams::default()
-            },
-            ..opts
-        };
+        let small = blocks_of(256, opts);
         let d = Demand::uniform(u64::MAX, 4096, 1 << 28);
         let c = choose(&small, &layout(1), &[], 1, d, &info).unwrap();
         // 228 KiB / 8 blocks − 1 KiB: 27.5 KiB, 512 slots.
@@ -527,15 +527,7 @@ mod tests {
             500
         ])
         .unwrap();
-        let c = choose(
-            &opts,
-            &wide,
-            &[],
-            1,
-            Demand::uniform(u64::MAX, 1 << 20, 1 << 28),
-            &info,
-        )
-        .unwrap();
+        let c = choose_hashed(&opts, &wide, 1 << 20, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::GLOBAL, "{c:?}");
     }
 
@@ -652,33 +644,13 @@ mod tests {
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
         }
         // Blocks the user fixed at 256 threads: their share at full occupancy (8 a SM).
-        let small = GpuOptions {
-            params: GpuParams {
-                threads_per_block: Some(256),
-                ..Default::default()
-            },
-            ..opts.clone()
-        };
-        let c = choose(
-            &small,
-            &l,
-            &[],
-            1,
-            Demand::uniform(u64::MAX, 1 << 24, 1 << 28),
-            &info,
-        );
+        let small = blocks_of(256, opts.clone());
+        let c = choose_hashed(&small, &l, 1 << 24, &info);
         let share = crate::placement::pow2_floor((228 * 1024 / 8 - 1024) / slot);
         assert_eq!(c.unwrap().local_slots, share);
         // 400 sums: a slot of 3.2 KB, fewer than 64 in a block: no shared table.
         let wide = layout(400);
-        let c = choose(
-            &opts,
-            &wide,
-            &[],
-            1,
-            Demand::uniform(u64::MAX, 1 << 20, 1 << 28),
-            &info,
-        );
+        let c = choose_hashed(&opts, &wide, 1 << 20, &info);
         assert_eq!(c.unwrap().local_slots, 0);
         // A direct table: a partition's keys (2^12 at a domain of 2^20), no key words.
         let direct = forced(GpuStrategy::PERFECT_PARTITIONED);

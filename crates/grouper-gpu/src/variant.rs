@@ -90,24 +90,10 @@ impl Variant {
         };
         // The scatter stages a tile of rows in shared memory (up to 56 KiB).
         if let Some((_, scatter)) = &partitioning {
-            let staged = placement::scatter_shared_bytes(&spec);
-            if staged > 48 * 1024 {
-                scatter
-                    .set_attribute(
-                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        staged as i32,
-                    )
-                    .map_err(gpu_err("raising the scatter's shared memory limit"))?;
-            }
+            allow_dynamic_shared(scatter, placement::scatter_shared_bytes(&spec))?;
         }
-        if shared > 48 * 1024 {
-            for f in [&agg_rows, &agg_list] {
-                f.set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared as i32,
-                )
-                .map_err(gpu_err("raising the shared memory limit"))?;
-            }
+        for f in [&agg_rows, &agg_list] {
+            allow_dynamic_shared(f, shared)?;
         }
         // As many blocks as the compiled kernel keeps resident (its registers and shared
         // memory decide, as the occupancy calculator says): one full wave, no partial one.
@@ -175,6 +161,18 @@ pub(crate) struct Scratch {
     pub(crate) parts: Held<CudaSlice<u64>>,
     /// Bytes taken from the budget for the spill buffers.
     spill_bytes: u64,
+}
+
+/// Lets `f` launch with `bytes` of dynamic shared memory: past 48 KiB a kernel must opt in.
+fn allow_dynamic_shared(f: &CudaFunction, bytes: u64) -> Result<()> {
+    if bytes > 48 * 1024 {
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )
+        .map_err(gpu_err("raising the shared memory limit"))?;
+    }
+    Ok(())
 }
 
 /// A buffer kept from chunk to chunk and the bytes it took from the budget: made again, larger,

@@ -287,9 +287,7 @@ pub(crate) fn time_strategies(
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(reps); runs.len()];
     for rep in 0..reps.max(1) {
         for i in turn(runs.len(), rep) {
-            let p = &mut runs[i].1;
-            p.run_kernels()?;
-            times[i].push(p.run_kernels()?.kernel_ms);
+            times[i].push(timed_run(&mut runs[i].1)?);
         }
     }
     let ms = runs
@@ -321,18 +319,23 @@ pub(crate) fn paired_ratios(
     })?;
     let mut ratios = Vec::with_capacity(pairs);
     for i in 0..pairs {
-        let mut pair = [0.0; 2];
-        for first_auto in [i % 2 == 0, i % 2 != 0] {
-            let (p, slot) = match first_auto {
-                true => (&mut auto, 0),
-                false => (&mut other, 1),
-            };
-            p.run_kernels()?;
-            pair[slot] = p.run_kernels()?.kernel_ms;
-        }
-        ratios.push(pair[0] / pair[1]);
+        let (a, o) = if i % 2 == 0 {
+            let a = timed_run(&mut auto)?;
+            (a, timed_run(&mut other)?)
+        } else {
+            let o = timed_run(&mut other)?;
+            (timed_run(&mut auto)?, o)
+        };
+        ratios.push(a / o);
     }
     Ok(ratios)
+}
+
+/// One timed run's kernel milliseconds, after an untimed run of the same kernels (so it does
+/// not inherit the L2 and clocks another strategy left).
+fn timed_run(p: &mut Prepared) -> Result<f64> {
+    p.run_kernels()?;
+    Ok(p.run_kernels()?.kernel_ms)
 }
 
 /// The order of turn `rep` over `len` runs: all of them, starting at `rep` (mod `len`).
