@@ -384,14 +384,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.threads, c.copies), (256, 1));
-        // block_local: 1024 groups at fill 0.5 need 2048 slots of 4 words (key, rows, sum,
-        // seen): 64 KiB, which only blocks of 1024 threads may take at full occupancy.
+        // block_local: 1024 groups at fill 0.5 need 2048 narrow slots of 28 bytes (key, sum,
+        // seen, a 4-byte count): 56 KiB, which blocks of 512 threads take at full occupancy.
         let forced = GpuOptions {
             strategy: Some(GpuStrategy::BLOCK_LOCAL),
             ..opts.clone()
         };
         let c = choose_hashed(&forced, &layout(1), 1024, &info).unwrap();
-        assert_eq!((c.threads, c.local_slots), (1024, 2048));
+        assert_eq!((c.threads, c.local_slots), (512, 2048));
         let c = choose_hashed(&forced, &layout(1), 64, &info).unwrap();
         assert_eq!((c.threads, c.local_slots), (256, 128));
     }
@@ -403,14 +403,15 @@ mod tests {
     fn block_tables_take_copies_for_few_groups_and_a_whole_sm_for_many() {
         let info = h100();
         let opts = forced(GpuStrategy::BLOCK_LOCAL);
-        // (groups, threads, copies, slots); key + rows + sum + seen: 32 bytes a slot.
+        // (groups, threads, copies, slots); key, sum, seen and a 4-byte count: 28 bytes a slot.
         for (groups, want) in [
-            (4, (256, 8, 64)), // 2 KiB a copy (64 slots at least); 27.5 KiB at full occupancy
+            (4, (256, 8, 64)), // 1.75 KiB a copy (64 slots at least); 27.5 at full occupancy
             (64, (256, 4, 128)),
             (256, (256, 1, 512)),
-            (1024, (1024, 1, 2048)), // 64 KiB: 1024-thread blocks at full occupancy
-            (2048, (1024, 1, 4096)), // 128 KiB: one block an SM
-            (4096, (1024, 1, 4096)), // 256 KiB would not fit: the largest that does
+            (1024, (512, 1, 2048)), // 56 KiB: 512-thread blocks at full occupancy
+            (2048, (1024, 1, 4096)), // 112 KiB: one block an SM
+            (4096, (1024, 1, 8192)), // 224 KiB: an SM's whole shared memory
+            (8192, (1024, 1, 8192)), // 448 KiB would not fit: the largest that does
         ] {
             let d = Demand::uniform(u64::MAX, groups, 1 << 28);
             let c = choose(&opts, &layout(1), &[], 1, d, &info).unwrap();
@@ -419,11 +420,12 @@ mod tests {
                 want,
                 "{groups} groups"
             );
-            let spec_bytes = 32 * c.copies as u64 * c.local_slots;
+            let spec_bytes = 28 * c.copies as u64 * c.local_slots;
             assert!(spec_bytes < info.shared_per_block as u64, "{groups}: {c:?}");
         }
         // The GPU test's layout (block_tables_with_copies_or_a_whole_sm_match_the_reference):
-        // COUNT(*), SUM(i64) (low, high, seen), SUM(f64) (sum, seen) and the key, 56 bytes.
+        // COUNT(*), SUM(i64) (low, high, seen), SUM(f64) (sum, seen), the key and a 4-byte
+        // count, 52 bytes.
         let narrow = Layout::new(&[
             AggregateSpec::count_star(),
             AggregateSpec::new(AggKind::Sum, DataType::Int64),
@@ -431,8 +433,8 @@ mod tests {
         ])
         .unwrap();
         for (groups, want) in [
-            (1, (256, 4, 64)),
-            (40, (256, 2, 128)),
+            (1, (256, 8, 64)),
+            (40, (256, 4, 128)),
             (2000, (1024, 1, 4096)),
             (3000, (1024, 1, 4096)),
         ] {
@@ -518,7 +520,8 @@ mod tests {
             );
             if log2 > 10 {
                 // (2^10 uniform groups: a key's share, 1/1024, counts as hot on 132 SMs.)
-                assert_eq!(c.reason.contains("overflow"), log2 > 11, "{}", c.reason);
+                // 2^12 groups: 8,192 slots of 28 bytes fill an SM's shared memory.
+                assert_eq!(c.reason.contains("overflow"), log2 > 12, "{}", c.reason);
             }
         }
         // A layout so wide that a block's table holds fewer than 64 slots: the global table.
@@ -630,8 +633,10 @@ mod tests {
     fn partitioned_tables_take_a_partitions_groups_within_a_whole_sm() {
         let info = h100();
         let l = layout(1);
-        let slot = 8 * (l.words as u64 + 1);
-        let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024) / slot);
+        let slot = crate::placement::narrow_slot_bytes(1, 2); // key; sum, seen; count
+                                                              // The fold's static shared arrays take their part of the SM's shared memory.
+        let fold = crate::placement::FOLD_STATIC_BYTES;
+        let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024 - fold) / slot);
         let opts = forced(GpuStrategy::HASH_PARTITIONED);
         for (log2, want) in [
             (12, 64),
@@ -646,7 +651,7 @@ mod tests {
         // Blocks the user fixed at 256 threads: their share at full occupancy (8 a SM).
         let small = blocks_of(256, opts.clone());
         let c = choose_hashed(&small, &l, 1 << 24, &info);
-        let share = crate::placement::pow2_floor((228 * 1024 / 8 - 1024) / slot);
+        let share = crate::placement::pow2_floor((228 * 1024 / 8 - 1024 - fold) / slot);
         assert_eq!(c.unwrap().local_slots, share);
         // 400 sums: a slot of 3.2 KB, fewer than 64 in a block: no shared table.
         let wide = layout(400);
@@ -654,7 +659,8 @@ mod tests {
         assert_eq!(c.unwrap().local_slots, 0);
         // A direct table: a partition's keys (2^12 at a domain of 2^20), no key words.
         let direct = forced(GpuStrategy::PERFECT_PARTITIONED);
-        let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024) / (8 * l.words as u64));
+        let slot = crate::placement::narrow_slot_bytes(0, 2);
+        let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024 - fold) / slot);
         for (log2, want) in [(16, 256), (20, 4096.min(whole_sm)), (24, whole_sm)] {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
             let c = choose(&direct, &l, &[], 1, demand, &info).unwrap();

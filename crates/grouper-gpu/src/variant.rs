@@ -20,6 +20,7 @@ use crate::query::GpuOptions;
 use crate::sort::{RadixSort, SortBuffers};
 use crate::strategy::Placement;
 use crate::table::{DeviceTable, TableKernels};
+use crate::DeviceInfo;
 use grouper_core::error::{GrouperError, Result};
 
 /// A compiled launch shape: the kernel spec (strategy, threads, items per thread, shared
@@ -90,10 +91,11 @@ impl Variant {
         };
         // The scatter stages a tile of rows in shared memory (up to 56 KiB).
         if let Some((_, scatter)) = &partitioning {
-            allow_dynamic_shared(scatter, placement::scatter_shared_bytes(&spec))?;
+            let bytes = placement::scatter_shared_bytes(&spec);
+            allow_dynamic_shared(scatter, "part_scatter", bytes, info)?;
         }
-        for f in [&agg_rows, &agg_list] {
-            allow_dynamic_shared(f, shared)?;
+        for (f, name) in [(&agg_rows, "agg_rows"), (&agg_list, "agg_list")] {
+            allow_dynamic_shared(f, name, shared, info)?;
         }
         // As many blocks as the compiled kernel keeps resident (its registers and shared
         // memory decide, as the occupancy calculator says): one full wave, no partial one.
@@ -163,9 +165,24 @@ pub(crate) struct Scratch {
     spill_bytes: u64,
 }
 
-/// Lets `f` launch with `bytes` of dynamic shared memory: past 48 KiB a kernel must opt in.
-fn allow_dynamic_shared(f: &CudaFunction, bytes: u64) -> Result<()> {
-    if bytes > 48 * 1024 {
+/// Lets `f` (`name`) launch with `bytes` of dynamic shared memory: past 48 KiB in all a kernel
+/// must opt in. Its own `__shared__` arrays count too: where both pass the device's limit the launch
+/// would fail with an unexplained invalid argument, so a plan that sized a table without
+/// leaving them room is an error that says so.
+fn allow_dynamic_shared(f: &CudaFunction, name: &str, bytes: u64, info: &DeviceInfo) -> Result<()> {
+    let fixed = f
+        .shared_size_bytes()
+        .map_err(gpu_err("reading a kernel's static shared memory"))? as u64;
+    if fixed + bytes > info.shared_per_block as u64 {
+        return Err(GrouperError::InvalidOption(format!(
+            "{name} needs {bytes} bytes of dynamic and {fixed} of static shared memory per \
+             block; {} has {}",
+            info.name, info.shared_per_block
+        )));
+    }
+    // The 48 KiB without opting in hold static and dynamic together: 49,152 dynamic bytes
+    // and the partitioned fold's 6 KiB of arrays failed to launch without it.
+    if fixed + bytes > 48 * 1024 {
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             bytes as i32,

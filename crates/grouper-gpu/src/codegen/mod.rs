@@ -305,6 +305,12 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
     }
     debug_assert_eq!(input, input_count(layout));
     let ident = layout.identities();
+    // copy_slot's narrow case: each kept word back to its place in a wide slot.
+    let widen: String = kept
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("  dst[{k}] = src[{i} * src_st + ss];\n"))
+        .collect();
     let narrow_ident: Vec<String> = kept
         .iter()
         .map(|&k| format!("{}ULL", ident.get(k).copied().unwrap_or(0)))
@@ -312,7 +318,11 @@ fn update_merge(layout: &Layout, non_null: &[bool]) -> String {
     format!(
         "#define NIN {}\n#define NW {}\n__device__ const u64 NIDENT[NW + 1] = {{{}}};\n\
          template <bool A, bool S = false, bool N = false> __device__ __forceinline__ void update_slot(u64* w, u64 st, u64 s, const u64* in, u64 mask) {{\n{up}}}\n\
-         template <bool A, bool DN = false, bool SN = false> __device__ __forceinline__ void merge_slot(u64* dst, u64 dst_st, u64 ds, const u64* src, u64 src_st, u64 ss) {{\n{me}}}\n",
+         template <bool A, bool DN = false, bool SN = false> __device__ __forceinline__ void merge_slot(u64* dst, u64 dst_st, u64 ds, const u64* src, u64 src_st, u64 ss) {{\n{me}}}\n\
+         template <bool SN> __device__ __forceinline__ void copy_slot(u64* dst, const u64* src, u64 src_st, u64 ss) {{\n\
+           if (!SN) {{ for (int w = 0; w < W; w++) dst[w] = src[w * src_st + ss]; return; }}\n\
+           for (int w = 0; w < W; w++) dst[w] = IDENT[w];\n\
+           dst[{ROWS_WORD}] = (u64)((const unsigned*)(src + NW * src_st))[ss];\n{widen}}}\n",
         input.max(1),
         kept.len(),
         narrow_ident.join(", ")

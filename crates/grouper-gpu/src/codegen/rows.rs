@@ -37,19 +37,20 @@ pub(crate) const GLOBAL_UPDATE: &str = r#"
       }
 "#;
 
-/// Merging a local slot (keys `LKEY(w)`, state words at `lslot[w * lst]`) into the global table,
-/// or spilling it for after the table has grown.
+/// Merging a local slot (keys `LKEY(w)`, state words at `lslot[w * lst + lss]`, a narrow table
+/// where the constant `LN` says so) into the global table, or spilling it, widened, for after
+/// the table has grown.
 pub(crate) const FLUSH_SLOT: &str = r#"
       {
         u64 k[K];
         for (int w = 0; w < K; w++) k[w] = LKEY(w);
         const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, k, &ctrl->groups);
-        if (g >= 0) merge_slot<true>(gt + (u64)g * GS + GK, 1, 0, lslot, lst, 0);
+        if (g >= 0) merge_slot<true, false, LN>(gt + (u64)g * GS + GK, 1, 0, lslot, lst, lss);
         else {
           const u64 o = atomicAdd(&ctrl->spill, 1ULL);
           if (o < spill_cap) {
             for (int w = 0; w < K; w++) spill[o * GS + w] = k[w];
-            for (int w = 0; w < W; w++) spill[o * GS + GK + w] = lslot[w * lst];
+            copy_slot<LN>(spill + o * GS + GK, lslot, lst, lss);
           } else atomicOr(&ctrl->error, ERR_SPILL);
         }
       }

@@ -15,6 +15,8 @@ mod registers;
 mod shared;
 mod sorted;
 
+#[cfg(test)]
+pub(crate) use partitioned::FOLD_STATIC_BYTES;
 pub(crate) use partitioned::{
     direct_shift as partition_shift, kernels as partition_kernels,
     row_words as partition_row_words, scatter_shared_bytes, HEAD_WORDS as PARTITION_HEAD_WORDS,
@@ -80,6 +82,27 @@ impl Room<'_> {
             .saturating_sub(1024)
             .min(self.info.shared_per_block as u64)
     }
+}
+
+/// Words a narrow table of `spec`'s query keeps besides its 32-bit row counts (`codegen`
+/// module doc).
+pub(crate) fn kept_words(spec: &KernelSpec) -> u64 {
+    crate::codegen::narrow_words(&spec.layout, &spec.non_null_args).len() as u64
+}
+
+/// Bytes of one slot of a narrow shared-memory table: its key words and kept words, 8 bytes
+/// each, and a 4-byte row count.
+pub(crate) fn narrow_slot_bytes(key_words: u64, kept: u64) -> u64 {
+    8 * (key_words + kept) + 4
+}
+
+/// CUDA that sets every slot of the narrow table at `base`, of `n` slots (its stride), to the
+/// identities, the block's threads taking turns.
+pub(crate) fn narrow_init(base: &str, n: &str) -> String {
+    format!(
+        "  for (u64 i = threadIdx.x; i < NW * {n}; i += blockDim.x) {base}[i] = NIDENT[i / {n}];\n\
+         for (u64 i = threadIdx.x; i < {n}; i += blockDim.x) ((unsigned*)({base} + NW * {n}))[i] = 0u;\n"
+    )
 }
 
 /// The largest power of two at most `x` (0 for 0).
@@ -165,8 +188,8 @@ pub(crate) fn shared_bytes(spec: &KernelSpec) -> u64 {
     match spec.strategy.placement() {
         Placement::Registers => registers::shared_bytes(w, spec),
         Placement::Shared => shared::shared_bytes(spec),
-        Placement::Block => block::shared_bytes(w, spec),
-        Placement::Partitioned => partitioned::shared_bytes(w, spec),
+        Placement::Block => block::shared_bytes(spec),
+        Placement::Partitioned => partitioned::shared_bytes(spec),
         Placement::Private | Placement::Global | Placement::Sorted => 0,
     }
 }

@@ -25,7 +25,7 @@
 
 use std::fmt::Write;
 
-use super::{pow2_floor, Room, Sizing};
+use super::{kept_words, narrow_init, narrow_slot_bytes, pow2_floor, Room, Sizing};
 use crate::codegen::rows::{FLUSH_SLOT, GLOBAL_UPDATE};
 use crate::codegen::spec::KernelSpec;
 use crate::strategy::Index;
@@ -40,9 +40,29 @@ pub(crate) const PARTS: u64 = 256;
 /// to a 64-byte line.
 pub(crate) const HEAD_WORDS: u64 = 2 * PARTS + 8;
 
-/// Words of one partitioned row: its key words, its aggregate inputs, its NULL mask.
+/// Bytes of the fold's own `__shared__` arrays (`scount`, and `pstart`, `pieces`, `pitems` of
+/// [`PARTS`] words each), which its table leaves room for: a block's static and dynamic shared
+/// memory together may not pass the device's limit (the launch fails), and 8,192 narrow slots
+/// of 28 bytes (224 KiB) and these 6 KiB would.
+pub(crate) const FOLD_STATIC_BYTES: u64 = 8 * (3 * PARTS + 1);
+
+/// Words of one partitioned row: its key words, its aggregate inputs, its NULL mask where an
+/// argument may be NULL (else every aggregate's bit is set in every row, and the row leaves the
+/// mask out: a key and a sum take 16 bytes, not 24, in the scatter's writes and the fold's reads).
 pub(crate) fn row_words(spec: &KernelSpec) -> u64 {
-    (spec.key_count() + crate::codegen::input_count(&spec.layout).max(1) + 1) as u64
+    (spec.key_count()
+        + crate::codegen::input_count(&spec.layout).max(1)
+        + usize::from(carries_mask(spec))) as u64
+}
+
+/// Whether a partitioned row carries its NULL mask: where some aggregate's argument may be NULL
+/// (`eval_row` sets the bit of an aggregate without an argument, or with one that is never NULL,
+/// in every row).
+fn carries_mask(spec: &KernelSpec) -> bool {
+    spec.args
+        .iter()
+        .enumerate()
+        .any(|(a, arg)| arg.is_some() && !spec.non_null_args.get(a).copied().unwrap_or(false))
 }
 
 /// How far a key word is shifted right to give its partition in a direct table of `cap`
@@ -91,8 +111,8 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
         Index::Hashed => room.key_words,
         Index::Direct => 0,
     };
-    let bytes = 8 * (room.words + key_words);
-    let shared = room.largest_block_table();
+    let bytes = narrow_slot_bytes(key_words, room.narrow_words);
+    let shared = room.largest_block_table().saturating_sub(FOLD_STATIC_BYTES);
     let want = match index {
         Index::Hashed => {
             pow2_at_least(((room.groups as f64 / PARTS as f64 / room.fill) as u64).max(64))
@@ -120,12 +140,12 @@ pub(super) fn scratch_slots(spec: &KernelSpec) -> (u64, u64) {
     }
 }
 
-pub(super) fn shared_bytes(w: u64, spec: &KernelSpec) -> u64 {
+pub(super) fn shared_bytes(spec: &KernelSpec) -> u64 {
     let keys = match spec.strategy.index() {
         Index::Hashed => spec.key_count() as u64,
         Index::Direct => 0,
     };
-    8 * (w + keys) * spec.local_slots
+    (narrow_slot_bytes(keys, kept_words(spec)) * spec.local_slots).next_multiple_of(8)
 }
 
 /// Without a shared table: `global`'s updates over the partitioned rows (`load_row`), which
@@ -151,13 +171,13 @@ pub(super) fn body(spec: &KernelSpec) -> String {
             .to_string(),
             format!(
                 "        const i64 l = find_or_insert_at(lkeys, 1, SC, SC, {}ULL, key, &scount[0], hash_key(key) << 8);
-                 if (l >= 0) {{ update_slot<true, true>(lwords, SC, (u64)l, in, mask); continue; }}
+                 if (l >= 0) {{ update_slot<true, true, true>(lwords, SC, (u64)l, in, mask); continue; }}
 {GLOBAL_UPDATE}",
                 fill_limit(sc, spec.fill_factor)
             ),
             format!(
                 "      if (lkeys[ls] == EMPTY) continue;
-      const u64* lslot = lwords + ls;
+      const u64* lslot = lwords; const u64 lss = ls;
 {FLUSH_SLOT}                 for (int w = 0; w < K; w++) lkeys[w * SC + ls] = EMPTY;
 "
             ),
@@ -170,11 +190,11 @@ pub(super) fn body(spec: &KernelSpec) -> String {
 "
             .to_string(),
             "        const u64 off = key[0] - kbase;
-             if (off < SC) update_slot<true, true>(lwords, SC, off, in, mask);
+             if (off < SC) update_slot<true, true, true>(lwords, SC, off, in, mask);
              else update_slot<true>(gt + key[0] * GS, 1, 0, in, mask);
 "
             .to_string(),
-            "      merge_slot<true>(gt + (kbase + ls) * GS, 1, 0, lwords + ls, SC, 0);
+            "      merge_slot<true, false, true>(gt + (kbase + ls) * GS, 1, 0, lwords, SC, ls);
 "
             .to_string(),
         ),
@@ -186,14 +206,15 @@ pub(super) fn body(spec: &KernelSpec) -> String {
 "
         }
     };
+    let init = narrow_init("lwords", "SC");
     format!(
         r#"  if (LIST) {{
 {global}    return;
   }}
   extern __shared__ u64 sm[];
   __shared__ u64 scount[1];
-  const u64 SC = {sc}ULL; const u64 lst = SC;
-{setup}  for (u64 i = threadIdx.x; i < W * SC; i += blockDim.x) lwords[i] = IDENT[i / SC];
+  const u64 SC = {sc}ULL; const u64 lst = SC; constexpr bool LN = true;
+{setup}{init}
   if (threadIdx.x == 0) scount[0] = 0;
   __syncthreads();
   // Stretches: each partition's rows (aux[p] of them, from pstart[p]) in pieces of at most
@@ -231,7 +252,8 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     }}
     __syncthreads();
     for (u64 ls = threadIdx.x; ls < SC; ls += blockDim.x) {{
-{flush}      for (int w = 0; w < W; w++) lwords[w * SC + ls] = IDENT[w];
+{flush}      for (int w = 0; w < NW; w++) lwords[w * SC + ls] = NIDENT[w];
+      ((unsigned*)(lwords + NW * SC))[ls] = 0u;
     }}
     if (threadIdx.x == 0) scount[0] = 0;
     __syncthreads();
@@ -248,23 +270,26 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
     };
     let items = tile_items(spec, spec.threads);
     let staged = u8::from(scatter_shared_bytes(spec) > 0);
+    let maskw = u8::from(carries_mask(spec));
     let mut s = String::new();
     let _ = write!(
         s,
         r#"
 #define PARTS {PARTS}ULL
 #define HEAD {HEAD_WORDS}ULL
-#define RW (K + NIN + 1)
+#define MASKW {maskw}
+#define RW (K + NIN + MASKW)
 #define TIPT {items}
 #define STAGED {staged}
-// A partitioned row: its key words, its inputs, its mask (written by part_scatter).
+// A partitioned row: its key words, its inputs, its mask where it carries one (MASKW; else
+// every aggregate's bit is set: written by part_scatter).
 __device__ __forceinline__ bool load_row(const ColPtrs& C, const u64* aux, u64 row, u64* key, u64* in, u64* maskp, u64* err) {{
   const u64* r = aux + HEAD + row * RW;
 #pragma unroll
   for (int w = 0; w < K; w++) key[w] = r[w];
 #pragma unroll
   for (int w = 0; w < NIN; w++) in[w] = r[K + w];
-  *maskp = r[K + NIN];
+  *maskp = MASKW ? r[K + NIN] : ~0ULL;
   return true;
 }}
 // The rows the aggregation reads: those the scatter wrote.
@@ -348,7 +373,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
         for (int w = 0; w < K; w++) st[w] = keys_[j][w];
 #pragma unroll
         for (int w = 0; w < NIN; w++) st[K + w] = ins_[j][w];
-        st[K + NIN] = masks_[j];
+        if (MASKW) st[K + NIN] = masks_[j];
         spart[r] = (unsigned char)part_[j];
       }}
       __syncthreads();
@@ -367,7 +392,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
         for (int w = 0; w < K; w++) r[w] = keys_[j][w];
 #pragma unroll
         for (int w = 0; w < NIN; w++) r[K + w] = ins_[j][w];
-        r[K + NIN] = masks_[j];
+        if (MASKW) r[K + NIN] = masks_[j];
       }}
     }}
     __syncthreads();
@@ -397,8 +422,15 @@ mod tests {
                 ..crate::codegen::tests::spec(crate::GpuStrategy::HASH_PARTITIONED, 1)
             }
         };
-        // One key word, one input, the mask: 3 words a row.
+        // One key word, one input, the mask (the spec's last argument may be NULL): 3 words.
         assert_eq!(row_words(&spec(1)), 3);
+        // Arguments never NULL: no mask word.
+        let never_null = KernelSpec {
+            non_null_args: vec![true; spec(1).args.len()],
+            ..spec(1)
+        };
+        assert_eq!(row_words(&never_null), 2);
+        assert!(crate::codegen::generate(&never_null).contains("#define MASKW 0"));
         assert_eq!(tile_items(&spec(1), 256), 8);
         assert_eq!(tile_items(&spec(1), 1024), 2);
         assert_eq!(tile_items(&spec(1), 128), 16);

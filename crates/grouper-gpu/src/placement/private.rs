@@ -60,13 +60,13 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     s.push_str(GLOBAL_UPDATE);
     s.push_str(ROW_LOOP_TAIL);
     s.push_str(
-        "  for (u64 ls = 0; ls < PC; ls++) {\n    if (LKEY(0) == EMPTY) continue;\n    u64* lslot = mine + ls * GS + GK;\n",
+        "  constexpr bool LN = false;\n  for (u64 ls = 0; ls < PC; ls++) {\n    if (LKEY(0) == EMPTY) continue;\n    u64* lslot = mine + GK; const u64 lss = ls * GS;\n",
     );
     s.push_str(FLUSH_SLOT);
     // Reset the private table for the next launch.
     s.push_str(
         "    for (int w = 0; w < K; w++) LKEY(w) = EMPTY;\n\
-         for (int w = 0; w < W; w++) lslot[w] = IDENT[w];\n  }\n",
+         for (int w = 0; w < W; w++) lslot[lss + w] = IDENT[w];\n  }\n",
     );
     s
 }

@@ -7,8 +7,7 @@
 
 use std::fmt::Write;
 
-use super::{pow2_floor, Room, Sizing};
-use crate::codegen::narrow_words;
+use super::{kept_words, narrow_init, narrow_slot_bytes, pow2_floor, Room, Sizing};
 use crate::codegen::rows::{ROW_LOOP_HEAD, ROW_LOOP_TAIL};
 use crate::codegen::spec::KernelSpec;
 
@@ -21,7 +20,7 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
     }
     let bytes_per_copy = room
         .domain
-        .saturating_mul(slot_bytes(room.narrow_words))
+        .saturating_mul(narrow_slot_bytes(0, room.narrow_words))
         .max(1);
     let smem = room.info.shared_per_block as u64;
     let (threads, copies) = room
@@ -42,14 +41,8 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
     })
 }
 
-/// Bytes of one slot of a narrow table keeping `kept` words: 8 a word, 4 for the row count.
-fn slot_bytes(kept: u64) -> u64 {
-    8 * kept + 4
-}
-
 pub(super) fn shared_bytes(spec: &KernelSpec) -> u64 {
-    let kept = narrow_words(&spec.layout, &spec.non_null_args).len() as u64;
-    (slot_bytes(kept) * spec.copies as u64)
+    (narrow_slot_bytes(0, kept_words(spec)) * spec.copies as u64)
         .saturating_mul(spec.domain)
         .next_multiple_of(8)
 }
@@ -61,10 +54,9 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "  extern __shared__ u64 sm[];\n  const u64 D = {d}ULL, R = {r}ULL, SST = D * R;\n\
-         for (u64 i = threadIdx.x; i < NW * SST; i += blockDim.x) sm[i] = NIDENT[i / SST];\n\
-         for (u64 i = threadIdx.x; i < SST; i += blockDim.x) ((unsigned*)(sm + NW * SST))[i] = 0u;\n  __syncthreads();\n\
-         const u64 mine = threadIdx.x & (R - 1);"
+        "  extern __shared__ u64 sm[];\n  const u64 D = {d}ULL, R = {r}ULL, SST = D * R;\n{}  __syncthreads();\n\
+         const u64 mine = threadIdx.x & (R - 1);",
+        narrow_init("sm", "SST")
     );
     s.push_str(ROW_LOOP_HEAD);
     let _ = writeln!(
