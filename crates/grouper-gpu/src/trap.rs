@@ -240,14 +240,12 @@ fn launch_rows(
     // of at least `n` rows (or of the rows `list` names), the tables hold `cap` slots, and
     // `scratch` was fitted to `v` (spill slots for its blocks, a private table per thread,
     // or the rows partitioned above, which `aux` then addresses).
-    let shared = crate::placement::shared_bytes(&v.spec);
-    unsafe { b.launch(v.launch_cfg(shared)) }.map_err(|e| {
+    unsafe { b.launch(v.launch_cfg(v.shared)) }.map_err(|e| {
         // Its shape, which a failed launch (an invalid argument) does not name.
-        let (s, blocks, threads) = (&v.spec, v.blocks, v.spec.threads);
         GrouperError::Gpu(format!(
-            "launching agg_rows of {} ({blocks} blocks of {threads} threads, {shared} bytes of \
-             shared memory, {} slots, {} copies): {e}",
-            s.strategy, s.local_slots, s.copies
+            "launching agg_rows of {} ({} blocks of {} threads, {} bytes of shared memory, {} \
+             slots, {} copies): {e}",
+            v.spec.strategy, v.blocks, v.spec.threads, v.shared, v.spec.local_slots, v.spec.copies
         ))
     })?;
     Ok(())

@@ -36,6 +36,9 @@ pub(crate) struct Variant {
     pub(crate) partitioning: Option<(CudaFunction, CudaFunction)>,
     /// Blocks in the grid.
     pub(crate) blocks: u32,
+    /// Dynamic shared bytes of `agg_rows` and `agg_list` (`placement::shared_bytes` of the
+    /// spec, which each launch passes).
+    pub(crate) shared: u64,
 }
 
 impl Variant {
@@ -62,6 +65,8 @@ impl Variant {
             ..input.template.clone()
         };
         let shared = placement::shared_bytes(&spec);
+        // Refused before the compile; `allow_dynamic_shared` checks again after it, with the
+        // kernel's own `__shared__` arrays, which only the compiled kernel tells.
         if shared > info.shared_per_block as u64 {
             return Err(GrouperError::InvalidOption(format!(
                 "{} needs {shared} bytes of shared memory per block; {} has {}",
@@ -114,6 +119,7 @@ impl Variant {
             sorting,
             partitioning,
             blocks,
+            shared,
         };
         Ok((variant, choice, compiled))
     }

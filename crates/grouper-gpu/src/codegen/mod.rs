@@ -14,7 +14,7 @@
 //!
 //! Tables are structs of arrays of 64-bit words: word `w` of slot `s` is at `base[w * stride + s]`,
 //! so one `update_slot` serves registers, interleaved shared memory, private and global tables.
-//! A *narrow* table (template flags `N`, `DN`, `SN`; the shared-memory direct tables) keeps only
+//! A *narrow* table (template flags `N`, `DN`, `SN`; every shared-memory table) keeps only
 //! the words the kernel touches ([`narrow_words`]: not the counting words `derive_counts` fills
 //! after the read-back), `NW` of them, then its row counts as 32-bit words:
 //! `((unsigned*)(base + NW * stride))[s]`. A shared table lives for one launch, which covers
