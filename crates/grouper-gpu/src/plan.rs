@@ -72,6 +72,10 @@ impl Demand {
 }
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.
+/// How many times the groups a block's shared hash table holds past which hashed keys are
+/// partitioned (`choose`): between the H100's 2^16 groups, a tie, and 2^18, 24% faster.
+const PARTITION_PAST_BLOCK: f64 = 32.0;
+
 pub(crate) fn choose(
     opts: &GpuOptions,
     layout: &Layout,
@@ -227,8 +231,25 @@ pub(crate) fn choose(
     // 2.62 at 2^16, 2.70 against 2.66 at 2^18, 4.96 against 6.02 at 2^20, 9.67 against 12.26 at
     // 2^22, 20.4 against 27.8 at 2^24 (`gpu-sweep-h100-2p26-partitioned-ff94266.json`). The
     // global hash table only where a block's is too small to be worth it.
+    // Far past them (a block's table holding under 1/PARTITION_PAST_BLOCK of the groups), most
+    // rows miss it and update the global table; partitioned, a block folds one partition's
+    // rows in its shared table, and the rest update a partition's share of the global table at
+    // a time. On the H100 (2^26 rows, scattered u64 keys, cf18cfd's narrow tables, 4,096
+    // groups a block's table) hash_partitioned took 2.48 ms at 2^16 groups against
+    // block_local's 2.54, 2.01 against 2.63 at 2^18, 4.72 against 4.88 at 2^20, 9.46 against
+    // 9.68 at 2^22 and 18.1 against 20.9 at 2^24; 4.04 against 2.14 at 2^14, where the
+    // scatter's pass costs more than the misses (`gpu-sweep-h100-2p26-cf18cfd.json`).
+    let block_groups = block_slots as f64 * fill;
+    let partitioned_ok = Placement::Partitioned
+        .size(Index::Hashed, &room)
+        .is_some_and(|z| z.local_slots >= 64);
+    if block_slots >= 64 && partitioned_ok && groups as f64 >= PARTITION_PAST_BLOCK * block_groups {
+        return pick(
+            GpuStrategy::HASH_PARTITIONED,
+            format!("~{groups} groups are over {PARTITION_PAST_BLOCK}× what a block's shared hash table holds ({block_groups}): partitioned, a block folds one partition's groups in shared memory"),
+        );
+    }
     if block_slots >= 64 {
-        let block_groups = block_slots as f64 * fill;
         let reason = if block_groups >= groups as f64 {
             format!("~{groups} groups fit a shared-memory hash table per block")
         } else {
@@ -505,19 +526,23 @@ mod tests {
     }
 
     /// Hashed keys stay `block_local` past the per-block tables' room (their rows overflow into
-    /// the global table); the global hash table only where a block's table is too small.
+    /// the global table), and are partitioned far past it (32 times the 4,096 groups a block's
+    /// table holds); the global hash table only where a block's table is too small.
     #[test]
     fn hashed_keys_past_the_block_tables_room_overflow_into_the_global_table() {
         let info = h100();
         let opts = GpuOptions::default();
-        for log2 in [10, 12, 14, 16, 20, 24] {
+        for log2 in [10, 12, 14, 16, 17, 18, 20, 24] {
             let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
             let c = choose(&opts, &layout(1), &[], 1, demand, &info).unwrap();
-            assert_eq!(
-                c.strategy,
-                GpuStrategy::BLOCK_LOCAL,
-                "2^{log2} groups: {c:?}"
-            );
+            let want = match log2 {
+                ..17 => GpuStrategy::BLOCK_LOCAL,
+                _ => GpuStrategy::HASH_PARTITIONED,
+            };
+            assert_eq!(c.strategy, want, "2^{log2} groups: {c:?}");
+            if want == GpuStrategy::HASH_PARTITIONED {
+                continue;
+            }
             if log2 > 10 {
                 // (2^10 uniform groups: a key's share, 1/1024, counts as hot on 132 SMs.)
                 // 2^12 groups: 8,192 slots of 28 bytes fill an SM's shared memory.
@@ -557,7 +582,7 @@ mod tests {
         );
         // Hashed keys, many groups: per-block tables that overflow, for a hot key's sake where
         // one is hot.
-        let wide = Demand::uniform(u64::MAX, 1 << 20, 1 << 28);
+        let wide = Demand::uniform(u64::MAX, 1 << 16, 1 << 28);
         let c = choose(&opts, &layout(1), &[], 1, wide, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         assert!(c.reason.contains("overflow per-block"), "{}", c.reason);
@@ -586,7 +611,8 @@ mod tests {
         let grown = few.grown(1 << 20);
         assert!(grown.top_share < 1e-4, "{grown:?}");
         let c = choose(&opts, &layout(1), &[], 1, grown, &info).unwrap();
-        assert!(c.reason.contains("overflow per-block"), "{}", c.reason);
+        assert_eq!(c.strategy, GpuStrategy::HASH_PARTITIONED, "{c:?}");
+        assert!(!c.reason.contains("hottest"), "{}", c.reason);
         let skewed = Demand {
             skewed: true,
             ..few
