@@ -73,8 +73,9 @@ impl Demand {
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.
 /// How many times the groups a block's shared hash table holds past which hashed keys are
-/// partitioned (`choose`): between the H100's 2^16 groups, a tie, and 2^18, 24% faster.
-const PARTITION_PAST_BLOCK: f64 = 32.0;
+/// partitioned (`choose`): on the H100 (4,096 groups a block's table) from 2^16 groups, where
+/// partitioning ran 12% faster (2.04 against 2.33 ms, 2^26 rows); 2^14 ran 1.9 times slower.
+const PARTITION_PAST_BLOCK: f64 = 16.0;
 
 pub(crate) fn choose(
     opts: &GpuOptions,
@@ -238,7 +239,10 @@ pub(crate) fn choose(
     // groups a block's table) hash_partitioned took 2.48 ms at 2^16 groups against
     // block_local's 2.54, 2.01 against 2.63 at 2^18, 4.72 against 4.88 at 2^20, 9.46 against
     // 9.68 at 2^22 and 18.1 against 20.9 at 2^24; 4.04 against 2.14 at 2^14, where the
-    // scatter's pass costs more than the misses (`gpu-sweep-h100-2p26-cf18cfd.json`).
+    // scatter's pass costs more than the misses (`gpu-sweep-h100-2p26-cf18cfd.json`). The
+    // rules-only regret sweep at 89ed8e2 (16 x 4,096 = 2^16 groups not yet partitioned) found
+    // 2.33 ms for block_local against 2.04 at 2^16, and at most 2.8% regret at 2^18-2^24
+    // (`regret-gpu-h100-rules-hashed-89ed8e2.json`).
     let block_groups = block_slots as f64 * fill;
     let partitioned_ok = Placement::Partitioned
         .size(Index::Hashed, &room)
@@ -526,17 +530,17 @@ mod tests {
     }
 
     /// Hashed keys stay `block_local` past the per-block tables' room (their rows overflow into
-    /// the global table), and are partitioned far past it (32 times the 4,096 groups a block's
+    /// the global table), and are partitioned far past it (16 times the 4,096 groups a block's
     /// table holds); the global hash table only where a block's table is too small.
     #[test]
     fn hashed_keys_past_the_block_tables_room_overflow_into_the_global_table() {
         let info = h100();
         let opts = GpuOptions::default();
-        for log2 in [10, 12, 14, 16, 17, 18, 20, 24] {
+        for log2 in [10, 12, 14, 15, 16, 18, 20, 24] {
             let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
             let c = choose(&opts, &layout(1), &[], 1, demand, &info).unwrap();
             let want = match log2 {
-                ..17 => GpuStrategy::BLOCK_LOCAL,
+                ..16 => GpuStrategy::BLOCK_LOCAL,
                 _ => GpuStrategy::HASH_PARTITIONED,
             };
             assert_eq!(c.strategy, want, "2^{log2} groups: {c:?}");
@@ -582,7 +586,7 @@ mod tests {
         );
         // Hashed keys, many groups: per-block tables that overflow, for a hot key's sake where
         // one is hot.
-        let wide = Demand::uniform(u64::MAX, 1 << 16, 1 << 28);
+        let wide = Demand::uniform(u64::MAX, 1 << 15, 1 << 28);
         let c = choose(&opts, &layout(1), &[], 1, wide, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         assert!(c.reason.contains("overflow per-block"), "{}", c.reason);

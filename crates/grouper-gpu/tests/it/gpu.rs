@@ -1084,7 +1084,7 @@ fn the_plan_changes_between_chunks_as_groups_outgrow_the_estimate() {
         assert_eq!(r.strategy, GpuStrategy::BLOCK_LOCAL, "{what}: {r:?}");
         // The hot key keeps block_local however many groups come, and a larger table of the
         // same strategy waits for the next query's plan (replan.rs: no recompile mid-run for
-        // the same strategy): no switch. The uniform keys' ~196,000 groups pass 32 times what
+        // the same strategy): no switch. The uniform keys' ~196,000 groups pass 16 times what
         // a block's table holds: where a re-plan sees that many, it switches to
         // hash_partitioned, on the same table.
         match what {
