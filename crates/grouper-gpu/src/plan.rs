@@ -410,31 +410,34 @@ mod tests {
         .unwrap();
         assert_eq!((c.threads, c.copies), (256, 1));
         // block_local: 1024 groups at fill 0.5 need 2048 narrow slots of 28 bytes (key, sum,
-        // seen, a 4-byte count): 56 KiB, which blocks of 512 threads take at full occupancy.
+        // seen, a 4-byte count), with headroom twice that: 112 KiB, which blocks of 1024
+        // threads take at full occupancy (four times, 224 KiB, would not fit).
+        // 64 groups: four times their 128 slots, 14 KiB, in 256-thread blocks.
         let forced = GpuOptions {
             strategy: Some(GpuStrategy::BLOCK_LOCAL),
             ..opts.clone()
         };
         let c = choose_hashed(&forced, &layout(1), 1024, &info).unwrap();
-        assert_eq!((c.threads, c.local_slots), (512, 2048));
+        assert_eq!((c.threads, c.local_slots), (1024, 4096));
         let c = choose_hashed(&forced, &layout(1), 64, &info).unwrap();
-        assert_eq!((c.threads, c.local_slots), (256, 128));
+        assert_eq!((c.threads, c.local_slots), (256, 512));
     }
 
-    /// block_local's copies: as many as fit at full occupancy, at most one per lane; past
-    /// that one table, whole in a 1024-thread block's shared memory where it fits, else as
-    /// large as fits there; with blocks the user fixed smaller, only a full-occupancy share.
+    /// block_local's copies: as many as fit at full occupancy, at most one per lane, of a
+    /// table with four or two times the slots its groups need where one copy of that fits;
+    /// past that one table, whole in a 1024-thread block's shared memory where it fits, else
+    /// as large as fits there; with blocks the user fixed smaller, only a full-occupancy share.
     #[test]
     fn block_tables_take_copies_for_few_groups_and_a_whole_sm_for_many() {
         let info = h100();
         let opts = forced(GpuStrategy::BLOCK_LOCAL);
         // (groups, threads, copies, slots); key, sum, seen and a 4-byte count: 28 bytes a slot.
         for (groups, want) in [
-            (4, (256, 8, 64)), // 1.75 KiB a copy (64 slots at least); 27.5 at full occupancy
-            (64, (256, 4, 128)),
-            (256, (256, 1, 512)),
-            (1024, (512, 1, 2048)), // 56 KiB: 512-thread blocks at full occupancy
-            (2048, (1024, 1, 4096)), // 112 KiB: one block an SM
+            (4, (256, 8, 64)),   // 1.75 KiB a copy (64 slots at least); 27.5 at full occupancy
+            (64, (256, 1, 512)), // four times 128 slots: 14 KiB
+            (256, (512, 1, 2048)), // four times 512 slots: 56 KiB, 512-thread blocks
+            (1024, (1024, 1, 4096)), // twice 2048 slots: 112 KiB, one block an SM
+            (2048, (1024, 1, 4096)), // 112 KiB: no headroom fits
             (4096, (1024, 1, 8192)), // 224 KiB: an SM's whole shared memory
             (8192, (1024, 1, 8192)), // 448 KiB would not fit: the largest that does
         ] {
@@ -459,7 +462,7 @@ mod tests {
         .unwrap();
         for (groups, want) in [
             (1, (256, 8, 64)),
-            (40, (256, 4, 128)),
+            (40, (256, 1, 512)), // four times 128 slots of 52 bytes: 26 KiB
             (2000, (1024, 1, 4096)),
             (3000, (1024, 1, 4096)),
         ] {

@@ -63,6 +63,12 @@ pub struct GpuSweepArgs {
     /// e.g. to profile one kernel.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     strategies: Vec<String>,
+    /// Hash tables' fill factor (default the planner's), to weigh a sizing rule.
+    #[arg(long)]
+    fill_factor: Option<f64>,
+    /// Threads per block (default the planner's choice), to weigh a sizing rule.
+    #[arg(long)]
+    threads_per_block: Option<u32>,
 }
 
 impl GpuSweepArgs {
@@ -384,10 +390,14 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         for scattered in [false, true] {
             let (batch, kind) = sweep_batch(&dense, scattered, &values)?;
             let key_bytes = if scattered { 8 } else { 4 };
-            let opts = GpuOptions {
+            let mut opts = GpuOptions {
                 resident: true,
                 ..Default::default()
             };
+            opts.params.threads_per_block = a.threads_per_block;
+            if let Some(f) = a.fill_factor {
+                opts.params.fill_factor = f;
+            }
             let (chosen, ms) = time_strategies(batch, distinct, &opts, a.reps, |s| a.wants(s))?;
             let torch_ms = if scattered {
                 torch_general

@@ -22,16 +22,32 @@ use crate::table::{fill_limit, pow2_at_least};
 /// table's hits spare the global table's atomics: a table of a quarter of the groups sent the
 /// rest's rows there, 25 Grows/s at 2^12 scattered groups against 111 at 2^10), else only its
 /// share at full occupancy. Fits from 16 slots.
+///
+/// With headroom ([`HEADROOM`]): a table of four, else two times those slots where one copy
+/// still fits a block at full occupancy. A warp waits for its lanes' longest probe, and at the
+/// fill limit that is 5-7 slots (host simulation of the sweep's keys, murmur3, linear probing:
+/// 5.0 / 6.7 / 7.1 at 2^6 / 2^8 / 2^10 groups, against 3.9 / 2.6 / 2.8 at a quarter full). On
+/// the H100 (2^28 rows, scattered u64 keys) a table four times larger took 1.88 ms at 2^6
+/// groups against 3.17, 1.89 against 2.82 at 2^8; twice as large, 1.78 against 2.55 at 2^10
+/// (`gpu-sizing-h100-2p28-78c0260.json`). Tables the 64-slot floor already leaves half empty
+/// keep their copies instead (16 groups: 8 copies of 128 slots took 1.48 ms, 16 of 64 1.33).
 pub(super) fn size(room: &Room) -> Option<Sizing> {
-    let want = pow2_at_least(((room.groups as f64 / room.fill) as u64).max(64));
+    let need = (room.groups as f64 / room.fill) as u64;
+    let want = pow2_at_least(need.max(64));
     let bytes = narrow_slot_bytes(room.key_words, room.narrow_words);
-    let table = want.saturating_mul(bytes);
     let largest = room.largest();
-    let (threads, copies, local_slots) = room
-        .block_sizes
+    // The smallest block holding a copy of `slots` at full occupancy, and its copies.
+    let fitting = |slots: u64| {
+        let table = slots.saturating_mul(bytes);
+        room.block_sizes
+            .iter()
+            .map(|&t| (t, pow2_floor((room.at_full(t) / table).min(32)), slots))
+            .find(|&(_, c, _)| c > 0)
+    };
+    let roomy = if need > 64 { HEADROOM } else { &[1][..] };
+    let (threads, copies, local_slots) = roomy
         .iter()
-        .map(|&t| (t, pow2_floor((room.at_full(t) / table).min(32)), want))
-        .find(|&(_, c, _)| c > 0)
+        .find_map(|&h| fitting(want.saturating_mul(h)))
         .unwrap_or_else(|| {
             let shared = room.largest_block_table();
             (largest, 1, pow2_floor(shared / bytes).min(want))
@@ -42,6 +58,9 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
         local_slots,
     })
 }
+
+/// Multiples of the slots its groups need that a block's hash table tries, largest first.
+const HEADROOM: &[u64] = &[4, 2, 1];
 
 /// The copies of a block's table (at least one).
 fn copies(spec: &KernelSpec) -> u64 {
