@@ -462,7 +462,7 @@ mod tests {
         .unwrap();
         for (groups, want) in [
             (1, (256, 8, 64)),
-            (40, (256, 1, 512)), // four times 128 slots of 52 bytes: 26 KiB
+            (40, (256, 4, 128)), // five narrow words: no headroom (not light)
             (2000, (1024, 1, 4096)),
             (3000, (1024, 1, 4096)),
         ] {

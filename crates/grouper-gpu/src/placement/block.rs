@@ -23,8 +23,8 @@ use crate::table::{fill_limit, pow2_at_least};
 /// rest's rows there, 25 Grows/s at 2^12 scattered groups against 111 at 2^10), else only its
 /// share at full occupancy. Fits from 16 slots.
 ///
-/// With headroom ([`HEADROOM`]): a table of four, else two times those slots where one copy
-/// still fits a block at full occupancy. A warp waits for its lanes' longest probe, and at the
+/// With headroom ([`HEADROOM`]), for a [light](Room::light) state: a table of four, else two
+/// times those slots where one copy still fits a block at full occupancy. A warp waits for its lanes' longest probe, and at the
 /// fill limit that is 5-7 slots (host simulation of the sweep's keys, murmur3, linear probing:
 /// 5.0 / 6.7 / 7.1 at 2^6 / 2^8 / 2^10 groups, against 3.9 / 2.6 / 2.8 at a quarter full). On
 /// the H100 (2^28 rows, scattered u64 keys) a table four times larger took 1.88 ms at 2^6
@@ -44,7 +44,11 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
             .map(|&t| (t, pow2_floor((room.at_full(t) / table).min(32)), slots))
             .find(|&(_, c, _)| c > 0)
     };
-    let roomy = if need > 64 { HEADROOM } else { &[1][..] };
+    let roomy = if need > 64 && room.light() {
+        HEADROOM
+    } else {
+        &[1][..]
+    };
     let (threads, copies, local_slots) = roomy
         .iter()
         .find_map(|&h| fitting(want.saturating_mul(h)))

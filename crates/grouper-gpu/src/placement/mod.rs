@@ -27,6 +27,10 @@ pub(crate) use sorted::sort_keys_kernel;
 
 /// What a placement is sized from: the device, the block sizes to consider, the table's
 /// widths, and what is known of the query's keys.
+/// Narrow words besides the row count of the states [`Room::light`] admits: a sum and its
+/// `seen` word.
+pub(crate) const LIGHT_WORDS: u64 = 2;
+
 pub(crate) struct Room<'a> {
     /// The device.
     pub(crate) info: &'a DeviceInfo,
@@ -56,6 +60,15 @@ impl Room<'_> {
     /// Whether the key is one word (direct indexes need that).
     pub(crate) fn single(&self) -> bool {
         self.key_words <= 1
+    }
+
+    /// Whether a slot holds at most [`LIGHT_WORDS`] narrow words besides its row count: the
+    /// states the larger blocks and roomier tables of `shared` and `block` were measured on (a
+    /// count and a sum). A 1024-thread block leaves a thread 64 registers, which a wide state's
+    /// arithmetic (TPC-H Q1's decimal sums) may spill past; such states keep the smaller
+    /// blocks until they are measured.
+    pub(crate) fn light(&self) -> bool {
+        self.narrow_words <= LIGHT_WORDS
     }
 
     /// The largest block size considered.

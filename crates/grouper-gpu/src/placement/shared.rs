@@ -11,14 +11,15 @@ use super::{kept_words, narrow_init, narrow_slot_bytes, pow2_floor, Room, Sizing
 use crate::codegen::rows::{ROW_LOOP_HEAD, ROW_LOOP_TAIL};
 use crate::codegen::spec::KernelSpec;
 
-/// The largest block that holds at least one copy at full occupancy, with as many
-/// interleaved copies as fit (fewer conflicts on hot slots), up to one per thread; else one
-/// copy in a block of the largest size, if it fits at all. A block's share of an SM grows with
-/// its threads, so each block size gives its copies the same threads each, and the largest
-/// has the fewest blocks to initialize and merge their copies: on the H100 (2^28 rows, dense
-/// u32 keys) 1024-thread blocks took 0.78 ms at 2^8 groups against 0.92 in 256-thread ones,
-/// 0.89 against 1.22 at 2^10, 1.23 against 1.37 (512 threads) at 2^12
-/// (`gpu-sizing-h100-2p28-78c0260.json`).
+/// The smallest block that holds at least one copy at full occupancy — the largest for a
+/// [light](Room::light) state — with as many interleaved copies as fit (fewer conflicts on hot
+/// slots), up to one per thread; else one copy in a block of the largest size, if it fits at
+/// all. A block's share of an SM grows with its threads, so each block size gives its copies
+/// the same threads each, and the largest has the fewest blocks to initialize and merge their
+/// copies: on the H100 (2^28 rows, dense u32 keys, a count and a sum) 1024-thread blocks took
+/// 0.78 ms at 2^8 groups against 0.92 in 256-thread ones, 0.89 against 1.22 at 2^10, 1.23
+/// against 1.37 (512 threads) at 2^12 (`gpu-sizing-h100-2p28-78c0260.json`), and ran equal or
+/// faster at 1-64 groups (`gpu-sizing-h100-2p28-few-groups-907275c.json`).
 pub(super) fn size(room: &Room) -> Option<Sizing> {
     if !room.single() {
         return None;
@@ -28,18 +29,19 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
         .saturating_mul(narrow_slot_bytes(0, room.narrow_words))
         .max(1);
     let smem = room.info.shared_per_block as u64;
-    let (threads, copies) = room
-        .block_sizes
-        .iter()
-        .rev()
-        .map(|&t| {
-            (
-                t,
-                pow2_floor((room.at_full(t) / bytes_per_copy).min(t as u64)) as u32,
-            )
-        })
-        .find(|&(_, c)| c > 0)
-        .unwrap_or((room.largest(), (bytes_per_copy <= smem) as u32));
+    let with_copies = |&t: &u32| {
+        (
+            t,
+            pow2_floor((room.at_full(t) / bytes_per_copy).min(t as u64)) as u32,
+        )
+    };
+    let fits = |&(_, c): &(u32, u32)| c > 0;
+    let sizes = room.block_sizes.iter();
+    let (threads, copies) = match room.light() {
+        true => sizes.rev().map(with_copies).find(fits),
+        false => sizes.map(with_copies).find(fits),
+    }
+    .unwrap_or((room.largest(), (bytes_per_copy <= smem) as u32));
     (copies > 0).then_some(Sizing {
         threads,
         copies,

@@ -476,8 +476,7 @@ fn tiny_tables_trap_grow_and_resume() {
 
 /// block_local at the planner's own launch shapes (the property test fixes 128-thread blocks,
 /// and its twenty aggregates leave room for one copy): with COUNT(*) and two sums (56 bytes a
-/// slot on an H100 or H200), 1 and 3 groups take interleaved copies of a block's table, 40 one
-/// table of four times the slots they need (headroom: shorter probes), 2,000
+/// slot on an H100 or H200), 1–40 groups take 2–4 interleaved copies of a block's table, 2,000
 /// one table in a whole SM's shared memory (1024 threads), 3,000 and 40,000 overflow it into
 /// the global table. NULL keys, a hot key and every transfer mode alike equal the reference.
 #[test]
