@@ -71,12 +71,12 @@ impl Demand {
     }
 }
 
-/// The planner's choice (or the forced strategy, checked), sized from the device.
 /// How many times the groups a block's shared hash table holds past which hashed keys are
 /// partitioned (`choose`): on the H100 (4,096 groups a block's table) from 2^16 groups, where
 /// partitioning ran 12% faster (2.04 against 2.33 ms, 2^26 rows); 2^14 ran 1.9 times slower.
 const PARTITION_PAST_BLOCK: f64 = 16.0;
 
+/// The planner's choice (or the forced strategy, checked), sized from the device.
 pub(crate) fn choose(
     opts: &GpuOptions,
     layout: &Layout,

@@ -24,9 +24,10 @@ use crate::table::{fill_limit, pow2_at_least};
 /// share at full occupancy. Fits from 16 slots.
 ///
 /// With headroom ([`HEADROOM`]), for a [light](Room::light) state: a table of four, else two
-/// times those slots where one copy still fits a block at full occupancy. A warp waits for its lanes' longest probe, and at the
-/// fill limit that is 5-7 slots (host simulation of the sweep's keys, murmur3, linear probing:
-/// 5.0 / 6.7 / 7.1 at 2^6 / 2^8 / 2^10 groups, against 3.9 / 2.6 / 2.8 at a quarter full). On
+/// times those slots where one copy still fits a block at full occupancy. A warp waits for its
+/// lanes' longest probe, and at the fill limit that is 5-7 slots (host simulation of the
+/// sweep's keys, murmur3, linear probing: 5.0 / 6.7 / 7.1 at 2^6 / 2^8 / 2^10 groups, against
+/// 3.9 / 2.6 / 2.8 at a quarter full). On
 /// the H100 (2^28 rows, scattered u64 keys) a table four times larger took 1.88 ms at 2^6
 /// groups against 3.17, 1.89 against 2.82 at 2^8; twice as large, 1.78 against 2.55 at 2^10
 /// (`gpu-sizing-h100-2p28-78c0260.json`). Tables the 64-slot floor already leaves half empty

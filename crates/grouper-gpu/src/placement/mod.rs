@@ -25,12 +25,12 @@ pub(crate) use partitioned::{
 pub(crate) use private::private_tables_hold;
 pub(crate) use sorted::sort_keys_kernel;
 
-/// What a placement is sized from: the device, the block sizes to consider, the table's
-/// widths, and what is known of the query's keys.
 /// Narrow words besides the row count of the states [`Room::light`] admits: a sum and its
 /// `seen` word.
 pub(crate) const LIGHT_WORDS: u64 = 2;
 
+/// What a placement is sized from: the device, the block sizes to consider, the table's
+/// widths, and what is known of the query's keys.
 pub(crate) struct Room<'a> {
     /// The device.
     pub(crate) info: &'a DeviceInfo,
