@@ -534,23 +534,23 @@ mod tests {
         let sql = "SELECT k, avg(abs(v)), sum(CAST(abs(v) AS BIGINT)), avg(v) FROM t GROUP BY k";
         let plan = crate::test_support::physical_plan(&ctx, sql).await;
         let g = find_group_by(&plan).expect("a GroupByExec");
-        let plan_ = g.group_by();
+        let group_plan = g.group_by();
         let input = Arc::clone(g.children()[0]);
         let batches = datafusion::physical_plan::collect(input, ctx.task_ctx())
             .await
             .unwrap();
         let _ = std::fs::remove_dir_all(&dir);
-        let query = evaluated_query(&plan_.spec);
+        let query = evaluated_query(&group_plan.spec);
         let mut narrow = 0;
         for b in batches.iter().filter(|b| b.num_rows() > 0) {
-            narrow += evaluate(b, plan_)
+            narrow += evaluate(b, group_plan)
                 .unwrap()
                 .args
                 .iter()
                 .flatten()
                 .filter(|a| a.data_type() == &DataType::Int32)
                 .count();
-            let e = evaluated_batch(b, plan_).unwrap();
+            let e = evaluated_batch(b, group_plan).unwrap();
             let types: Vec<DataType> = e
                 .schema()
                 .fields()
