@@ -7,7 +7,8 @@
 //! the estimate; then Karnagel's regions — registers, shared memory, a hot key kept out of one
 //! device-memory table, a direct table in device memory for dense keys (partitioned where it is
 //! beyond L2 and half a partition's keys fit a block's shared table), per-block shared hash
-//! tables at any group count, the global hash table where a block's would be too small.
+//! tables up to [`PARTITION_PAST_BLOCK`] times the groups a block's table holds and partitioned
+//! hash tables past that, the global hash table where a block's would be too small.
 
 use crate::device::DeviceInfo;
 use crate::placement::{Room, PARTS};

@@ -379,6 +379,15 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
     });
     let values: ArrayRef = Arc::new(Float32Array::from(v));
     let mut points = Vec::new();
+    // Resident input; the sizing parameters given to weigh a rule, else the planner's.
+    let mut opts = GpuOptions {
+        resident: true,
+        ..Default::default()
+    };
+    opts.params.threads_per_block = a.threads_per_block;
+    if let Some(f) = a.fill_factor {
+        opts.params.fill_factor = f;
+    }
     println!(
         "{:>6} {:>9} {:>17} {:>9} {:>8} {:>7} {:>9} {:>9}",
         "groups", "keys", "strategy", "ms", "Grows/s", "%copy", "xtorchD", "xtorchG"
@@ -390,14 +399,6 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         for scattered in [false, true] {
             let (batch, kind) = sweep_batch(&dense, scattered, &values)?;
             let key_bytes = if scattered { 8 } else { 4 };
-            let mut opts = GpuOptions {
-                resident: true,
-                ..Default::default()
-            };
-            opts.params.threads_per_block = a.threads_per_block;
-            if let Some(f) = a.fill_factor {
-                opts.params.fill_factor = f;
-            }
             let (chosen, ms) = time_strategies(batch, distinct, &opts, a.reps, |s| a.wants(s))?;
             let torch_ms = if scattered {
                 torch_general
