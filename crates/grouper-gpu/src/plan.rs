@@ -11,7 +11,7 @@
 //! hash tables past that, the global hash table where a block's would be too small.
 
 use crate::device::DeviceInfo;
-use crate::placement::{Room, PARTS};
+use crate::placement::{pow2_floor, Room, PARTS};
 use crate::query::GpuOptions;
 use crate::strategy::{GpuStrategy, Index, Placement};
 use grouper_core::agg::layout::Layout;
@@ -244,7 +244,10 @@ pub(crate) fn choose(
     // rules-only regret sweep at 89ed8e2 (16 x 4,096 = 2^16 groups not yet partitioned) found
     // 2.33 ms for block_local against 2.04 at 2^16, and at most 2.8% regret at 2^18-2^24
     // (`regret-gpu-h100-rules-hashed-89ed8e2.json`).
-    let block_groups = block_slots as f64 * fill;
+    // The rule's boundary was measured with whole-SM tables of 8,192 slots: a table's slots
+    // count in powers of two here, so the whole-SM table's extra slots (11,520 of 20 bytes
+    // on an H100) leave it where it was, at 2^16 groups.
+    let block_groups = pow2_floor(block_slots) as f64 * fill;
     let partitioned_ok = Placement::Partitioned
         .size(Index::Hashed, &room)
         .is_some_and(|z| z.local_slots >= 64);
@@ -439,8 +442,8 @@ mod tests {
             (256, (512, 1, 2048)), // four times 512 slots: 56 KiB, 512-thread blocks
             (1024, (1024, 1, 4096)), // twice 2048 slots: 112 KiB, one block an SM
             (2048, (1024, 1, 4096)), // 112 KiB: no headroom fits
-            (4096, (1024, 1, 8192)), // 224 KiB: an SM's whole shared memory
-            (8192, (1024, 1, 8192)), // 448 KiB would not fit: the largest that does
+            (4096, (1024, 1, 8256)), // an SM's whole shared memory: 8,265 slots, to 64s
+            (8192, (1024, 1, 8256)), // 448 KiB would not fit: the most that does
         ] {
             let d = Demand::uniform(u64::MAX, groups, 1 << 28);
             let c = choose(&opts, &layout(1), &[], 1, d, &info).unwrap();
@@ -465,7 +468,7 @@ mod tests {
             (1, (256, 8, 64)),
             (40, (256, 4, 128)), // five narrow words: no headroom (not light)
             (2000, (1024, 1, 4096)),
-            (3000, (1024, 1, 4096)),
+            (3000, (1024, 1, 4416)), // 226 KiB of 52-byte slots, to 64s
         ] {
             let d = Demand::uniform(u64::MAX, groups, 1 << 28);
             let c = choose(&opts, &narrow, &[], 1, d, &info).unwrap();
@@ -478,8 +481,8 @@ mod tests {
         let small = blocks_of(256, opts);
         let d = Demand::uniform(u64::MAX, 4096, 1 << 28);
         let c = choose(&small, &layout(1), &[], 1, d, &info).unwrap();
-        // 228 KiB / 8 blocks − 1 KiB: 27.5 KiB, 512 slots.
-        assert_eq!((c.threads, c.copies, c.local_slots), (256, 1, 512));
+        // 228 KiB / 8 blocks − 1 KiB: 27.5 KiB, 1,005 slots, to 64s.
+        assert_eq!((c.threads, c.copies, c.local_slots), (256, 1, 960));
     }
 
     /// Without a profile: registers for one group, interleaved shared copies from two to

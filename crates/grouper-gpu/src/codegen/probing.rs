@@ -19,15 +19,18 @@ pub fn source(probing: Probing) -> &'static str {
 }
 
 const LINEAR: &str = r#"
-// Linear probing over `cap` slots (a power of two, >= 16) whose key word w is at
-// keys[slot * sst + w * kst] (sst = 1: struct of arrays; kst = 1: array of structs).
+// Linear probing over `cap` slots (>= 16, any count: a block's shared table takes the slots
+// shared memory holds) whose key word w is at keys[slot * sst + w * kst] (sst = 1: struct of
+// arrays; kst = 1: array of structs).
 // Claims an empty slot only while *count < limit; returns -1 when the key is absent and may
 // not be inserted (the caller lists the row: Karnagel's trap).
-// The probe starts from the top bits of `h`: the key's hash (`find_or_insert`), or for a table
-// whose keys share the top bits of their hash, as a partition's do, the bits below them.
+// The probe starts at the top bits of `h` scaled to the table, h * cap / 2^64 (for a power of
+// two the top bits themselves, as the CPU's tables probe): `h` is the key's hash
+// (`find_or_insert`), or for a table whose keys share the top bits of their hash, as a
+// partition's do, the bits below them.
+__device__ __forceinline__ u64 probe_next(u64 slot, u64 cap) { return slot + 1 == cap ? 0 : slot + 1; }
 __device__ __forceinline__ i64 find_or_insert_at(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count, const u64 h) {
-  const unsigned shift = __clzll(cap) + 1;
-  u64 slot = h >> shift;
+  u64 slot = __umul64hi(h, cap);
   for (u64 p = 0; p < cap; p++) {
     volatile u64* kp = (volatile u64*)(keys + slot * sst);
     u64 cur = *kp;
@@ -52,7 +55,7 @@ __device__ __forceinline__ i64 find_or_insert_at(u64* keys, u64 sst, u64 kst, u6
       for (int w = 1; w < K; w++) eq = eq && ((volatile u64*)keys)[slot * sst + w * kst] == key[w];
       if (eq) return (i64)slot;
     }
-    slot = (slot + 1) & (cap - 1);
+    slot = probe_next(slot, cap);
   }
   return -1;
 }
@@ -63,8 +66,7 @@ __device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 c
 
 // The same for a table only this thread touches (array of structs): no atomics.
 __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 cap, u64 limit, const u64* key, u64* count) {
-  const unsigned shift = __clzll(cap) + 1;
-  u64 slot = hash_key(key) >> shift;
+  u64 slot = __umul64hi(hash_key(key), cap);
   for (u64 p = 0; p < cap; p++) {
     u64 cur = keys[slot * sst];
     if (cur == EMPTY) {
@@ -78,7 +80,7 @@ __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 ca
       for (int w = 1; w < K; w++) eq = eq && keys[slot * sst + w] == key[w];
       if (eq) return (i64)slot;
     }
-    slot = (slot + 1) & (cap - 1);
+    slot = probe_next(slot, cap);
   }
   return -1;
 }

@@ -40,6 +40,7 @@ double __longlong_as_double(long long);
 int __float_as_int(float);
 float __int_as_float(int);
 int __clzll(long long);
+unsigned long long __umul64hi(unsigned long long, unsigned long long);
 unsigned long long __brevll(unsigned long long);
 unsigned long long __ldg(const unsigned long long*);
 unsigned long long __shfl_down_sync(unsigned, unsigned long long, int);

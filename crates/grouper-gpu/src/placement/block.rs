@@ -53,8 +53,14 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
         .iter()
         .find_map(|&h| fitting(want.saturating_mul(h)))
         .unwrap_or_else(|| {
+            // As many slots as the block's shared memory holds, up to the headroom's: the
+            // probe's start scales the hash to any count (`codegen::probing`), so a whole SM's
+            // 11,571 narrow slots of 20 bytes hold 2^12 groups at a fill of 0.35, not 0.5 in
+            // 8,192 (a warp's longest probe, host simulation of the sweep's keys: 4.1 slots
+            // against 6.6), and more of 2^13 groups and up.
             let shared = room.largest_block_table();
-            (largest, 1, pow2_floor(shared / bytes).min(want))
+            let most = want.saturating_mul(roomy.first().copied().unwrap_or(1));
+            (largest, 1, (shared / bytes / 64 * 64).min(most))
         });
     (local_slots >= 16).then_some(Sizing {
         threads,
