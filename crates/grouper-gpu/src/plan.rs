@@ -663,7 +663,7 @@ mod tests {
         );
     }
 
-    /// `partitioned`'s shared table holds a partition's groups, within a whole SM's shared
+    /// `partitioned`'s shared table holds twice a partition's groups, within a whole SM's shared
     /// memory for a 1024-thread block; a direct table, or a layout too wide for 64 slots,
     /// takes none (rows update the device-memory table in partition order).
     #[test]
@@ -677,8 +677,8 @@ mod tests {
         let opts = forced(GpuStrategy::HASH_PARTITIONED);
         for (log2, want) in [
             (12, 64),
-            (16, 512),
-            (20, 8192.min(whole_sm)),
+            (16, 1024),
+            (20, 16384.min(whole_sm)),
             (24, whole_sm),
         ] {
             let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);

@@ -73,6 +73,10 @@ pub(crate) fn direct_shift(cap: u64) -> u32 {
     bits.saturating_sub(PARTS.trailing_zeros())
 }
 
+/// Multiple of a partition's average groups a partitioned hash table takes room for
+/// ([`size`]).
+const PARTITION_HEADROOM: u64 = 2;
+
 /// Rows per thread of a scatter tile: tiles of 2,048 rows (runs of eight rows a partition on
 /// average), unless the rows' words would not fit the registers a thread of the block has (64K
 /// a multiprocessor, at most 255 a thread; about 24 kept for the rest): then fewer.
@@ -104,8 +108,16 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// whole SM's shared memory allows (where a block keeps half the SM's threads; else its share
 /// at full occupancy) and no larger than a stretch of about a partition's rows needs: a
 /// partition's groups in a hash table; for a direct table, a partition's key range, indexed
-/// by the key's offset from the partition's first key. Tables of fewer than 64 slots: none (rows update the
-/// device-memory table in partition order).
+/// by the key's offset from the partition's first key. Tables of fewer than 64 slots: none
+/// (rows update the device-memory table in partition order).
+///
+/// A hash table takes twice the slots a partition's average groups need at the fill factor
+/// ([`PARTITION_HEADROOM`]), where shared memory holds them: partitions' groups spread about
+/// their average (±16 at 256), and an estimate a little under a power of two had sized tables
+/// to exactly the average at their fill limit, where a warp's longest probe is 6-7 slots and
+/// the partitions above it send new keys' rows to the device-memory table (2^16 scattered
+/// groups at 2^28 rows, H100: 17.5 ms, where 2^26 rows, estimated just above 2^16 and so given
+/// tables twice as large, took 2.2; `block_local`'s headroom gained 30% at 2^10 groups).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
     let key_words = match index {
@@ -115,9 +127,9 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let bytes = narrow_slot_bytes(key_words, room.narrow_words);
     let shared = room.largest_block_table().saturating_sub(FOLD_STATIC_BYTES);
     let want = match index {
-        Index::Hashed => {
-            pow2_at_least(((room.groups as f64 / PARTS as f64 / room.fill) as u64).max(64))
-        }
+        Index::Hashed => pow2_at_least(
+            ((room.groups as f64 / PARTS as f64 / room.fill) as u64 * PARTITION_HEADROOM).max(64),
+        ),
         Index::Direct => 1 << direct_shift(room.domain),
     };
     let slots = pow2_floor(shared / bytes).min(want);
