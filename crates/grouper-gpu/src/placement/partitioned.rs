@@ -334,7 +334,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C,
 // scans the histogram itself: 256 words). STAGED: the tile's rows are first laid out in shared
 // memory in partition order, so consecutive threads write consecutive words of each run
 // (unstaged, each row's words were stores of their own into one of 256 runs).
-__device__ __forceinline__ void scan_parts(const u64* counts, u64* out) {{
+template <typename T> __device__ __forceinline__ void scan_parts(const T* counts, u64* out) {{
   if (threadIdx.x < 32) {{
     const unsigned lane = threadIdx.x;
     const unsigned per = PARTS / 32;
@@ -352,7 +352,9 @@ __device__ __forceinline__ void scan_parts(const u64* counts, u64* out) {{
 extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
   __shared__ u64 start[PARTS];
   __shared__ u64 base[PARTS];
-  __shared__ u64 cnt[PARTS];
+  // 32-bit: a shared-memory atomicAdd on 64 bits is a compare-and-swap loop on sm_90
+  // (shared-atomics-h100.json), one per row here; a tile holds far fewer than 2^32 rows.
+  __shared__ unsigned cnt[PARTS];
   __shared__ u64 loc[PARTS];
   extern __shared__ u64 stage[];
   const u64 tile = (u64)blockDim.x * TIPT;
@@ -368,11 +370,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
 #pragma unroll
       for (int w = 0; w < NIN; w++) ins_[j][w] = 0;
       ok_[j] = i < n && eval_row(C, i, keys_[j], ins_[j], &masks_[j], &ctrl->error);
-      if (ok_[j]) {{ part_[j] = part_of(keys_[j], pshift); rank_[j] = (unsigned)atomicAdd(&cnt[part_[j]], 1ULL); }}
+      if (ok_[j]) {{ part_[j] = part_of(keys_[j], pshift); rank_[j] = atomicAdd(&cnt[part_[j]], 1u); }}
     }}
     __syncthreads();
     for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) {{
-      if (cnt[p] != 0) base[p] = start[p] + atomicAdd(&aux[PARTS + p], cnt[p]);
+      if (cnt[p] != 0) base[p] = start[p] + atomicAdd(&aux[PARTS + p], (u64)cnt[p]);
     }}
     if (STAGED) scan_parts(cnt, loc);
     __syncthreads();
