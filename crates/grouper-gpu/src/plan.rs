@@ -185,7 +185,9 @@ pub(crate) fn choose(
     // A key this hot funnels its rows' atomics into one address of a device-memory table,
     // which serializes them; per-block shared tables take them in parallel on every SM.
     let hot_limit = info.hot_key_share();
-    let contended = top_share >= hot_limit;
+    // (Where a block's table applies: slots too wide for 16 in a user's small blocks leave
+    // the rows to the device-memory tables below.)
+    let contended = top_share >= hot_limit && block_slots > 0;
     if contended {
         return pick(
             GpuStrategy::BLOCK_LOCAL,
@@ -478,6 +480,17 @@ mod tests {
                 "{groups} groups"
             );
         }
+        // A table of fewer than 64 slots: the power of two below, as long as 16 fit (26
+        // sums of doubles, each with its `seen` word, in 128-thread blocks: 13.25 KiB at full
+        // occupancy holds 31 slots of 428 bytes).
+        let wide = Layout::new(&vec![
+            AggregateSpec::new(AggKind::Sum, DataType::Float64);
+            26
+        ])
+        .unwrap();
+        let d = Demand::uniform(u64::MAX, 2240, 1 << 28);
+        let c = choose(&blocks_of(128, opts.clone()), &wide, &[], 1, d, &info).unwrap();
+        assert_eq!((c.threads, c.copies, c.local_slots), (128, 1, 16), "{c:?}");
         let small = blocks_of(256, opts);
         let d = Demand::uniform(u64::MAX, 4096, 1 << 28);
         let c = choose(&small, &layout(1), &[], 1, d, &info).unwrap();

@@ -28,9 +28,16 @@ const LINEAR: &str = r#"
 // two the top bits themselves, as the CPU's tables probe): `h` is the key's hash
 // (`find_or_insert`), or for a table whose keys share the top bits of their hash, as a
 // partition's do, the bits below them.
-__device__ __forceinline__ u64 probe_next(u64 slot, u64 cap) { return slot + 1 == cap ? 0 : slot + 1; }
+// A power of two (every table but a block's whole-SM one; shared tables' counts are constants
+// the compiler folds this test for) keeps the shift and the mask.
+__device__ __forceinline__ u64 probe_start(u64 h, u64 cap) {
+  return (cap & (cap - 1)) == 0 ? h >> (__clzll(cap) + 1) : __umul64hi(h, cap);
+}
+__device__ __forceinline__ u64 probe_next(u64 slot, u64 cap) {
+  return (cap & (cap - 1)) == 0 ? (slot + 1) & (cap - 1) : (slot + 1 == cap ? 0 : slot + 1);
+}
 __device__ __forceinline__ i64 find_or_insert_at(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count, const u64 h) {
-  u64 slot = __umul64hi(h, cap);
+  u64 slot = probe_start(h, cap);
   for (u64 p = 0; p < cap; p++) {
     volatile u64* kp = (volatile u64*)(keys + slot * sst);
     u64 cur = *kp;
@@ -66,7 +73,7 @@ __device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 c
 
 // The same for a table only this thread touches (array of structs): no atomics.
 __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 cap, u64 limit, const u64* key, u64* count) {
-  u64 slot = __umul64hi(hash_key(key), cap);
+  u64 slot = probe_start(hash_key(key), cap);
   for (u64 p = 0; p < cap; p++) {
     u64 cur = keys[slot * sst];
     if (cur == EMPTY) {

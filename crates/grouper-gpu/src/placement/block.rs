@@ -58,9 +58,15 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
             // 11,571 narrow slots of 20 bytes hold 2^12 groups at a fill of 0.35, not 0.5 in
             // 8,192 (a warp's longest probe, host simulation of the sweep's keys: 4.1 slots
             // against 6.6), and more of 2^13 groups and up.
-            let shared = room.largest_block_table();
+            // Tables of wide slots that hold fewer than 64 keep the power of two below.
+            let fit = room.largest_block_table() / bytes;
+            let fit = if fit >= 64 {
+                fit / 64 * 64
+            } else {
+                pow2_floor(fit)
+            };
             let most = want.saturating_mul(roomy.first().copied().unwrap_or(1));
-            (largest, 1, (shared / bytes / 64 * 64).min(most))
+            (largest, 1, fit.min(most))
         });
     (local_slots >= 16).then_some(Sizing {
         threads,
