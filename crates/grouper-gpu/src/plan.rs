@@ -73,9 +73,11 @@ impl Demand {
 }
 
 /// How many times the groups a block's shared hash table holds past which hashed keys are
-/// partitioned (`choose`): on the H100 (4,096 groups a block's table) from 2^16 groups, where
-/// partitioning ran 12% faster (2.04 against 2.33 ms, 2^26 rows); 2^14 ran 1.9 times slower.
-const PARTITION_PAST_BLOCK: f64 = 16.0;
+/// partitioned (`choose`): on the H100 (4,096 groups a block's table) from 2^15 groups. With
+/// the fold table's headroom, at 2^28 rows `hash_partitioned` took 9.2 ms at 2^15 scattered
+/// groups against `block_local`'s 10.0, 8.8 against 10.2 at 2^16, and 10.6 against 7.6 at
+/// 2^14 (`gpu-sweep-h100-2p28-partitioned-headroom.json`).
+const PARTITION_PAST_BLOCK: f64 = 8.0;
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.
 pub(crate) fn choose(
@@ -248,7 +250,7 @@ pub(crate) fn choose(
     // (`regret-gpu-h100-rules-hashed-89ed8e2.json`).
     // The rule's boundary was measured with whole-SM tables of 8,192 slots: a table's slots
     // count in powers of two here, so the whole-SM table's extra slots (11,520 of 20 bytes
-    // on an H100) leave it where it was, at 2^16 groups.
+    // on an H100) leave it at 8 x 4,096 = 2^15 groups.
     let block_groups = pow2_floor(block_slots) as f64 * fill;
     let partitioned_ok = Placement::Partitioned
         .size(Index::Hashed, &room)
@@ -550,7 +552,7 @@ mod tests {
     }
 
     /// Hashed keys stay `block_local` past the per-block tables' room (their rows overflow into
-    /// the global table), and are partitioned far past it (16 times the 4,096 groups a block's
+    /// the global table), and are partitioned far past it (8 times the 4,096 groups a block's
     /// table holds); the global hash table only where a block's table is too small.
     #[test]
     fn hashed_keys_past_the_block_tables_room_overflow_into_the_global_table() {
@@ -560,7 +562,7 @@ mod tests {
             let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
             let c = choose(&opts, &layout(1), &[], 1, demand, &info).unwrap();
             let want = match log2 {
-                ..16 => GpuStrategy::BLOCK_LOCAL,
+                ..15 => GpuStrategy::BLOCK_LOCAL,
                 _ => GpuStrategy::HASH_PARTITIONED,
             };
             assert_eq!(c.strategy, want, "2^{log2} groups: {c:?}");
@@ -606,7 +608,7 @@ mod tests {
         );
         // Hashed keys, many groups: per-block tables that overflow, for a hot key's sake where
         // one is hot.
-        let wide = Demand::uniform(u64::MAX, 1 << 15, 1 << 28);
+        let wide = Demand::uniform(u64::MAX, 1 << 14, 1 << 28);
         let c = choose(&opts, &layout(1), &[], 1, wide, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
         assert!(c.reason.contains("overflow per-block"), "{}", c.reason);

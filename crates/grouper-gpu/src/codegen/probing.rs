@@ -19,25 +19,28 @@ pub fn source(probing: Probing) -> &'static str {
 }
 
 const LINEAR: &str = r#"
-// Linear probing over `cap` slots (>= 16, any count: a block's shared table takes the slots
-// shared memory holds) whose key word w is at keys[slot * sst + w * kst] (sst = 1: struct of
-// arrays; kst = 1: array of structs).
+// Linear probing over `cap` slots (>= 16) whose key word w is at keys[slot * sst + w * kst]
+// (sst = 1: struct of arrays; kst = 1: array of structs).
 // Claims an empty slot only while *count < limit; returns -1 when the key is absent and may
 // not be inserted (the caller lists the row: Karnagel's trap).
-// The probe starts at the top bits of `h` scaled to the table, h * cap / 2^64 (for a power of
-// two the top bits themselves, as the CPU's tables probe): `h` is the key's hash
-// (`find_or_insert`), or for a table whose keys share the top bits of their hash, as a
-// partition's do, the bits below them.
-// A power of two (every table but a block's whole-SM one; shared tables' counts are constants
-// the compiler folds this test for) keeps the shift and the mask.
+// The probe starts from the top bits of `h`: the key's hash (`find_or_insert`), or for a table
+// whose keys share the top bits of their hash, as a partition's do, the bits below them.
+// `cap` is a power of two, or with ANY any count (a block's whole-SM table takes the slots
+// shared memory holds): the probe then starts at h * cap / 2^64 and wraps by comparison.
+// Only that table pays for it: with a runtime test of the count in every probe (41ede25),
+// block_local ran 23-35% slower at 2^16-2^20 groups (H100), where rows mostly probe the global
+// table.
+template <bool ANY>
 __device__ __forceinline__ u64 probe_start(u64 h, u64 cap) {
-  return (cap & (cap - 1)) == 0 ? h >> (__clzll(cap) + 1) : __umul64hi(h, cap);
+  return ANY ? __umul64hi(h, cap) : h >> (__clzll(cap) + 1);
 }
+template <bool ANY>
 __device__ __forceinline__ u64 probe_next(u64 slot, u64 cap) {
-  return (cap & (cap - 1)) == 0 ? (slot + 1) & (cap - 1) : (slot + 1 == cap ? 0 : slot + 1);
+  return ANY ? (slot + 1 == cap ? 0 : slot + 1) : (slot + 1) & (cap - 1);
 }
+template <bool ANY = false>
 __device__ __forceinline__ i64 find_or_insert_at(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count, const u64 h) {
-  u64 slot = probe_start(h, cap);
+  u64 slot = probe_start<ANY>(h, cap);
   for (u64 p = 0; p < cap; p++) {
     volatile u64* kp = (volatile u64*)(keys + slot * sst);
     u64 cur = *kp;
@@ -62,18 +65,19 @@ __device__ __forceinline__ i64 find_or_insert_at(u64* keys, u64 sst, u64 kst, u6
       for (int w = 1; w < K; w++) eq = eq && ((volatile u64*)keys)[slot * sst + w * kst] == key[w];
       if (eq) return (i64)slot;
     }
-    slot = probe_next(slot, cap);
+    slot = probe_next<ANY>(slot, cap);
   }
   return -1;
 }
 
+template <bool ANY = false>
 __device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
-  return find_or_insert_at(keys, sst, kst, cap, limit, key, count, hash_key(key));
+  return find_or_insert_at<ANY>(keys, sst, kst, cap, limit, key, count, hash_key(key));
 }
 
 // The same for a table only this thread touches (array of structs): no atomics.
 __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 cap, u64 limit, const u64* key, u64* count) {
-  u64 slot = probe_start(hash_key(key), cap);
+  u64 slot = probe_start<false>(hash_key(key), cap);
   for (u64 p = 0; p < cap; p++) {
     u64 cur = keys[slot * sst];
     if (cur == EMPTY) {
@@ -87,7 +91,7 @@ __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 ca
       for (int w = 1; w < K; w++) eq = eq && keys[slot * sst + w] == key[w];
       if (eq) return (i64)slot;
     }
-    slot = probe_next(slot, cap);
+    slot = probe_next<false>(slot, cap);
   }
   return -1;
 }

@@ -100,6 +100,11 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     let sc = spec.local_slots;
     let r = copies(spec);
     let limit = fill_limit(sc, spec.fill_factor);
+    // A whole-SM table of any count probes by scaling (`codegen::probing`).
+    let find = match sc.is_power_of_two() {
+        true => "find_or_insert",
+        false => "find_or_insert<true>",
+    };
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -114,7 +119,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     s.push_str(ROW_LOOP_HEAD);
     let _ = writeln!(
         s,
-        "      const i64 l = find_or_insert(lkeys + cp, R, SCR, SC, {limit}ULL, key, &scount[cp]);\n\
+        "      const i64 l = {find}(lkeys + cp, R, SCR, SC, {limit}ULL, key, &scount[cp]);\n\
          if (l >= 0) {{ update_slot<true, true, true>(lwords, SCR, (u64)l * R + cp, in, mask); continue; }}"
     );
     s.push_str(GLOBAL_UPDATE);
@@ -130,7 +135,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
             "  for (u64 ls = threadIdx.x; ls < SCR; ls += blockDim.x) {{\n\
              if ((ls & (R - 1)) == 0 || lkeys[ls] == EMPTY) continue;\n\
              u64 k[K];\n    for (int w = 0; w < K; w++) k[w] = LKEY(w);\n\
-             const i64 l = find_or_insert(lkeys, R, SCR, SC, {limit}ULL, k, &scount[0]);\n\
+             const i64 l = {find}(lkeys, R, SCR, SC, {limit}ULL, k, &scount[0]);\n\
              if (l < 0) continue;\n\
              merge_slot<true, true, true>(lwords, SCR, (u64)l * R, lwords, SCR, ls);\n\
              lkeys[ls] = EMPTY;\n  }}\n  __syncthreads();"

@@ -112,14 +112,15 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// (rows update the device-memory table in partition order).
 ///
 /// A hash table takes twice the slots a partition's average groups need at the fill factor
-/// ([`PARTITION_HEADROOM`]) where the fold's block still runs at full occupancy with them: partitions' groups spread about
+/// ([`PARTITION_HEADROOM`]), where shared memory holds them: partitions' groups spread about
 /// their average (±16 at 256), and an estimate a little under a power of two had sized tables
 /// to exactly the average at their fill limit, where a warp's longest probe is 6-7 slots and
 /// the partitions above it send new keys' rows to the device-memory table (2^16 scattered
 /// groups at 2^28 rows, H100: 17.5 ms, where 2^26 rows, estimated just above 2^16 and so given
-/// tables twice as large, took 2.2; `block_local`'s headroom gained 30% at 2^10 groups). On
-/// the H100 at 2^28 rows the headroom took 2^16 scattered groups from 17.6 to 8.5 ms, and
-/// 2^18 from 8.5 to 9.8 where its 160 KiB table left an SM one fold block of two.
+/// tables twice as large, took 2.2; `block_local`'s headroom gained 30% at 2^10 groups). With
+/// it, on the H100 at 2^28 rows: 2^15 scattered groups 9.2 ms against 17.2, 2^16 8.8 against
+/// 17.3 (1,024 slots against 512), 2^18 7.8 against 8.5 (4,096 against 2,048;
+/// `gpu-sweep-h100-2p28-partitioned-headroom.json`).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
     let key_words = match index {
@@ -129,17 +130,9 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let bytes = narrow_slot_bytes(key_words, room.narrow_words);
     let shared = room.largest_block_table().saturating_sub(FOLD_STATIC_BYTES);
     let want = match index {
-        Index::Hashed => {
-            let need = (room.groups as f64 / PARTS as f64 / room.fill) as u64;
-            let roomy = pow2_at_least((need * PARTITION_HEADROOM).max(64));
-            let at_full = room
-                .at_full(room.largest())
-                .saturating_sub(FOLD_STATIC_BYTES);
-            match roomy.saturating_mul(bytes) <= at_full {
-                true => roomy,
-                false => pow2_at_least(need.max(64)),
-            }
-        }
+        Index::Hashed => pow2_at_least(
+            ((room.groups as f64 / PARTS as f64 / room.fill) as u64 * PARTITION_HEADROOM).max(64),
+        ),
         Index::Direct => 1 << direct_shift(room.domain),
     };
     let slots = pow2_floor(shared / bytes).min(want);
