@@ -18,7 +18,7 @@
 //! device-memory table as `global` does, in partition order. Rows within a partition are in no
 //! particular order; the aggregate algebra does not need one. The planner picks the direct form
 //! where the global direct table is beyond L2 and a block's shared table covers at least half
-//! a partition's keys, and the hash form from 16 times the groups a block's shared hash table
+//! a partition's keys, and the hash form from 8 times the groups a block's shared hash table
 //! holds, the regions measured to win (`plan.rs`, docs/ARCHITECTURE.md).
 //!
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
