@@ -678,17 +678,20 @@ mod tests {
         );
     }
 
-    /// `partitioned`'s shared table holds twice a partition's groups, within a whole SM's shared
-    /// memory for a 1024-thread block; a direct table, or a layout too wide for 64 slots,
-    /// takes none (rows update the device-memory table in partition order).
+    /// `partitioned`'s shared hash table holds twice a partition's groups, within a whole SM's
+    /// shared memory for a 1024-thread block (every slot that fits, to 64s); a direct table a
+    /// power of two; a layout too wide for 64 slots none (rows update the device-memory table
+    /// in partition order).
     #[test]
     fn partitioned_tables_take_a_partitions_groups_within_a_whole_sm() {
         let info = h100();
         let l = layout(1);
-        let slot = crate::placement::narrow_slot_bytes(1, 2); // key; sum, seen; count
-                                                              // The fold's static shared arrays take their part of the SM's shared memory.
+        // Key; sum, seen; count. The fold's static shared arrays take their part of the SM's
+        // shared memory.
+        let slot = crate::placement::narrow_slot_bytes(1, 2);
         let fold = crate::placement::FOLD_STATIC_BYTES;
-        let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024 - fold) / slot);
+        let whole_sm = (227 * 1024 - 1024 - fold) / slot / 64 * 64;
+        assert_eq!(whole_sm, 8000);
         let opts = forced(GpuStrategy::HASH_PARTITIONED);
         for (log2, want) in [
             (12, 64),
@@ -703,7 +706,7 @@ mod tests {
         // Blocks the user fixed at 256 threads: their share at full occupancy (8 a SM).
         let small = blocks_of(256, opts.clone());
         let c = choose_hashed(&small, &l, 1 << 24, &info);
-        let share = crate::placement::pow2_floor((228 * 1024 / 8 - 1024 - fold) / slot);
+        let share = (228 * 1024 / 8 - 1024 - fold) / slot / 64 * 64;
         assert_eq!(c.unwrap().local_slots, share);
         // 400 sums: a slot of 3.2 KB, fewer than 64 in a block: no shared table.
         let wide = layout(400);

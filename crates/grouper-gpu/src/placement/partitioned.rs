@@ -120,7 +120,10 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// tables twice as large, took 2.2; `block_local`'s headroom gained 30% at 2^10 groups). With
 /// it, on the H100 at 2^28 rows: 2^15 scattered groups 9.2 ms against 17.2, 2^16 8.8 against
 /// 17.3 (1,024 slots against 512), 2^18 7.8 against 8.5 (4,096 against 2,048;
-/// `gpu-sweep-h100-2p28-partitioned-headroom.json`).
+/// `gpu-sweep-h100-2p28-partitioned-headroom.json`). Past a power of two's room a hash table
+/// takes every slot that fits (to 64s, as `block`'s whole-SM table): at 2^20 groups a
+/// partition's ~4,096 keys filled 8,192 slots to their limit, and the rest of its rows went to
+/// the device-memory table (19.9 ms at 2^28 rows against 9.7 at 2^18).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
     let key_words = match index {
@@ -135,7 +138,14 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
         ),
         Index::Direct => 1 << direct_shift(room.domain),
     };
-    let slots = pow2_floor(shared / bytes).min(want);
+    // A hash table takes every slot that fits, to 64s (`block`'s whole-SM table, and
+    // `codegen::probing`); a direct one a power of two, its partition's key range.
+    let fit = shared / bytes;
+    let slots = match index {
+        Index::Hashed if fit >= 64 => fit / 64 * 64,
+        _ => pow2_floor(fit),
+    }
+    .min(want);
     Some(match slots >= 64 {
         true => Sizing {
             threads: room.largest(),
@@ -186,9 +196,10 @@ pub(super) fn body(spec: &KernelSpec) -> String {
 "
             .to_string(),
             format!(
-                "        const i64 l = find_or_insert_at(lkeys, 1, SC, SC, {}ULL, key, &scount[0], hash_key(key) << 8);
+                "        const i64 l = find_or_insert_at<{}>(lkeys, 1, SC, SC, {}ULL, key, &scount[0], hash_key(key) << 8);
                  if (l >= 0) {{ update_slot<true, true, true>(lwords, SC, (u64)l, in, mask); continue; }}
 {GLOBAL_UPDATE}",
+                !sc.is_power_of_two(),
                 fill_limit(sc, spec.fill_factor)
             ),
             format!(
