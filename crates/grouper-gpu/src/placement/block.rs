@@ -8,7 +8,9 @@
 
 use std::fmt::Write;
 
-use super::{kept_words, narrow_init, narrow_slot_bytes, pow2_floor, Room, Sizing};
+use super::{
+    hash_slots_within, kept_words, narrow_init, narrow_slot_bytes, pow2_floor, Room, Sizing,
+};
 use crate::codegen::rows::{FLUSH_SLOT, GLOBAL_UPDATE, ROW_LOOP_HEAD, ROW_LOOP_TAIL};
 use crate::codegen::spec::KernelSpec;
 use crate::table::{fill_limit, pow2_at_least};
@@ -58,13 +60,7 @@ pub(super) fn size(room: &Room) -> Option<Sizing> {
             // 11,571 narrow slots of 20 bytes hold 2^12 groups at a fill of 0.35, not 0.5 in
             // 8,192 (a warp's longest probe, host simulation of the sweep's keys: 4.1 slots
             // against 6.6), and more of 2^13 groups and up.
-            // Tables of wide slots that hold fewer than 64 keep the power of two below.
-            let fit = room.largest_block_table() / bytes;
-            let fit = if fit >= 64 {
-                fit / 64 * 64
-            } else {
-                pow2_floor(fit)
-            };
+            let fit = hash_slots_within(room.largest_block_table() / bytes);
             let most = want.saturating_mul(roomy.first().copied().unwrap_or(1));
             (largest, 1, fit.min(most))
         });

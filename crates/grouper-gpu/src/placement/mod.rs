@@ -127,6 +127,16 @@ pub(crate) fn pow2_floor(x: u64) -> u64 {
     }
 }
 
+/// The slots a shared hash table takes of the `fit` that shared memory holds: a multiple of 64
+/// (linear probing scales the hash to any count, `codegen::probing`), or below 64 slots the
+/// power of two below. A whole SM's 11,571 slots of 20 bytes are 11,520, not 8,192.
+pub(crate) fn hash_slots_within(fit: u64) -> u64 {
+    match fit >= 64 {
+        true => fit / 64 * 64,
+        false => pow2_floor(fit),
+    }
+}
+
 /// A placement's sizes on a device.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Sizing {

@@ -123,7 +123,8 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// `gpu-sweep-h100-2p28-partitioned-headroom.json`). Past a power of two's room a hash table
 /// takes every slot that fits (to 64s, as `block`'s whole-SM table): at 2^20 groups a
 /// partition's ~4,096 keys filled 8,192 slots to their limit, and the rest of its rows went to
-/// the device-memory table (19.9 ms at 2^28 rows against 9.7 at 2^18).
+/// the device-memory table: 19.9 ms at 2^28 rows, 10.7 in 11,328 slots
+/// (`gpu-sweep-h100-2p28-fold-any-count-249392d.json`).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
     let key_words = match index {
@@ -140,10 +141,9 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     };
     // A hash table takes every slot that fits, to 64s (`block`'s whole-SM table, and
     // `codegen::probing`); a direct one a power of two, its partition's key range.
-    let fit = shared / bytes;
     let slots = match index {
-        Index::Hashed if fit >= 64 => fit / 64 * 64,
-        _ => pow2_floor(fit),
+        Index::Hashed => super::hash_slots_within(shared / bytes),
+        Index::Direct => pow2_floor(shared / bytes),
     }
     .min(want);
     Some(match slots >= 64 {
