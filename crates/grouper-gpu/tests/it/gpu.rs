@@ -507,11 +507,11 @@ fn block_tables_with_copies_or_a_whole_sm_match_the_reference() {
 
 /// hash_partitioned's fold tables where twice a partition's groups need more slots than a
 /// whole SM holds: the table then takes every slot that fits, a count that is not a power of
-/// two (with COUNT(*) and two sums, 52-byte slots: ~4,400 on an H100 or H200), probed from the
-/// hash scaled to it (from ~282,000 groups). 400,000 groups in 2 million rows (~1,550 a
-/// partition) stay under such a table's fill limit (~2,200); 3 million in 4 million (~8,600 a
-/// partition) fill it and send the rest of a partition's rows to the global table. Both equal
-/// the reference.
+/// two (with COUNT(*) and two sums, 52-byte slots: 4,288 on an H100 or H200, a fill limit of
+/// 2,144), probed from the hash scaled to it (from ~270,000 groups). 400,000 groups in 2
+/// million rows (~1,550 a partition) stay under that limit; 3 million in 4 million (~8,400 a
+/// partition) fill the table and send the rest of a partition's rows to the global table.
+/// Both equal the reference.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn fold_tables_of_any_count_match_the_reference() {
