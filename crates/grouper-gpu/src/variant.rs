@@ -172,9 +172,9 @@ pub(crate) struct Scratch {
 }
 
 /// Lets `f` (`name`) launch with `bytes` of dynamic shared memory: past 48 KiB in all a kernel
-/// must opt in. Its own `__shared__` arrays count too: where both pass the device's limit the launch
-/// would fail with an unexplained invalid argument, so a plan that sized a table without
-/// leaving them room is an error that says so.
+/// must opt in. Its own `__shared__` arrays count too: where both pass the device's limit the
+/// launch would fail with an unexplained invalid argument, so a plan that sized a table
+/// without leaving them room is an error that says so.
 fn allow_dynamic_shared(f: &CudaFunction, name: &str, bytes: u64, info: &DeviceInfo) -> Result<()> {
     let fixed = f
         .shared_size_bytes()

@@ -31,8 +31,9 @@ use crate::table::{fill_limit, pow2_at_least};
 /// sweep's keys, murmur3, linear probing: 5.0 / 6.7 / 7.1 at 2^6 / 2^8 / 2^10 groups, against
 /// 3.9 / 2.6 / 2.8 at a quarter full). On the H100 (2^28 rows, scattered u64 keys) a table
 /// four times larger took 1.88 ms at 2^6 groups against 3.17, 1.89 against 2.82 at 2^8; twice
-/// as large, 1.78 against 2.55 at 2^10 (`gpu-sizing-h100-2p28-78c0260.json`). Tables the 64-slot floor already leaves half empty
-/// keep their copies instead (16 groups: 8 copies of 128 slots took 1.48 ms, 16 of 64 1.33).
+/// as large, 1.78 against 2.55 at 2^10 (`gpu-sizing-h100-2p28-78c0260.json`). Tables the
+/// 64-slot floor already leaves half empty keep their copies instead (16 groups: 8 copies of
+/// 128 slots took 1.48 ms, 16 of 64 1.33).
 pub(super) fn size(room: &Room) -> Option<Sizing> {
     let need = (room.groups as f64 / room.fill) as u64;
     let want = pow2_at_least(need.max(64));
