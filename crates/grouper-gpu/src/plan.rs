@@ -114,6 +114,7 @@ pub(crate) fn choose(
         // A direct table in device memory: within a quarter of the device, and half of the
         // memory limit (the rest streams the input).
         direct_room: (info.memory_bytes / 4).min(opts.memory_limit.map_or(u64::MAX, |l| l / 2)),
+        key_ranges: opts.params.key_ranges.map(u64::from),
     };
     // Registers only for one group: since the shared copies reduce in a tree before their
     // flush, interleaved shared copies run as fast at one group (594 against 599 Grows/s on
@@ -703,6 +704,22 @@ mod tests {
             let c = choose(&opts, &l, &[], 1, demand, &info).unwrap();
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
         }
+        // A partition's groups over a whole SM's table at its fill limit: its fold takes key
+        // ranges, the fewest (to 16) whose share fits; the user may fix them.
+        for (log2, ranges) in [(16, 1), (19, 1), (20, 2), (22, 5), (24, 16), (28, 16)] {
+            let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
+            let c = choose(&opts, &l, &[], 1, demand, &info).unwrap();
+            assert_eq!(c.copies, ranges, "2^{log2}: {c:?}");
+        }
+        let fixed = GpuOptions {
+            params: GpuParams {
+                key_ranges: Some(40),
+                ..opts.params
+            },
+            ..opts.clone()
+        };
+        let c = choose_hashed(&fixed, &l, 1 << 24, &info).unwrap();
+        assert_eq!((c.copies, c.local_slots), (16, whole_sm), "{c:?}");
         // Blocks the user fixed at 256 threads: their share at full occupancy (8 a SM).
         let small = blocks_of(256, opts.clone());
         let c = choose_hashed(&small, &l, 1 << 24, &info);

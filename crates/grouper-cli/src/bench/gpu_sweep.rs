@@ -69,6 +69,9 @@ pub struct GpuSweepArgs {
     /// Threads per block (default the planner's choice), to weigh a sizing rule.
     #[arg(long)]
     threads_per_block: Option<u32>,
+    /// Key ranges of `hash_partitioned`'s fold (default the planner's), to weigh its rule.
+    #[arg(long)]
+    key_ranges: Option<u32>,
 }
 
 impl GpuSweepArgs {
@@ -385,6 +388,7 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         ..Default::default()
     };
     opts.params.threads_per_block = a.threads_per_block;
+    opts.params.key_ranges = a.key_ranges;
     if let Some(f) = a.fill_factor {
         opts.params.fill_factor = f;
     }

@@ -233,6 +233,7 @@ impl EngineArgs {
                     hash: self.hash.unwrap_or(defaults.hash),
                     probing: self.probing.unwrap_or(defaults.probing),
                     initial_groups: None,
+                    key_ranges: None,
                 },
                 resident: self.resident,
                 batch_rows: self.batch_rows,

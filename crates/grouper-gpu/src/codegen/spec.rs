@@ -43,7 +43,9 @@ pub struct KernelSpec {
     pub hash: HashFn,
     /// Perfect strategies: number of direct-index slots.
     pub domain: u64,
-    /// perfect_shared: copies of the table per block (a power of two ≤ threads).
+    /// perfect_shared and block_local: copies of the table per block (a power of two ≤
+    /// threads); hash_partitioned: the key ranges a partition's fold splits into
+    /// (`placement::partitioned::key_ranges`).
     pub copies: u32,
     /// block_local: shared slots (power of two); thread_private: private slots per thread.
     pub local_slots: u64,

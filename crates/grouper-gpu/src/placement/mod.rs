@@ -54,6 +54,8 @@ pub(crate) struct Room<'a> {
     pub(crate) fill: f64,
     /// Bytes a direct table in device memory may take.
     pub(crate) direct_room: u64,
+    /// Key ranges of a partitioned hash fold, where the user fixed them.
+    pub(crate) key_ranges: Option<u64>,
 }
 
 impl Room<'_> {
@@ -142,7 +144,7 @@ pub(crate) fn hash_slots_within(fit: u64) -> u64 {
 pub(crate) struct Sizing {
     /// Threads per block.
     pub(crate) threads: u32,
-    /// Copies of a shared direct table per block.
+    /// Copies of a block's shared table; for a partitioned hash fold, its key ranges.
     pub(crate) copies: u32,
     /// Slots of a block's or a thread's hash table.
     pub(crate) local_slots: u64,

@@ -23,6 +23,9 @@
 //!
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
 //! their place in the partitioned buffer, and the re-run after it grows reads them there.
+//! Partitions with more groups than a shared table holds fold in key ranges (`size`): each
+//! range reads the partition's rows and takes the keys whose hash bits below the partition's
+//! fall in it.
 
 use std::fmt::Write;
 
@@ -77,6 +80,20 @@ pub(crate) fn direct_shift(cap: u64) -> u32 {
 /// ([`size`]).
 const PARTITION_HEADROOM: u64 = 2;
 
+/// Most key ranges a partition's hash fold splits into ([`size`]): each range's block reads
+/// all the partition's rows, so 16 ranges read a row 16 times (from L2 where the range's blocks
+/// run together).
+const MOST_RANGES: u64 = 16;
+
+/// The key ranges a partition's hash fold splits into (`KernelSpec::copies` of the
+/// partitioned placement): one where a partition's groups fit a table of `fit` slots at the
+/// fill limit, else the fewest (at most [`MOST_RANGES`]) whose share does. A range is the
+/// hash below the partition's bits scaled to the ranges (`h * R / 2^64`), and the probe
+/// starts from what the scaling leaves (`h * R mod 2^64`), so any count splits evenly.
+pub(crate) fn key_ranges(need: u64, fit: u64) -> u64 {
+    need.div_ceil(fit.max(1)).clamp(1, MOST_RANGES)
+}
+
 /// Rows per thread of a scatter tile: tiles of 2,048 rows (runs of eight rows a partition on
 /// average), unless the rows' words would not fit the registers a thread of the block has (64K
 /// a multiprocessor, at most 255 a thread; about 24 kept for the rest): then fewer.
@@ -125,6 +142,13 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// partition's ~4,096 keys filled 8,192 slots to their limit, and the rest of its rows went to
 /// the device-memory table: 19.9 ms at 2^28 rows, 10.7 in 11,328 slots
 /// (`gpu-sweep-h100-2p28-fold-any-count-249392d.json`).
+///
+/// Where even that leaves a partition's groups over the table's fill limit, its fold splits
+/// into key ranges ([`key_ranges`]): a block folds one range's groups of a piece of the
+/// partition's rows and skips the rest, so a row is read once per range but updates a shared
+/// table, where over the limit it went on to the device-memory table (beyond L2 from 2^22
+/// groups: 8.7 Grows/s at 2^22 scattered groups, 5.9 at 2^24, H100, db36ea0). Not yet
+/// measured: the ranges' rows are reread from L2 only where their blocks run together.
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
     let key_words = match index {
@@ -133,36 +157,49 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     };
     let bytes = narrow_slot_bytes(key_words, room.narrow_words);
     let shared = room.largest_block_table().saturating_sub(FOLD_STATIC_BYTES);
-    let want = match index {
-        Index::Hashed => pow2_at_least(
-            ((room.groups as f64 / PARTS as f64 / room.fill) as u64 * PARTITION_HEADROOM).max(64),
-        ),
-        Index::Direct => 1 << direct_shift(room.domain),
-    };
     // A hash table takes every slot that fits, to 64s (`block`'s whole-SM table, and
     // `codegen::probing`); a direct one a power of two, its partition's key range.
-    let slots = match index {
-        Index::Hashed => super::hash_slots_within(shared / bytes),
-        Index::Direct => pow2_floor(shared / bytes),
-    }
-    .min(want);
+    let (slots, ranges) = match index {
+        Index::Hashed => {
+            let fit = super::hash_slots_within(shared / bytes);
+            let need = (room.groups as f64 / PARTS as f64 / room.fill) as u64;
+            let ranges = match room.key_ranges {
+                Some(r) => r.clamp(1, MOST_RANGES),
+                None => key_ranges(need, fit),
+            };
+            let want = pow2_at_least((need.div_ceil(ranges) * PARTITION_HEADROOM).max(64));
+            (fit.min(want), ranges)
+        }
+        Index::Direct => {
+            let want = 1 << direct_shift(room.domain);
+            (pow2_floor(shared / bytes).min(want), 1)
+        }
+    };
     Some(match slots >= 64 {
         true => Sizing {
             threads: room.largest(),
-            copies: 1,
+            copies: ranges as u32,
             local_slots: slots,
         },
         false => global,
     })
 }
 
-/// Spill room: each stretch flushes its hash table once, and a partition's rows make at most
-/// one stretch more than its share of n / [`PARTS`] would, so at most 2 · [`PARTS`] stretches
-/// (a direct table never fills, so it spills nothing).
+/// Spill room: each stretch flushes its hash table once in each key range, and a partition's
+/// rows make at most one stretch more than its share of n / [`PARTS`] would, so at most
+/// 2 · [`PARTS`] stretches (a direct table never fills, so it spills nothing).
 pub(super) fn scratch_slots(spec: &KernelSpec) -> (u64, u64) {
     match spec.strategy.index() {
-        Index::Hashed => (2 * PARTS * spec.local_slots.max(1), 0),
+        Index::Hashed => (2 * PARTS * ranges(spec) * spec.local_slots.max(1), 0),
         Index::Direct => (1, 0),
+    }
+}
+
+/// Key ranges of a hash fold (at least one; [`key_ranges`]).
+fn ranges(spec: &KernelSpec) -> u64 {
+    match spec.strategy.index() {
+        Index::Hashed => u64::from(spec.copies.max(1)),
+        Index::Direct => 1,
     }
 }
 
@@ -196,7 +233,9 @@ pub(super) fn body(spec: &KernelSpec) -> String {
 "
             .to_string(),
             format!(
-                "        const i64 l = find_or_insert_at<{}>(lkeys, 1, SC, SC, {}ULL, key, &scount[0], hash_key(key) << 8);
+                "        const u64 h8 = hash_key(key) << 8;
+                 if (FR > 1 && __umul64hi(h8, FR) != krange) continue;
+                 const i64 l = find_or_insert_at<{}>(lkeys, 1, SC, SC, {}ULL, key, &scount[0], h8 * FR);
                  if (l >= 0) {{ update_slot<true, true, true>(lwords, SC, (u64)l, in, mask); continue; }}
 {GLOBAL_UPDATE}",
                 !sc.is_power_of_two(),
@@ -234,6 +273,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
         }
     };
     let init = narrow_init("lwords", "SC");
+    let fr = ranges(spec);
     format!(
         r#"  if (LIST) {{
 {global}    return;
@@ -241,6 +281,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
   extern __shared__ u64 sm[];
   __shared__ u64 scount[1];
   const u64 SC = {sc}ULL; const u64 lst = SC; constexpr bool LN = true;
+  constexpr u64 FR = {fr}ULL;
 {setup}{init}
   if (threadIdx.x == 0) scount[0] = 0;
   __syncthreads();
@@ -255,8 +296,12 @@ pub(super) fn body(spec: &KernelSpec) -> String {
   scan_parts(aux, pstart);
   scan_parts(pieces, pitems);
   __syncthreads();
-  const u64 items = pitems[PARTS - 1] + pieces[PARTS - 1];
-  for (u64 it = blockIdx.x; it < items; it += gridDim.x) {{
+  // A hash fold takes each piece once per key range (FR of them, by the hash below the
+  // partition's bits): consecutive jobs are the ranges of one piece, so blocks that read its
+  // rows at the same time share them in L2.
+  const u64 jobs = (pitems[PARTS - 1] + pieces[PARTS - 1]) * FR;
+  for (u64 job = blockIdx.x; job < jobs; job += gridDim.x) {{
+    const u64 it = job / FR, krange = job % FR;
     // The last partition whose pieces start at or before this one (partitions without rows
     // share their number with the next that has some, which is taken).
     unsigned a = 0, b = PARTS - 1;

@@ -507,38 +507,50 @@ fn block_tables_with_copies_or_a_whole_sm_match_the_reference() {
 
 /// hash_partitioned's fold tables where twice a partition's groups need more slots than a
 /// whole SM holds: the table then takes every slot that fits, a count that is not a power of
-/// two (with COUNT(*) and two sums, 52-byte slots: 4,288 on an H100 or H200, a fill limit of
-/// 2,144), probed from the hash scaled to it (from ~270,000 groups). 400,000 groups in 2
-/// million rows (~1,550 a partition) stay under that limit; 3 million in 4 million (~8,400 a
-/// partition) fill the table and send the rest of a partition's rows to the global table.
-/// Both equal the reference.
+/// two (with COUNT(*) and two sums, 52-byte slots: ~4,400 on an H100 or H200), probed from the
+/// hash scaled to it (from ~282,000 groups). 400,000 groups in 2 million rows (~1,550 a
+/// partition) stay under such a table's fill limit (~2,200). 3 million in 4 million (~8,600 a
+/// partition) are over it: the planner folds them in four key ranges; in one they fill the
+/// table and send the rest of a partition's rows to the global table; three ranges split by a
+/// count that is not a power of two. All equal the reference.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
-fn fold_tables_of_any_count_match_the_reference() {
+fn fold_tables_and_key_ranges_match_the_reference() {
     if !have_gpu() {
         return;
     }
-    for (groups, rows) in [(400_000u64, 2_000_000usize), (3_000_000, 4_000_000)] {
+    let cases: [(u64, usize, &[Option<u32>]); 2] = [
+        (400_000, 2_000_000, &[None]),
+        (3_000_000, 4_000_000, &[None, Some(1), Some(3)]),
+    ];
+    for (groups, rows, ranges) in cases {
         let keys = keyed(&[KeyKind::I64], rows, groups, 5, false, false, groups);
         let (vals, aggs) = values(rows, 5, groups ^ 0xf01d);
         // COUNT(*), SUM(i64), SUM(f64).
         let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
         let c = case(keys, vals, &aggs, 2);
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
-        let opts = GpuOptions {
-            strategy: Some(GpuStrategy::HASH_PARTITIONED),
-            ..Default::default()
-        };
-        let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
-        let out = p.run().unwrap();
-        same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{groups}: {e}"));
-        // The planned table is a multiple of 64 slots that is not a power of two.
-        let slots = out.report.shared_bytes / 52;
-        assert!(
-            slots.is_multiple_of(64) && !slots.is_power_of_two(),
-            "{groups}: {} shared bytes",
-            out.report.shared_bytes
-        );
+        for &key_ranges in ranges {
+            let opts = GpuOptions {
+                strategy: Some(GpuStrategy::HASH_PARTITIONED),
+                params: GpuParams {
+                    key_ranges,
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+            let out = p.run().unwrap();
+            same_groups(&expected, &out.columns, 1)
+                .unwrap_or_else(|e| panic!("{groups}, {key_ranges:?}: {e}"));
+            // The planned table is a multiple of 64 slots that is not a power of two.
+            let slots = out.report.shared_bytes / 52;
+            assert!(
+                slots.is_multiple_of(64) && !slots.is_power_of_two(),
+                "{groups}: {} shared bytes",
+                out.report.shared_bytes
+            );
+        }
     }
 }
 
