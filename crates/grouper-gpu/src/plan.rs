@@ -737,6 +737,10 @@ mod tests {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
             let c = choose(&direct, &l, &[], 1, demand, &info).unwrap();
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
+            // Key ranges: a partition's 2^(log2 - 8) keys over the table's slots.
+            let ranges = ((1u64 << (log2 - 8)) / want).max(1);
+            assert_eq!(u64::from(c.copies), ranges, "2^{log2}: {c:?}");
         }
+        assert_eq!(whole_sm, 8192);
     }
 }

@@ -24,8 +24,8 @@
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
 //! their place in the partitioned buffer, and the re-run after it grows reads them there.
 //! Partitions with more groups than a shared table holds fold in key ranges (`size`): each
-//! range reads the partition's rows and takes the keys whose hash bits below the partition's
-//! fall in it.
+//! range reads the partition's rows and takes the keys whose hash below the partition's bits
+//! (a direct table: whose offset in the partition) falls in it.
 
 use std::fmt::Write;
 
@@ -86,7 +86,7 @@ const PARTITION_HEADROOM: u64 = 2;
 const MOST_RANGES: u64 = 16;
 
 /// The key ranges a partition's hash fold splits into (`KernelSpec::copies` of the
-/// partitioned placement): one where a partition's groups fit a table of `fit` slots at the
+/// partitioned placement; a direct fold's are its partition's key range over its slots): one where a partition's groups fit a table of `fit` slots at the
 /// fill limit, else the fewest (at most [`MOST_RANGES`]) whose share does. A range is the
 /// hash below the partition's bits scaled to the ranges (`h * R / 2^64`), and the probe
 /// starts from what the scaling leaves (`h * R mod 2^64`), so any count splits evenly.
@@ -148,7 +148,10 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// partition's rows and skips the rest, so a row is read once per range but updates a shared
 /// table, where over the limit it went on to the device-memory table (beyond L2 from 2^22
 /// groups: 8.7 Grows/s at 2^22 scattered groups, 5.9 at 2^24, H100, db36ea0). Not yet
-/// measured: the ranges' rows are reread from L2 only where their blocks run together.
+/// measured: the ranges' rows are reread from L2 only where their blocks run together. A
+/// direct table splits its partition's key range the same way, into as many ranges of its
+/// slots as the range needs (at most [`MOST_RANGES`]), where keys past the table's slots went
+/// to the device-memory table (2^24 dense groups: 11.5 Grows/s).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
     let key_words = match index {
@@ -172,7 +175,12 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
         }
         Index::Direct => {
             let want = 1 << direct_shift(room.domain);
-            (pow2_floor(shared / bytes).min(want), 1)
+            let slots = pow2_floor(shared / bytes).min(want);
+            let ranges = match room.key_ranges {
+                Some(r) => r.clamp(1, MOST_RANGES),
+                None => (want / slots.max(1)).clamp(1, MOST_RANGES),
+            };
+            (slots, ranges)
         }
     };
     Some(match slots >= 64 {
@@ -195,12 +203,9 @@ pub(super) fn scratch_slots(spec: &KernelSpec) -> (u64, u64) {
     }
 }
 
-/// Key ranges of a hash fold (at least one; [`key_ranges`]).
+/// Key ranges of a fold (at least one; [`size`]).
 fn ranges(spec: &KernelSpec) -> u64 {
-    match spec.strategy.index() {
-        Index::Hashed => u64::from(spec.copies.max(1)),
-        Index::Direct => 1,
-    }
+    u64::from(spec.copies.max(1))
 }
 
 pub(super) fn shared_bytes(spec: &KernelSpec) -> u64 {
@@ -255,12 +260,16 @@ pub(super) fn body(spec: &KernelSpec) -> String {
   const unsigned pshift = (unsigned)aux[2 * PARTS + 1];
 "
             .to_string(),
+            // Range r holds offsets [r * SC, (r + 1) * SC); the last also takes those past all
+            // ranges, which go on to the device-memory table.
             "        const u64 off = key[0] - kbase;
-             if (off < SC) update_slot<true, true, true>(lwords, SC, off, in, mask);
+             if (FR > 1 && (off / SC < FR ? off / SC : FR - 1) != krange) continue;
+             const u64 loff = off - krange * SC;
+             if (loff < SC) update_slot<true, true, true>(lwords, SC, loff, in, mask);
              else update_slot<true>(gt + key[0] * GS, 1, 0, in, mask);
 "
             .to_string(),
-            "      merge_slot<true, false, true>(gt + (kbase + ls) * GS, 1, 0, lwords, SC, ls);
+            "      merge_slot<true, false, true>(gt + (kbase + krange * SC + ls) * GS, 1, 0, lwords, SC, ls);
 "
             .to_string(),
         ),

@@ -554,6 +554,43 @@ fn fold_tables_and_key_ranges_match_the_reference() {
     }
 }
 
+/// perfect_partitioned where a partition's keys are more than its shared table's slots: dense
+/// keys over 2^22 values leave a partition 16,384 keys, and a table of 44-byte slots (COUNT(*)
+/// and two sums) holds 4,096, so the planner's fold takes four key ranges of them; one range
+/// sends the keys past its slots to the device-memory table; three split unevenly, the last
+/// taking the rest. NULL keys among them. All equal the reference.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn direct_fold_key_ranges_match_the_reference() {
+    if !have_gpu() {
+        return;
+    }
+    let (rows, domain) = (3_000_000usize, 1u64 << 22);
+    let mut r = xorshift(0xd1ec7);
+    let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter((0..rows).map(|_| {
+        let k = r() % domain;
+        (r() % 100 >= 5).then_some(k as i64)
+    })))];
+    let (vals, aggs) = values(rows, 5, 0xd1ec7);
+    // COUNT(*), SUM(i64), SUM(f64).
+    let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
+    let c = case(keys, vals, &aggs, 2);
+    let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+    for key_ranges in [None, Some(1), Some(3)] {
+        let opts = GpuOptions {
+            strategy: Some(GpuStrategy::PERFECT_PARTITIONED),
+            params: GpuParams {
+                key_ranges,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+        let out = p.run().unwrap();
+        same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{key_ranges:?}: {e}"));
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn streams_inputs_many_times_the_memory_limit() {
