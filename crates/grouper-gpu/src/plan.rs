@@ -704,9 +704,10 @@ mod tests {
             let c = choose(&opts, &l, &[], 1, demand, &info).unwrap();
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
         }
-        // A partition's groups over a whole SM's table at its fill limit: its fold takes key
-        // ranges, the fewest (to 16) whose share fits; the user may fix them.
-        for (log2, ranges) in [(16, 1), (19, 1), (20, 2), (22, 5), (24, 16), (28, 16)] {
+        // A partition's groups over a whole SM's table at its fill limit (with a quarter to
+        // spare): its fold takes key ranges, the fewest (to 16) whose share fits; the user may
+        // fix them.
+        for (log2, ranges) in [(16, 1), (19, 1), (20, 2), (22, 6), (24, 16), (28, 16)] {
             let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
             let c = choose(&opts, &l, &[], 1, demand, &info).unwrap();
             assert_eq!(c.copies, ranges, "2^{log2}: {c:?}");
@@ -737,10 +738,20 @@ mod tests {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
             let c = choose(&direct, &l, &[], 1, demand, &info).unwrap();
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
-            // Key ranges: a partition's 2^(log2 - 8) keys over the table's slots.
-            let ranges = ((1u64 << (log2 - 8)) / want).max(1);
-            assert_eq!(u64::from(c.copies), ranges, "2^{log2}: {c:?}");
+            // One key range until more are measured.
+            assert_eq!(c.copies, 1, "2^{log2}: {c:?}");
         }
         assert_eq!(whole_sm, 8192);
+        // Fixed: a partition's 65,536 keys at 2^24 in 8 ranges of 8,192 slots.
+        let fixed = GpuOptions {
+            params: GpuParams {
+                key_ranges: Some(8),
+                ..direct.params
+            },
+            ..direct.clone()
+        };
+        let demand = Demand::uniform(1 << 24, 1 << 24, 1 << 28);
+        let c = choose(&fixed, &l, &[], 1, demand, &info).unwrap();
+        assert_eq!((c.copies, c.local_slots), (8, 8192), "{c:?}");
     }
 }

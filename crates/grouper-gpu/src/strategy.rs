@@ -207,8 +207,8 @@ pub struct GpuParams {
     pub probing: Probing,
     /// Initial capacity of the global hash table in groups (the estimate when `None`).
     pub initial_groups: Option<u64>,
-    /// `hash_partitioned`: the key ranges a partition's fold splits into, each read of the
-    /// partition's rows folding one range's groups (at most 16; the planner's when `None`),
+    /// The partitioned strategies: the key ranges a partition's fold splits into, each read of
+    /// the partition's rows folding one range's groups (at most 16; the planner's when `None`),
     /// to weigh the sizing rule.
     pub key_ranges: Option<u32>,
 }

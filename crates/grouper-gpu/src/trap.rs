@@ -244,7 +244,7 @@ fn launch_rows(
         // Its shape, which a failed launch (an invalid argument) does not name.
         GrouperError::Gpu(format!(
             "launching agg_rows of {} ({} blocks of {} threads, {} bytes of shared memory, {} \
-             slots, {} copies): {e}",
+             slots, {} copies or key ranges): {e}",
             v.spec.strategy, v.blocks, v.spec.threads, v.shared, v.spec.local_slots, v.spec.copies
         ))
     })?;

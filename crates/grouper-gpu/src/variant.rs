@@ -39,6 +39,8 @@ pub(crate) struct Variant {
     /// Dynamic shared bytes of `agg_rows` and `agg_list` (`placement::shared_bytes` of the
     /// spec, which each launch passes).
     pub(crate) shared: u64,
+    /// Rows of the input's largest chunk, which bound the partitioned placement's spills.
+    pub(crate) chunk_rows: u64,
 }
 
 impl Variant {
@@ -120,6 +122,7 @@ impl Variant {
             partitioning,
             blocks,
             shared,
+            chunk_rows: input.batch_rows as u64,
         };
         Ok((variant, choice, compiled))
     }
@@ -136,16 +139,21 @@ impl Variant {
     /// Slots of spilled entries (shared or private tables that filled) one launch may write,
     /// and slots of per-thread private tables.
     fn scratch_slots(&self) -> (u64, u64) {
-        self.spec
-            .strategy
-            .placement()
-            .scratch_slots(self.blocks as u64, &self.spec)
+        self.spec.strategy.placement().scratch_slots(
+            self.blocks as u64,
+            &self.spec,
+            self.chunk_rows,
+        )
     }
 
     /// Blocks of this shape whose scratch buffers fit in `bytes` of GPU memory, at least one
     /// and at most its own: where a memory limit is tight a smaller grid still covers every
     /// row (the kernels stride over the chunk), while each block keeps its spill room.
     pub(crate) fn blocks_within(&self, bytes: u64, width: u64) -> u32 {
+        // The partitioned placement's spill room is the chunk's, whatever the blocks.
+        if self.spec.strategy.placement() == Placement::Partitioned {
+            return self.blocks;
+        }
         let (spill, private) = self.scratch_slots();
         let blocks = u64::from(self.blocks.max(1));
         let per_block = (8 * (width + 1) * spill + 8 * width * private).div_ceil(blocks);

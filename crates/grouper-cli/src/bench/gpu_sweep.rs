@@ -69,7 +69,8 @@ pub struct GpuSweepArgs {
     /// Threads per block (default the planner's choice), to weigh a sizing rule.
     #[arg(long)]
     threads_per_block: Option<u32>,
-    /// Key ranges of `hash_partitioned`'s fold (default the planner's), to weigh its rule.
+    /// Key ranges of the partitioned strategies' fold (default the planner's), to weigh its
+    /// rule.
     #[arg(long)]
     key_ranges: Option<u32>,
 }

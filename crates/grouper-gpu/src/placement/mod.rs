@@ -54,7 +54,7 @@ pub(crate) struct Room<'a> {
     pub(crate) fill: f64,
     /// Bytes a direct table in device memory may take.
     pub(crate) direct_room: u64,
-    /// Key ranges of a partitioned hash fold, where the user fixed them.
+    /// Key ranges of a partitioned fold, where the user fixed them.
     pub(crate) key_ranges: Option<u64>,
 }
 
@@ -177,13 +177,13 @@ impl Placement {
         }
     }
 
-    /// Slots of spilled entries (tables that filled) a launch of `blocks` blocks may write,
-    /// and slots of per-thread private tables.
-    pub(crate) fn scratch_slots(self, blocks: u64, spec: &KernelSpec) -> (u64, u64) {
+    /// Slots of spilled entries (tables that filled) a launch of `blocks` blocks over chunks
+    /// of at most `rows` rows may write, and slots of per-thread private tables.
+    pub(crate) fn scratch_slots(self, blocks: u64, spec: &KernelSpec, rows: u64) -> (u64, u64) {
         match self {
             Placement::Block => block::scratch_slots(blocks, spec),
             Placement::Private => private::scratch_slots(blocks, spec),
-            Placement::Partitioned => partitioned::scratch_slots(spec),
+            Placement::Partitioned => partitioned::scratch_slots(spec, rows),
             _ => (1, 0),
         }
     }

@@ -86,13 +86,21 @@ const PARTITION_HEADROOM: u64 = 2;
 const MOST_RANGES: u64 = 16;
 
 /// The key ranges a partition's hash fold splits into (`KernelSpec::copies` of the
-/// partitioned placement; a direct fold's are its partition's key range over its slots): one where a partition's groups fit a table of `fit` slots at the
-/// fill limit, else the fewest (at most [`MOST_RANGES`]) whose share does. A range is the
-/// hash below the partition's bits scaled to the ranges (`h * R / 2^64`), and the probe
-/// starts from what the scaling leaves (`h * R mod 2^64`), so any count splits evenly.
+/// partitioned placement): one where a partition's groups, `need` slots at the fill limit,
+/// fit a table of `fit` slots with [`RANGE_MARGIN`] to spare, else the fewest (at most
+/// [`MOST_RANGES`]) whose share does. A range is the hash below the partition's bits scaled to
+/// the ranges (`h * R / 2^64`), and the probe starts from what the scaling leaves
+/// (`h * R mod 2^64`), so any count splits evenly.
 pub(crate) fn key_ranges(need: u64, fit: u64) -> u64 {
-    need.div_ceil(fit.max(1)).clamp(1, MOST_RANGES)
+    ((need as f64 * RANGE_MARGIN / fit.max(1) as f64).ceil() as u64).clamp(1, MOST_RANGES)
 }
+
+/// How far a range's average groups keep under its table's fill limit: partitions' and
+/// ranges' groups spread about their average and the estimate errs, and a table at its limit
+/// sends the rest of its rows to the device-memory table (`size`: 2^16 groups sized to their
+/// average at the limit ran 17.3 ms against 8.8 with room). 1.25 keeps one range at 2^20
+/// scattered groups of 20-byte slots, measured at 10.7 ms (8,192 slots of need in 11,328).
+const RANGE_MARGIN: f64 = 1.25;
 
 /// Rows per thread of a scatter tile: tiles of 2,048 rows (runs of eight rows a partition on
 /// average), unless the rows' words would not fit the registers a thread of the block has (64K
@@ -149,9 +157,11 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// table, where over the limit it went on to the device-memory table (beyond L2 from 2^22
 /// groups: 8.7 Grows/s at 2^22 scattered groups, 5.9 at 2^24, H100, db36ea0). Not yet
 /// measured: the ranges' rows are reread from L2 only where their blocks run together. A
-/// direct table splits its partition's key range the same way, into as many ranges of its
-/// slots as the range needs (at most [`MOST_RANGES`]), where keys past the table's slots went
-/// to the device-memory table (2^24 dense groups: 11.5 Grows/s).
+/// direct table can split its partition's key range the same way, in ranges of its slots
+/// (`GpuParams::key_ranges`, at most [`MOST_RANGES`]; the last takes the keys past them all to
+/// the device-memory table), to weigh against keys past the table's slots going there (2^24
+/// dense groups: 11.5 Grows/s under `perfect_global`); the planner takes one range until
+/// that is measured.
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
     let key_words = match index {
@@ -176,10 +186,10 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
         Index::Direct => {
             let want = 1 << direct_shift(room.domain);
             let slots = pow2_floor(shared / bytes).min(want);
-            let ranges = match room.key_ranges {
-                Some(r) => r.clamp(1, MOST_RANGES),
-                None => (want / slots.max(1)).clamp(1, MOST_RANGES),
-            };
+            // Only where the user fixes them, until measured: at 2^22 dense groups one pass
+            // over a table covering half a partition's keys beat perfect_global (3.57 ms
+            // against 4.78, 2^26 rows, 140f7c6), where two ranges would read every row twice.
+            let ranges = room.key_ranges.map_or(1, |r| r.clamp(1, MOST_RANGES));
             (slots, ranges)
         }
     };
@@ -195,10 +205,16 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
 
 /// Spill room: each stretch flushes its hash table once in each key range, and a partition's
 /// rows make at most one stretch more than its share of n / [`PARTS`] would, so at most
-/// 2 · [`PARTS`] stretches (a direct table never fills, so it spills nothing).
-pub(super) fn scratch_slots(spec: &KernelSpec) -> (u64, u64) {
+/// 2 · [`PARTS`] stretches; and a spilled slot holds at least one of the chunk's `rows`, each
+/// folded in one range's job, so no more spill than rows (16 ranges of 8,000 slots would have
+/// asked 65.5 million slots, 2.6 GB at four words a state). A direct table never fills, so it
+/// spills nothing.
+pub(super) fn scratch_slots(spec: &KernelSpec, rows: u64) -> (u64, u64) {
     match spec.strategy.index() {
-        Index::Hashed => (2 * PARTS * ranges(spec) * spec.local_slots.max(1), 0),
+        Index::Hashed => {
+            let stretches = 2 * PARTS * ranges(spec) * spec.local_slots.max(1);
+            (stretches.min(rows.max(1)), 0)
+        }
         Index::Direct => (1, 0),
     }
 }

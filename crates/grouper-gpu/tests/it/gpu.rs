@@ -446,17 +446,21 @@ fn tiny_tables_trap_grow_and_resume() {
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
         // `sorted` lists the rows of the runs the full table could not take, in sorted order;
         // `partitioned` lists them by their place among the partitioned rows.
-        for s in [
-            GpuStrategy::GLOBAL,
-            GpuStrategy::BLOCK_LOCAL,
-            GpuStrategy::THREAD_PRIVATE,
-            GpuStrategy::SORTED,
-            GpuStrategy::HASH_PARTITIONED,
+        // hash_partitioned twice: in the planner's one key range, and in three, whose jobs
+        // each list and spill their own rows.
+        for (s, key_ranges) in [
+            (GpuStrategy::GLOBAL, None),
+            (GpuStrategy::BLOCK_LOCAL, None),
+            (GpuStrategy::THREAD_PRIVATE, None),
+            (GpuStrategy::SORTED, None),
+            (GpuStrategy::HASH_PARTITIONED, None),
+            (GpuStrategy::HASH_PARTITIONED, Some(3)),
         ] {
             let opts = GpuOptions {
                 strategy: Some(s),
                 params: GpuParams {
                     initial_groups: Some(1),
+                    key_ranges,
                     ..Default::default()
                 },
                 batch_rows: 50_000,
@@ -464,12 +468,16 @@ fn tiny_tables_trap_grow_and_resume() {
             };
             let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
             let out = p.run().unwrap();
-            assert!(out.report.grows > 0, "{s}: the tiny table never grew");
-            same_groups(&expected, &out.columns, 2).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert!(
+                out.report.grows > 0,
+                "{s} {key_ranges:?}: the tiny table never grew"
+            );
+            same_groups(&expected, &out.columns, 2)
+                .unwrap_or_else(|e| panic!("{s} {key_ranges:?}: {e}"));
             // a second run on the same prepared query gives the same answer
             let again = p.run().unwrap();
             same_groups(&expected, &again.columns, 2)
-                .unwrap_or_else(|e| panic!("{s} (rerun): {e}"));
+                .unwrap_or_else(|e| panic!("{s} {key_ranges:?} (rerun): {e}"));
         }
     }
 }
@@ -507,12 +515,12 @@ fn block_tables_with_copies_or_a_whole_sm_match_the_reference() {
 
 /// hash_partitioned's fold tables where twice a partition's groups need more slots than a
 /// whole SM holds: the table then takes every slot that fits, a count that is not a power of
-/// two (with COUNT(*) and two sums, 52-byte slots: ~4,400 on an H100 or H200), probed from the
-/// hash scaled to it (from ~282,000 groups). 400,000 groups in 2 million rows (~1,550 a
-/// partition) stay under such a table's fill limit (~2,200). 3 million in 4 million (~8,600 a
-/// partition) are over it: the planner folds them in four key ranges; in one they fill the
-/// table and send the rest of a partition's rows to the global table; three ranges split by a
-/// count that is not a power of two. All equal the reference.
+/// two (with COUNT(*) and two sums, 52-byte slots: 4,288 on an H100 or H200, a fill limit of
+/// 2,144), probed from the hash scaled to it (from ~270,000 groups). 400,000 groups in 2
+/// million rows (~1,550 a partition) stay under that limit in one key range. 3 million in 4
+/// million (~8,400 a partition) are over it: the planner folds them in five key ranges; in
+/// one they fill the table and send the rest of a partition's rows to the global table; three
+/// ranges split by a count that is not a power of two. All equal the reference.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn fold_tables_and_key_ranges_match_the_reference() {
@@ -556,16 +564,19 @@ fn fold_tables_and_key_ranges_match_the_reference() {
 
 /// perfect_partitioned where a partition's keys are more than its shared table's slots: dense
 /// keys over 2^22 values leave a partition 16,384 keys, and a table of 44-byte slots (COUNT(*)
-/// and two sums) holds 4,096, so the planner's fold takes four key ranges of them; one range
-/// sends the keys past its slots to the device-memory table; three split unevenly, the last
-/// taking the rest. NULL keys among them. All equal the reference.
+/// and two sums) holds 4,096. In the planner's one key range the keys past the slots update
+/// the device-memory table; four ranges cover them; three split unevenly, the last sending
+/// the keys past them all to the device-memory table. NULL keys among them. All equal the
+/// reference.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn direct_fold_key_ranges_match_the_reference() {
     if !have_gpu() {
         return;
     }
-    let (rows, domain) = (3_000_000usize, 1u64 << 22);
+    // Keys below 2^22 - 2: with the NULL key's slot the domain stays under 2^22, so a
+    // partition holds 2^14 keys.
+    let (rows, domain) = (3_000_000usize, (1u64 << 22) - 2);
     let mut r = xorshift(0xd1ec7);
     let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter((0..rows).map(|_| {
         let k = r() % domain;
@@ -576,7 +587,7 @@ fn direct_fold_key_ranges_match_the_reference() {
     let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
     let c = case(keys, vals, &aggs, 2);
     let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
-    for key_ranges in [None, Some(1), Some(3)] {
+    for key_ranges in [None, Some(4), Some(3)] {
         let opts = GpuOptions {
             strategy: Some(GpuStrategy::PERFECT_PARTITIONED),
             params: GpuParams {
@@ -588,6 +599,8 @@ fn direct_fold_key_ranges_match_the_reference() {
         let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
         let out = p.run().unwrap();
         same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{key_ranges:?}: {e}"));
+        // 4,096 slots of 44 bytes, whatever the ranges.
+        assert_eq!(out.report.shared_bytes, 4096 * 44, "{key_ranges:?}");
     }
 }
 
