@@ -38,6 +38,9 @@ pub struct GpuReport {
     pub threads: u32,
     /// Dynamic shared memory per block.
     pub shared_bytes: u64,
+    /// Copies of a block's shared table (`perfect_shared`, `block_local`), or the key ranges
+    /// of a partitioned fold (0 where the placement has neither).
+    pub copies: u32,
     /// NVRTC compile and module load, ms.
     pub compile_ms: f64,
     /// Which cache served the kernels.

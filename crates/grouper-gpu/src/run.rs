@@ -147,6 +147,7 @@ impl Prepared {
             blocks: planned.blocks,
             threads: planned.spec.threads,
             shared_bytes: crate::placement::shared_bytes(&planned.spec),
+            copies: planned.spec.copies,
             compile_ms: compiled.compile_ms,
             cache: compiled.source,
             upload_ms: input.upload_ms,
