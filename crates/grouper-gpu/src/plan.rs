@@ -207,11 +207,17 @@ pub(crate) fn choose(
         // range of the device-memory table at a time, which L2 holds. It pays where the shared
         // table covers at least half a partition's keys: on the H100 (2^26 rows, 140f7c6)
         // 3.57 ms against perfect_global's 4.78 at 2^22 dense groups (half covered), 6.79
-        // against 5.83 at 2^24 (an eighth).
+        // against 5.83 at 2^24 (an eighth). Key ranges cover more of a partition, each
+        // rereading its rows: at 2^24 (2^28 rows) four ranges covering half took 14.4 ms
+        // against perfect_global's 23.6 (`gpu-sweep-h100-2p28-key-ranges.json`).
         let table_bytes = domain.saturating_mul(8 * w);
         let covered = Placement::Partitioned
             .size(Index::Direct, &room)
-            .is_some_and(|z| z.local_slots.saturating_mul(2 * PARTS) >= domain);
+            .is_some_and(|z| {
+                z.local_slots
+                    .saturating_mul(u64::from(z.copies.max(1)) * 2 * PARTS)
+                    >= domain
+            });
         if table_bytes > info.l2_bytes && covered {
             return pick(
                 GpuStrategy::PERFECT_PARTITIONED,
@@ -524,8 +530,8 @@ mod tests {
 
     /// Dense keys without a profile: a shared table wherever one copy fits a block (2^14
     /// groups of a count and a sum, narrow: 192 KiB), the device-memory table beyond, and
-    /// partitioned where that table is beyond L2 and a partition's keys at least half fit a
-    /// block's shared table.
+    /// partitioned where that table is beyond L2 and a block's shared tables, in up to 16 key
+    /// ranges, cover at least half a partition's keys.
     #[test]
     fn dense_keys_take_shared_then_global_then_partitioned_tables() {
         let info = h100();
@@ -537,7 +543,10 @@ mod tests {
             (15, GpuStrategy::PERFECT_GLOBAL),
             (20, GpuStrategy::PERFECT_GLOBAL),
             (22, GpuStrategy::PERFECT_PARTITIONED),
-            (24, GpuStrategy::PERFECT_GLOBAL),
+            // Key ranges cover half of each partition's keys (four at 2^24); at 2^28 sixteen
+            // cover less.
+            (24, GpuStrategy::PERFECT_PARTITIONED),
+            (28, GpuStrategy::PERFECT_GLOBAL),
         ] {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
             let c = choose(&opts, &layout(1), &[true, true], 1, demand, &info).unwrap();
@@ -734,12 +743,18 @@ mod tests {
         let direct = forced(GpuStrategy::PERFECT_PARTITIONED);
         let slot = crate::placement::narrow_slot_bytes(0, 2);
         let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024 - fold) / slot);
-        for (log2, want) in [(16, 256), (20, 4096.min(whole_sm)), (24, whole_sm)] {
+        // Key ranges: the fewest whose tables cover half a partition's keys (2^24: 65,536
+        // keys, 4 ranges of 8,192 slots).
+        for (log2, want, ranges) in [
+            (16, 256, 1),
+            (20, 4096.min(whole_sm), 1),
+            (22, whole_sm, 1),
+            (24, whole_sm, 4),
+        ] {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
             let c = choose(&direct, &l, &[], 1, demand, &info).unwrap();
             assert_eq!((c.threads, c.local_slots), (1024, want), "2^{log2}: {c:?}");
-            // One key range until more are measured.
-            assert_eq!(c.copies, 1, "2^{log2}: {c:?}");
+            assert_eq!(c.copies, ranges, "2^{log2}: {c:?}");
         }
         assert_eq!(whole_sm, 8192);
         // Fixed: a partition's 65,536 keys at 2^24 in 8 ranges of 8,192 slots.

@@ -95,6 +95,17 @@ pub(crate) fn key_ranges(need: u64, fit: u64) -> u64 {
     ((need as f64 * RANGE_MARGIN / fit.max(1) as f64).ceil() as u64).clamp(1, MOST_RANGES)
 }
 
+/// The key ranges of a direct fold: the fewest (at most [`MOST_RANGES`]) whose tables of
+/// `slots` cover half a partition's `keys`; the keys past them update the device-memory table.
+/// A range reads every row of its partition, and half the keys in shared tables was measured
+/// to win over full cover: on the H100 at 2^24 dense groups (2^28 rows, 65,536 keys a
+/// partition, 8,192 slots) 14.4 ms in 4 ranges against 17.8 in 2, 18.2 in 8 (all keys) and
+/// 22.3 in 1; `perfect_global` took 23.6 (`gpu-sweep-h100-2p28-key-ranges.json`). At 2^22 one
+/// range covers half (3.57 ms against `perfect_global`'s 4.78 at 2^26 rows, 140f7c6).
+pub(crate) fn direct_key_ranges(keys: u64, slots: u64) -> u64 {
+    keys.div_ceil(2 * slots.max(1)).clamp(1, MOST_RANGES)
+}
+
 /// How far a range's average groups keep under its table's fill limit: partitions' and
 /// ranges' groups spread about their average and the estimate errs, and a table at its limit
 /// sends the rest of its rows to the device-memory table (`size`: 2^16 groups sized to their
@@ -154,14 +165,14 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// Where even that leaves a partition's groups over the table's fill limit, its fold splits
 /// into key ranges ([`key_ranges`]): a block folds one range's groups of a piece of the
 /// partition's rows and skips the rest, so a row is read once per range but updates a shared
-/// table, where over the limit it went on to the device-memory table (beyond L2 from 2^22
-/// groups: 8.7 Grows/s at 2^22 scattered groups, 5.9 at 2^24, H100, db36ea0). Not yet
-/// measured: the ranges' rows are reread from L2 only where their blocks run together. A
-/// direct table can split its partition's key range the same way, in ranges of its slots
-/// (`GpuParams::key_ranges`, at most [`MOST_RANGES`]; the last takes the keys past them all to
-/// the device-memory table), to weigh against keys past the table's slots going there (2^24
-/// dense groups: 11.5 Grows/s under `perfect_global`); the planner takes one range until
-/// that is measured.
+/// table, where over the limit it went on to the device-memory table, beyond L2 from 2^22
+/// groups. On the H100 at 2^28 rows (`gpu-sweep-h100-2p28-key-ranges.json`): 2^22 scattered
+/// groups 18.4 ms in the planner's 4 ranges against 30.2 in one (2: 35.1, 8: 23.6, 16: 23.0);
+/// 2^24 39.6 in 15 against 45.2 (2: 55.9, 8: 89.2, their tables over the limit; 16: 41.0).
+/// The rereads are not free: a chunk's fold took 2.6-3.0 ms in 4 ranges at 2^22, ~1.1 in one
+/// at 2^20 (Nsight Compute, 2^26-row chunks). A direct table splits its partition's key range
+/// the same way, in ranges of its slots ([`direct_key_ranges`]; the last takes the keys past
+/// them all to the device-memory table).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     let global = super::global::size(index, room)?;
     let key_words = match index {
@@ -186,10 +197,10 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
         Index::Direct => {
             let want = 1 << direct_shift(room.domain);
             let slots = pow2_floor(shared / bytes).min(want);
-            // Only where the user fixes them, until measured: at 2^22 dense groups one pass
-            // over a table covering half a partition's keys beat perfect_global (3.57 ms
-            // against 4.78, 2^26 rows, 140f7c6), where two ranges would read every row twice.
-            let ranges = room.key_ranges.map_or(1, |r| r.clamp(1, MOST_RANGES));
+            let ranges = room
+                .key_ranges
+                .unwrap_or_else(|| direct_key_ranges(want, slots))
+                .clamp(1, MOST_RANGES);
             (slots, ranges)
         }
     };
