@@ -208,7 +208,7 @@ pub(crate) fn choose(
         // table covers at least half a partition's keys: on the H100 (2^26 rows, 140f7c6)
         // 3.57 ms against perfect_global's 4.78 at 2^22 dense groups (half covered), 6.79
         // against 5.83 at 2^24 (an eighth). Key ranges cover more of a partition, each
-        // rereading its rows: at 2^24 (2^28 rows) four ranges covering half took 14.4 ms
+        // rereading its rows: at 2^24 (2^28 rows) four ranges covering all of it took 14.4 ms
         // against perfect_global's 23.6 (`gpu-sweep-h100-2p28-key-ranges.json`).
         let table_bytes = domain.saturating_mul(8 * w);
         let covered = Placement::Partitioned
@@ -543,8 +543,8 @@ mod tests {
             (15, GpuStrategy::PERFECT_GLOBAL),
             (20, GpuStrategy::PERFECT_GLOBAL),
             (22, GpuStrategy::PERFECT_PARTITIONED),
-            // Key ranges cover half of each partition's keys (four at 2^24); at 2^28 sixteen
-            // cover less.
+            // Key ranges cover each partition's keys (four at 2^24); at 2^28 sixteen cover a
+            // quarter, under half.
             (24, GpuStrategy::PERFECT_PARTITIONED),
             (28, GpuStrategy::PERFECT_GLOBAL),
         ] {
@@ -743,13 +743,14 @@ mod tests {
         let direct = forced(GpuStrategy::PERFECT_PARTITIONED);
         let slot = crate::placement::narrow_slot_bytes(0, 2);
         let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024 - fold) / slot);
-        // Key ranges: the fewest whose tables cover half a partition's keys (2^24: 65,536
-        // keys, 4 ranges of 8,192 slots).
+        // Key ranges: the fewest whose tables cover a partition's keys (2^24: 65,536 keys, 8
+        // ranges of 8,192 slots), at most 16.
         for (log2, want, ranges) in [
             (16, 256, 1),
             (20, 4096.min(whole_sm), 1),
-            (22, whole_sm, 1),
-            (24, whole_sm, 4),
+            (22, whole_sm, 2),
+            (24, whole_sm, 8),
+            (26, whole_sm, 16),
         ] {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
             let c = choose(&direct, &l, &[], 1, demand, &info).unwrap();

@@ -96,14 +96,15 @@ pub(crate) fn key_ranges(need: u64, fit: u64) -> u64 {
 }
 
 /// The key ranges of a direct fold: the fewest (at most [`MOST_RANGES`]) whose tables of
-/// `slots` cover half a partition's `keys`; the keys past them update the device-memory table.
-/// A range reads every row of its partition, and half the keys in shared tables was measured
-/// to win over full cover: on the H100 at 2^24 dense groups (2^28 rows, 65,536 keys a
-/// partition, 8,192 slots) 14.4 ms in 4 ranges against 17.8 in 2, 18.2 in 8 (all keys) and
-/// 22.3 in 1; `perfect_global` took 23.6 (`gpu-sweep-h100-2p28-key-ranges.json`). At 2^22 one
-/// range covers half (3.57 ms against `perfect_global`'s 4.78 at 2^26 rows, 140f7c6).
+/// `slots` cover a partition's `keys`; past 16, the keys past them update the device-memory
+/// table. A range rereads its partition's rows (at about the DRAM rate: at 2^20 scattered
+/// groups each extra range of a hash fold added ~1.5 ms to 2^28 rows), yet a shared table for
+/// every key won: on the H100 at 2^24 dense groups (2^28 rows, 65,536 keys a partition, 16,384
+/// slots of 12 bytes) 14.4 ms in 4 ranges against 17.8 in 2 (half the keys), 22.3 in 1, 18.2
+/// in 8 (half of them empty) and `perfect_global`'s 23.6
+/// (`gpu-sweep-h100-2p28-key-ranges.json`).
 pub(crate) fn direct_key_ranges(keys: u64, slots: u64) -> u64 {
-    keys.div_ceil(2 * slots.max(1)).clamp(1, MOST_RANGES)
+    keys.div_ceil(slots.max(1)).clamp(1, MOST_RANGES)
 }
 
 /// How far a range's average groups keep under its table's fill limit: partitions' and
