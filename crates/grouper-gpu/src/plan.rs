@@ -6,7 +6,8 @@
 //! Order of decision: a forced strategy (checked); the device profile where it measured near
 //! the estimate; then Karnagel's regions — registers, shared memory, a hot key kept out of one
 //! device-memory table, a direct table in device memory for dense keys (partitioned where it is
-//! beyond L2 and half a partition's keys fit a block's shared table), per-block shared hash
+//! beyond L2 and a block's shared table covers a partition's keys in at most four key ranges),
+//! per-block shared hash
 //! tables up to [`PARTITION_PAST_BLOCK`] times the groups a block's table holds and partitioned
 //! hash tables past that, the global hash table where a block's would be too small.
 
@@ -78,6 +79,11 @@ impl Demand {
 /// groups against `block_local`'s 10.0, 8.8 against 10.2 at 2^16, and 10.6 against 7.6 at
 /// 2^14 (`gpu-sweep-h100-2p28-partitioned-headroom.json`).
 const PARTITION_PAST_BLOCK: f64 = 8.0;
+
+/// Most key ranges of a direct partitioned fold that the planner takes over `perfect_global`
+/// (each rereads the partition's rows): four won by 1.6x at 2^24 dense groups, sixteen lost by
+/// 1.25x at 2^26 (H100, 2^28 rows; `plan::choose`).
+const DIRECT_RANGES_THAT_PAY: u64 = 4;
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.
 pub(crate) fn choose(
@@ -204,19 +210,20 @@ pub(crate) fn choose(
     if global_direct_ok && domain <= groups.saturating_mul(4).max(rows).max(1 << 16) {
         // A direct table beyond L2 takes its atomics in device memory. Partitioned, a block
         // folds a partition's rows in its shared table, and the rest update a partition's
-        // range of the device-memory table at a time, which L2 holds. It pays where the shared
-        // table covers at least half a partition's keys: on the H100 (2^26 rows, 140f7c6)
-        // 3.57 ms against perfect_global's 4.78 at 2^22 dense groups (half covered), 6.79
-        // against 5.83 at 2^24 (an eighth). Key ranges cover more of a partition, each
-        // rereading its rows: at 2^24 (2^28 rows) four ranges covering all of it took 14.4 ms
-        // against perfect_global's 23.6 (`gpu-sweep-h100-2p28-key-ranges.json`).
+        // range of the device-memory table at a time, which L2 holds. It pays where shared
+        // tables cover a partition's keys in a few key ranges, each rereading its rows: on the
+        // H100 at 2^28 rows (16,384 slots a block) 8.8 ms in one range against perfect_global's
+        // 19.2 at 2^22 dense groups, 14.4 in four against 23.4 at 2^24, but 30.8 in sixteen
+        // against 24.6 at 2^26 (`gpu-sweep-h100-2p28-key-ranges.json`). One range covering
+        // half (2^26 rows, 140f7c6): 3.57 ms against 4.78 at 2^22, where an eighth lost (6.79
+        // against 5.83 at 2^24).
         let table_bytes = domain.saturating_mul(8 * w);
         let covered = Placement::Partitioned
             .size(Index::Direct, &room)
             .is_some_and(|z| {
-                z.local_slots
-                    .saturating_mul(u64::from(z.copies.max(1)) * 2 * PARTS)
-                    >= domain
+                let ranges = u64::from(z.copies.max(1));
+                ranges <= DIRECT_RANGES_THAT_PAY
+                    && z.local_slots.saturating_mul(ranges * PARTS) >= domain
             });
         if table_bytes > info.l2_bytes && covered {
             return pick(
@@ -530,8 +537,8 @@ mod tests {
 
     /// Dense keys without a profile: a shared table wherever one copy fits a block (2^14
     /// groups of a count and a sum, narrow: 192 KiB), the device-memory table beyond, and
-    /// partitioned where that table is beyond L2 and a block's shared tables, in up to 16 key
-    /// ranges, cover at least half a partition's keys.
+    /// partitioned where that table is beyond L2 and a block's shared tables, in up to four key
+    /// ranges, cover a partition's keys.
     #[test]
     fn dense_keys_take_shared_then_global_then_partitioned_tables() {
         let info = h100();
@@ -543,9 +550,9 @@ mod tests {
             (15, GpuStrategy::PERFECT_GLOBAL),
             (20, GpuStrategy::PERFECT_GLOBAL),
             (22, GpuStrategy::PERFECT_PARTITIONED),
-            // Key ranges cover each partition's keys (four at 2^24); at 2^28 sixteen cover a
-            // quarter, under half.
+            // Four key ranges cover each partition's keys at 2^24; sixteen at 2^26 lost.
             (24, GpuStrategy::PERFECT_PARTITIONED),
+            (26, GpuStrategy::PERFECT_GLOBAL),
             (28, GpuStrategy::PERFECT_GLOBAL),
         ] {
             let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);

@@ -17,9 +17,9 @@
 //! group once a stretch. A layout too wide for a shared table of 64 slots updates the
 //! device-memory table as `global` does, in partition order. Rows within a partition are in no
 //! particular order; the aggregate algebra does not need one. The planner picks the direct form
-//! where the global direct table is beyond L2 and a block's shared table covers at least half
-//! a partition's keys, and the hash form from 8 times the groups a block's shared hash table
-//! holds, the regions measured to win (`plan.rs`, docs/ARCHITECTURE.md).
+//! where the global direct table is beyond L2 and a block's shared table covers a partition's
+//! keys in at most four key ranges, and the hash form from 8 times the groups a block's shared
+//! hash table holds, the regions measured to win (`plan.rs`, docs/ARCHITECTURE.md).
 //!
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
 //! their place in the partitioned buffer, and the re-run after it grows reads them there.
