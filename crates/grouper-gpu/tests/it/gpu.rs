@@ -298,6 +298,18 @@ fn case(
     }
 }
 
+/// Options that force `strategy`, a partitioned one, with `key_ranges` (None: the planner's).
+pub(crate) fn in_key_ranges(strategy: GpuStrategy, key_ranges: Option<u32>) -> GpuOptions {
+    GpuOptions {
+        strategy: Some(strategy),
+        params: GpuParams {
+            key_ranges,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// Runs `query` with `strategy` (None: auto); `None` when the strategy does not apply.
 fn run_gpu(
     query: &GpuQuery,
@@ -547,14 +559,7 @@ fn fold_tables_and_key_ranges_match_the_reference() {
         let c = case(keys, vals, &aggs, 2);
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
         for (key_ranges, planned) in ranges.iter().cloned() {
-            let opts = GpuOptions {
-                strategy: Some(GpuStrategy::HASH_PARTITIONED),
-                params: GpuParams {
-                    key_ranges,
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
+            let opts = in_key_ranges(GpuStrategy::HASH_PARTITIONED, key_ranges);
             let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
             let out = p.run().unwrap();
             same_groups(&expected, &out.columns, 1)
@@ -600,14 +605,7 @@ fn direct_fold_key_ranges_match_the_reference() {
     let c = case(keys, vals, &aggs, 2);
     let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
     for key_ranges in [None, Some(2), Some(3)] {
-        let opts = GpuOptions {
-            strategy: Some(GpuStrategy::PERFECT_PARTITIONED),
-            params: GpuParams {
-                key_ranges,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let opts = in_key_ranges(GpuStrategy::PERFECT_PARTITIONED, key_ranges);
         let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
         let out = p.run().unwrap();
         same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{key_ranges:?}: {e}"));
