@@ -7,9 +7,9 @@
 //! the estimate; then Karnagel's regions — registers, shared memory, a hot key kept out of one
 //! device-memory table, a direct table in device memory for dense keys (partitioned where it is
 //! beyond L2 and a block's shared table covers a partition's keys in at most four key ranges),
-//! per-block shared hash
-//! tables up to [`PARTITION_PAST_BLOCK`] times the groups a block's table holds and partitioned
-//! hash tables past that, the global hash table where a block's would be too small.
+//! per-block shared hash tables up to [`PARTITION_PAST_BLOCK`] times the groups a block's table
+//! holds and partitioned hash tables past that, the global hash table where a block's would be
+//! too small.
 
 use crate::device::DeviceInfo;
 use crate::placement::{pow2_floor, Room, PARTS};

@@ -44,8 +44,8 @@ pub struct KernelSpec {
     /// Perfect strategies: number of direct-index slots.
     pub domain: u64,
     /// perfect_shared and block_local: copies of the table per block (a power of two ≤
-    /// threads); hash_partitioned: the key ranges a partition's fold splits into
-    /// (`placement::partitioned::key_ranges`).
+    /// threads); the partitioned strategies: the key ranges a partition's fold splits into
+    /// (`placement::partitioned::size`).
     pub copies: u32,
     /// block_local: shared slots (power of two); thread_private: private slots per thread.
     pub local_slots: u64,

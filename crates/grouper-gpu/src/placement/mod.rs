@@ -144,7 +144,7 @@ pub(crate) fn hash_slots_within(fit: u64) -> u64 {
 pub(crate) struct Sizing {
     /// Threads per block.
     pub(crate) threads: u32,
-    /// Copies of a block's shared table; for a partitioned hash fold, its key ranges.
+    /// Copies of a block's shared table; for a partitioned fold, its key ranges.
     pub(crate) copies: u32,
     /// Slots of a block's or a thread's hash table.
     pub(crate) local_slots: u64,

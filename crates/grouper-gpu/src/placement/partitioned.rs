@@ -80,9 +80,9 @@ pub(crate) fn direct_shift(cap: u64) -> u32 {
 /// ([`size`]).
 const PARTITION_HEADROOM: u64 = 2;
 
-/// Most key ranges a partition's hash fold splits into ([`size`]): each range's block reads
-/// all the partition's rows, so 16 ranges read a row 16 times (from L2 where the range's blocks
-/// run together).
+/// Most key ranges a partition's fold splits into ([`size`]): each range's block reads all
+/// the partition's rows, so 16 ranges read a row 16 times (at about the DRAM rate, measured:
+/// the blocks of one piece's ranges do not keep pace enough to share its rows in L2).
 const MOST_RANGES: u64 = 16;
 
 /// The key ranges a partition's hash fold splits into (`KernelSpec::copies` of the
@@ -188,10 +188,10 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
         Index::Hashed => {
             let fit = super::hash_slots_within(shared / bytes);
             let need = (room.groups as f64 / PARTS as f64 / room.fill) as u64;
-            let ranges = match room.key_ranges {
-                Some(r) => r.clamp(1, MOST_RANGES),
-                None => key_ranges(need, fit),
-            };
+            let ranges = room
+                .key_ranges
+                .unwrap_or_else(|| key_ranges(need, fit))
+                .clamp(1, MOST_RANGES);
             let want = pow2_at_least((need.div_ceil(ranges) * PARTITION_HEADROOM).max(64));
             (fit.min(want), ranges)
         }
@@ -333,9 +333,10 @@ pub(super) fn body(spec: &KernelSpec) -> String {
   scan_parts(aux, pstart);
   scan_parts(pieces, pitems);
   __syncthreads();
-  // A hash fold takes each piece once per key range (FR of them, by the hash below the
-  // partition's bits): consecutive jobs are the ranges of one piece, so blocks that read its
-  // rows at the same time share them in L2.
+  // A fold takes each piece once per key range (FR of them: by the hash below the
+  // partition's bits, or a direct key's offset in its partition). Consecutive jobs are the
+  // ranges of one piece, so that blocks reading its rows at the same time may share them in
+  // L2 (measured on the H100: rereads run at about the DRAM rate all the same).
   const u64 jobs = (pitems[PARTS - 1] + pieces[PARTS - 1]) * FR;
   for (u64 job = blockIdx.x; job < jobs; job += gridDim.x) {{
     const u64 it = job / FR, krange = job % FR;
