@@ -173,7 +173,7 @@ fn launch_rows(
     // The partitioned placement scatters a chunk's rows into partitions first; the
     // aggregation (and the re-run of rows a full table listed) reads them there.
     if let (None, Some((hist, scatter))) = (list, &v.partitioning) {
-        let words = placement::PARTITION_HEAD_WORDS + n * placement::partition_row_words(&v.spec);
+        let words = placement::partition_buffer_words(&v.spec, n);
         let rows = scratch.fit_parts(stream, words, budget)?;
         let err = gpu_err("partitioning rows");
         stream

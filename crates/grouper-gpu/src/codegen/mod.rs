@@ -37,6 +37,7 @@ mod hash;
 pub mod probing;
 pub mod rows;
 pub(crate) mod spec;
+pub(crate) mod stored;
 
 pub use spec::KernelSpec;
 

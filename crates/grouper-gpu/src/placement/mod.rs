@@ -18,9 +18,8 @@ mod sorted;
 #[cfg(test)]
 pub(crate) use partitioned::FOLD_STATIC_BYTES;
 pub(crate) use partitioned::{
-    direct_shift as partition_shift, kernels as partition_kernels,
-    row_words as partition_row_words, scatter_shared_bytes, HEAD_WORDS as PARTITION_HEAD_WORDS,
-    PARTS,
+    buffer_words as partition_buffer_words, direct_shift as partition_shift,
+    kernels as partition_kernels, scatter_shared_bytes, HEAD_WORDS as PARTITION_HEAD_WORDS, PARTS,
 };
 pub(crate) use private::private_tables_hold;
 pub(crate) use sorted::sort_keys_kernel;

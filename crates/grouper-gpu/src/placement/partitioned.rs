@@ -32,6 +32,7 @@ use std::fmt::Write;
 use super::{kept_words, narrow_init, narrow_slot_bytes, pow2_floor, Room, Sizing};
 use crate::codegen::rows::{FLUSH_SLOT, GLOBAL_UPDATE};
 use crate::codegen::spec::KernelSpec;
+use crate::codegen::stored::{input_storage, key_storage, Stored};
 use crate::strategy::Index;
 use crate::table::{fill_limit, pow2_at_least};
 
@@ -50,13 +51,43 @@ pub(crate) const HEAD_WORDS: u64 = 2 * PARTS + 8;
 /// of 28 bytes (224 KiB) and these 6 KiB would.
 pub(crate) const FOLD_STATIC_BYTES: u64 = 8 * (3 * PARTS + 1);
 
-/// Words of one partitioned row: its key words, its aggregate inputs, its NULL mask where an
-/// argument may be NULL (else every aggregate's bit is set in every row, and the row leaves the
-/// mask out: a key and a sum take 16 bytes, not 24, in the scatter's writes and the fold's reads).
-pub(crate) fn row_words(spec: &KernelSpec) -> u64 {
+/// Words a thread holds of one row before it is partitioned: its key words, its aggregate
+/// inputs, its NULL mask where it carries one (the registers [`tile_items`] budgets).
+fn row_words(spec: &KernelSpec) -> u64 {
     (spec.key_count()
         + crate::codegen::input_count(&spec.layout).max(1)
         + usize::from(carries_mask(spec))) as u64
+}
+
+/// How a partitioned row stores its words, in order: its key words, its aggregate inputs, its
+/// NULL mask where an argument may be NULL (else every aggregate's bit is set in every row, and
+/// the row leaves the mask out). Words known to be 32-bit values widened take one 32-bit half
+/// (`codegen::stored`): a dense u32 key and an f32 sum take 8 bytes, not 16, in the scatter's
+/// writes and in each key range's reads of the fold.
+fn row_storage(spec: &KernelSpec) -> Vec<Stored> {
+    let mut out = key_storage(spec);
+    out.extend(input_storage(spec));
+    if carries_mask(spec) {
+        out.push(match spec.layout.aggs.len() <= 32 {
+            true => Stored::ZeroExtended,
+            false => Stored::Whole,
+        });
+    }
+    out
+}
+
+/// 32-bit halves of one partitioned row ([`row_storage`]).
+fn row_halves(spec: &KernelSpec) -> u64 {
+    row_storage(spec)
+        .iter()
+        .map(|w| w.halves())
+        .sum::<u64>()
+        .max(1)
+}
+
+/// Words of the partitioned rows' buffer for a chunk of `rows`: the head, then the rows.
+pub(crate) fn buffer_words(spec: &KernelSpec, rows: u64) -> u64 {
+    HEAD_WORDS + (rows * row_halves(spec)).div_ceil(2)
 }
 
 /// Whether a partitioned row carries its NULL mask: where some aggregate's argument may be NULL
@@ -132,7 +163,7 @@ const STAGE_BYTES: u64 = 56 * 1024;
 /// written from registers).
 pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
     let tile = u64::from(spec.threads) * tile_items(spec, spec.threads);
-    let bytes = tile * (8 * row_words(spec) + 1);
+    let bytes = tile * (4 * row_halves(spec) + 1);
     if bytes <= STAGE_BYTES {
         bytes.next_multiple_of(8)
     } else {
@@ -372,6 +403,39 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     )
 }
 
+/// The bodies of `load_row` and `store_row`: each word of a row ([`row_storage`]) read from or
+/// written to its halves at `r`. Whole words come first, so where a row's halves are even
+/// (rows start 8-byte aligned) each is one 64-bit access, not two 32-bit ones.
+fn row_code(spec: &KernelSpec) -> (String, String) {
+    let (keys, inputs) = (
+        spec.key_count(),
+        crate::codegen::input_count(&spec.layout).max(1),
+    );
+    let (mut load, mut store) = (String::new(), String::new());
+    let storage = row_storage(spec);
+    let even = row_halves(spec).is_multiple_of(2);
+    let mut order: Vec<usize> = (0..storage.len()).collect();
+    order.sort_by_key(|&i| storage[i] != Stored::Whole);
+    let mut at = 0u64;
+    for i in order {
+        let w = storage[i];
+        let word = match i {
+            _ if i < keys => format!("key[{i}]"),
+            _ if i < keys + inputs => format!("in[{}]", i - keys),
+            _ => "mask".to_string(),
+        };
+        let dst = if word == "mask" { "*maskp" } else { &word };
+        let aligned = even && at.is_multiple_of(2);
+        let _ = writeln!(load, "  {dst} = {};", w.load("r", at, aligned));
+        let _ = writeln!(store, "  {}", w.store("r", at, &word, aligned));
+        at += w.halves();
+    }
+    if !carries_mask(spec) {
+        load.push_str("  *maskp = ~0ULL;\n");
+    }
+    (load, store)
+}
+
 /// `load_row` for this placement, `part_hist` and `part_scatter`.
 pub(crate) fn kernels(spec: &KernelSpec) -> String {
     let part_of = match spec.strategy.index() {
@@ -381,6 +445,8 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
     let items = tile_items(spec, spec.threads);
     let staged = u8::from(scatter_shared_bytes(spec) > 0);
     let maskw = u8::from(carries_mask(spec));
+    let halves = row_halves(spec);
+    let (load, store) = row_code(spec);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -388,19 +454,17 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
 #define PARTS {PARTS}ULL
 #define HEAD {HEAD_WORDS}ULL
 #define MASKW {maskw}
-#define RW (K + NIN + MASKW)
+#define RH {halves}ULL
 #define TIPT {items}
 #define STAGED {staged}
-// A partitioned row: its key words, its inputs, its mask where it carries one (MASKW; else
-// every aggregate's bit is set: written by part_scatter).
+// A partitioned row, RH 32-bit halves: its key words, its inputs, its mask where it carries
+// one (MASKW; else every aggregate's bit is set), each word whole or, where it is a 32-bit
+// value widened, in one half (codegen::stored).
+__device__ __forceinline__ void store_row(unsigned* r, const u64* key, const u64* in, const u64 mask) {{
+{store}}}
 __device__ __forceinline__ bool load_row(const ColPtrs& C, const u64* aux, u64 row, u64* key, u64* in, u64* maskp, u64* err) {{
-  const u64* r = aux + HEAD + row * RW;
-#pragma unroll
-  for (int w = 0; w < K; w++) key[w] = r[w];
-#pragma unroll
-  for (int w = 0; w < NIN; w++) in[w] = r[K + w];
-  *maskp = MASKW ? r[K + NIN] : ~0ULL;
-  return true;
+  const unsigned* r = (const unsigned*)(aux + HEAD) + row * RH;
+{load}  return true;
 }}
 // The rows the aggregation reads: those the scatter wrote.
 __device__ __forceinline__ u64 rows_in(const u64* aux, u64 n) {{ const u64 kept = aux[2 * PARTS]; return kept < n ? kept : n; }}
@@ -455,7 +519,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
   __shared__ u64 loc[PARTS];
   extern __shared__ u64 stage[];
   const u64 tile = (u64)blockDim.x * TIPT;
-  unsigned char* spart = (unsigned char*)(stage + (STAGED ? tile * RW : 0));
+  unsigned* stage32 = (unsigned*)stage;
+  unsigned* rows32 = (unsigned*)(aux + HEAD);
+  unsigned char* spart = (unsigned char*)(stage32 + (STAGED ? tile * RH : 0));
   scan_parts(aux, start);
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) cnt[p] = 0;
   __syncthreads();
@@ -480,31 +546,31 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
       for (int j = 0; j < TIPT; j++) {{
         if (!ok_[j]) continue;
         const u64 r = loc[part_[j]] + rank_[j];
-        u64* st = stage + r * RW;
-#pragma unroll
-        for (int w = 0; w < K; w++) st[w] = keys_[j][w];
-#pragma unroll
-        for (int w = 0; w < NIN; w++) st[K + w] = ins_[j][w];
-        if (MASKW) st[K + NIN] = masks_[j];
+        store_row(stage32 + r * RH, keys_[j], ins_[j], masks_[j]);
         spart[r] = (unsigned char)part_[j];
       }}
       __syncthreads();
       const u64 kept = loc[PARTS - 1] + cnt[PARTS - 1];
-      for (u64 x = threadIdx.x; x < kept * RW; x += blockDim.x) {{
-        const u64 r = x / RW, w = x - r * RW;
-        const unsigned p = spart[r];
-        aux[HEAD + (base[p] + r - loc[p]) * RW + w] = stage[x];
+      // Rows of even halves are copied a 64-bit word at a time.
+      if (RH % 2 == 0) {{
+        constexpr u64 RW = RH / 2;
+        for (u64 x = threadIdx.x; x < kept * RW; x += blockDim.x) {{
+          const u64 r = x / RW, w = x - r * RW;
+          const unsigned p = spart[r];
+          ((u64*)rows32)[(base[p] + r - loc[p]) * RW + w] = stage[x];
+        }}
+      }} else {{
+        for (u64 x = threadIdx.x; x < kept * RH; x += blockDim.x) {{
+          const u64 r = x / RH, w = x - r * RH;
+          const unsigned p = spart[r];
+          rows32[(base[p] + r - loc[p]) * RH + w] = stage32[x];
+        }}
       }}
     }} else {{
 #pragma unroll
       for (int j = 0; j < TIPT; j++) {{
         if (!ok_[j]) continue;
-        u64* r = aux + HEAD + (base[part_[j]] + rank_[j]) * RW;
-#pragma unroll
-        for (int w = 0; w < K; w++) r[w] = keys_[j][w];
-#pragma unroll
-        for (int w = 0; w < NIN; w++) r[K + w] = ins_[j][w];
-        if (MASKW) r[K + NIN] = masks_[j];
+        store_row(rows32 + (base[part_[j]] + rank_[j]) * RH, keys_[j], ins_[j], masks_[j]);
       }}
     }}
     __syncthreads();
@@ -550,6 +616,59 @@ mod tests {
         assert_eq!(tile_items(&spec(40), 1024), 1);
         // At 256 threads a thread has 255: two rows of 44 words.
         assert_eq!(tile_items(&spec(40), 256), 2);
+    }
+
+    /// `SUM(v), COUNT(*)` of an f32 `v` (as DataFusion plans it: a cast to double) by one u32
+    /// key: a direct table's row is the key and the float, 8 bytes; a hash table's keeps the
+    /// key word whole, 12; a `v` that may be NULL adds the mask's half.
+    #[test]
+    fn rows_keep_narrow_words_in_halves() {
+        use grouper_core::expr::Expr;
+        use grouper_core::keys::{PackedColumn, PackedKind};
+        let aggs = [
+            AggregateSpec::new(AggKind::Sum, DataType::Float64),
+            AggregateSpec::count_star(),
+        ];
+        let v = Expr::Cast {
+            expr: Box::new(Expr::column(1, DataType::Float32)),
+            to: DataType::Float64,
+        };
+        let key = PackedColumn {
+            data_type: DataType::UInt32,
+            kind: PackedKind::Ordinal { min: 0 },
+            nulls: false,
+            mult: 1,
+        };
+        let direct = KernelSpec {
+            columns: vec![Some(DataType::UInt32), Some(DataType::Float32)],
+            nullable: vec![false, false],
+            encodings: vec![],
+            filter: None,
+            key_words: vec![vec![(0, key)]],
+            args: vec![Some(v), None],
+            non_null_args: vec![true, true],
+            layout: Layout::new(&aggs).unwrap(),
+            domain: 1 << 24,
+            ..crate::codegen::tests::spec(crate::GpuStrategy::PERFECT_PARTITIONED, 1)
+        };
+        assert_eq!(row_halves(&direct), 2);
+        assert_eq!(buffer_words(&direct, 1000), HEAD_WORDS + 1000);
+        let code = crate::codegen::generate(&direct);
+        assert!(code.contains("#define RH 2ULL"));
+        assert!(code.contains("r[0] = (unsigned)(key[0]);"), "{code}");
+        assert!(code.contains("in[0] = (u64)__double_as_longlong((double)__uint_as_float(r[1]));"));
+        let hashed = KernelSpec {
+            strategy: crate::GpuStrategy::HASH_PARTITIONED,
+            ..direct.clone()
+        };
+        assert_eq!(row_halves(&hashed), 3);
+        assert_eq!(buffer_words(&hashed, 1001), HEAD_WORDS + 1502);
+        let nullable = KernelSpec {
+            non_null_args: vec![false, true],
+            ..hashed
+        };
+        assert_eq!(row_halves(&nullable), 4);
+        assert!(crate::codegen::generate(&nullable).contains("*maskp = (u64)r[3];"));
     }
 
     #[test]

@@ -2,5 +2,6 @@
 //! (see `gpu`).
 
 mod gpu;
+mod narrow_rows;
 mod parquet_pages;
 mod sort;
