@@ -85,6 +85,17 @@ const PARTITION_PAST_BLOCK: f64 = 8.0;
 /// 1.25x at 2^26 (H100, 2^28 rows; `plan::choose`).
 const DIRECT_RANGES_THAT_PAY: u64 = 4;
 
+/// Least share of a partition's average groups that a hashed partitioned fold's tables (all
+/// its key ranges, at the fill limit) must hold for the planner to take it over `block_local`:
+/// the rest of a partition's groups go on to the device-memory table after a shared-table
+/// probe, and each range rereads the rows. On the H100 at 2^28 rows and scattered u64 keys
+/// (b33ea21, `gpu-sweep-h100-2p28-high-groups.json`), 16 ranges holding 35% of them (2^26
+/// groups) took 177 ms against `block_local`'s 121, and 9% (2^28 groups) 362 against 273;
+/// 15 ranges holding all of them (2^24 groups) won, 39.6 ms (`block_local` at 2^26 rows 19.8
+/// against 11.6). A single range holding 35% had tied `block_local` at 2^22 groups (2^26 rows,
+/// before the key ranges: 9.46 ms against 9.67). Half sits between what lost and what won.
+const HASH_FOLD_SHARE_THAT_PAYS: f64 = 0.5;
+
 /// The planner's choice (or the forced strategy, checked), sized from the device.
 pub(crate) fn choose(
     opts: &GpuOptions,
@@ -268,7 +279,10 @@ pub(crate) fn choose(
     let block_groups = pow2_floor(block_slots) as f64 * fill;
     let partitioned_ok = Placement::Partitioned
         .size(Index::Hashed, &room)
-        .is_some_and(|z| z.local_slots >= 64);
+        .is_some_and(|z| {
+            let held = (z.copies.max(1) as u64 * z.local_slots * PARTS) as f64 * fill;
+            z.local_slots >= 64 && held >= HASH_FOLD_SHARE_THAT_PAYS * groups as f64
+        });
     if block_slots >= 64 && partitioned_ok && groups as f64 >= PARTITION_PAST_BLOCK * block_groups {
         return pick(
             GpuStrategy::HASH_PARTITIONED,
@@ -656,6 +670,17 @@ mod tests {
         let c = choose(&opts, &layout(1), &[], 1, grown, &info).unwrap();
         assert_eq!(c.strategy, GpuStrategy::HASH_PARTITIONED, "{c:?}");
         assert!(!c.reason.contains("hottest"), "{}", c.reason);
+        // Partitioned while its 16 key ranges' tables hold at least half a partition's groups
+        // (8,000 slots a range here: 98% of them at 2^24), else block_local (24% at 2^26).
+        for (log2, want) in [
+            (24, GpuStrategy::HASH_PARTITIONED),
+            (26, GpuStrategy::BLOCK_LOCAL),
+            (28, GpuStrategy::BLOCK_LOCAL),
+        ] {
+            let many = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
+            let c = choose(&opts, &layout(1), &[], 1, many, &info).unwrap();
+            assert_eq!(c.strategy, want, "2^{log2}: {c:?}");
+        }
         let skewed = Demand {
             skewed: true,
             ..few
