@@ -19,7 +19,7 @@
 //! particular order; the aggregate algebra does not need one. The planner picks the direct form
 //! where the global direct table is beyond L2 and a block's shared table covers a partition's
 //! keys in at most four key ranges, and the hash form from 8 times the groups a block's shared
-//! hash table holds, the regions measured to win (`plan.rs`, docs/ARCHITECTURE.md).
+//! hash table holds, the regions measured to win (`plan`, docs/ARCHITECTURE.md).
 //!
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
 //! their place in the partitioned buffer, and the re-run after it grows reads them there.
