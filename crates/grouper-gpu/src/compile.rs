@@ -234,7 +234,7 @@ fn write_whole(path: &std::path::Path, text: impl AsRef<[u8]>) -> std::io::Resul
 /// NVRTC itself, to the device's own machine code (CUBIN: with a real architecture NVRTC runs
 /// the assembler anyway, and a module loaded as PTX was assembled a second time by the
 /// driver, 0.4–0.9 s for Q1's kernel on the H100); a failure carries the compiler's log.
-fn nvrtc(src: &str, arch: &str) -> Result<Vec<u8>> {
+pub(crate) fn nvrtc(src: &str, arch: &str) -> Result<Vec<u8>> {
     if std::env::var("GROUPER_INJECT_NVRTC_FAILURE").is_ok_and(|v| v == "1") {
         return Err(GrouperError::Gpu(
             "kernel compilation failed (injected by GROUPER_INJECT_NVRTC_FAILURE)".into(),

@@ -267,6 +267,22 @@ fn a_pair_feeds_its_parts_and_products_to_corr() {
     );
 }
 
+/// Every strategy's kernel for the spec above, with one and two key words where the strategy
+/// takes them, and its name.
+fn every_generated_kernel() -> Vec<(String, String)> {
+    let mut kernels = Vec::new();
+    for strategy in GpuStrategy::ALL {
+        for key_words in [1, 2] {
+            if strategy.is_perfect() && key_words > 1 {
+                continue;
+            }
+            let name = format!("{}_{key_words}", strategy.name());
+            kernels.push((name, generate(&spec(strategy, key_words))));
+        }
+    }
+    kernels
+}
+
 #[test]
 fn generated_kernels_are_valid_cpp() {
     let Ok(out) = std::process::Command::new("g++").arg("--version").output() else {
@@ -277,36 +293,46 @@ fn generated_kernels_are_valid_cpp() {
     let dir = std::env::temp_dir().join(format!("grouper-codegen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("shim.h"), SHIM).unwrap();
-    for strategy in GpuStrategy::ALL {
-        for key_words in [1, 2] {
-            if strategy.is_perfect() && key_words > 1 {
-                continue;
-            }
-            let src = generate(&spec(strategy, key_words));
-            let file = dir.join(format!("{}_{key_words}.cu", strategy.name()));
-            std::fs::write(&file, &src).unwrap();
-            let out = std::process::Command::new("g++")
-                .args([
-                    "-std=c++17",
-                    "-fsyntax-only",
-                    "-Wno-unknown-pragmas",
-                    "-x",
-                    "c++",
-                    "-include",
-                ])
-                .arg(dir.join("shim.h"))
-                .arg(&file)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{strategy} with {key_words} key words:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+    for (name, src) in every_generated_kernel() {
+        let file = dir.join(format!("{name}.cu"));
+        std::fs::write(&file, &src).unwrap();
+        let out = std::process::Command::new("g++")
+            .args([
+                "-std=c++17",
+                "-fsyntax-only",
+                "-Wno-unknown-pragmas",
+                "-x",
+                "c++",
+                "-include",
+            ])
+            .arg(dir.join("shim.h"))
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     if std::env::var_os("GROUPER_KEEP_KERNELS").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Every generated kernel through NVRTC to sm_90 machine code, as a GPU machine compiles it
+/// (the CUDA front end and the assembler: what the g++ check above cannot see, such as device
+/// intrinsics' signatures and shared-memory limits), on a machine without a GPU. Needs NVRTC,
+/// which cudarc loads at run time; `scripts/nvrtc-check.sh` fetches it from the package
+/// registry and runs this test.
+#[test]
+#[ignore = "needs NVRTC: scripts/nvrtc-check.sh"]
+fn generated_kernels_compile_with_nvrtc() {
+    for (name, src) in every_generated_kernel() {
+        match crate::compile::nvrtc(&src, "sm_90") {
+            Ok(cubin) => assert!(cubin.starts_with(b"\x7fELF"), "{name}: not a CUBIN"),
+            Err(e) => panic!("{name}: {e}"),
+        }
     }
 }
 
