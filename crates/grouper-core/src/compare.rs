@@ -47,6 +47,7 @@ pub fn same_groups(expected: &[ArrayRef], actual: &[ArrayRef], keys: usize) -> R
             DataType::Float64 => float_mismatch(
                 x.as_primitive::<Float64Type>().iter(),
                 y.as_primitive::<Float64Type>().iter(),
+                f64::MIN_POSITIVE,
             ),
             DataType::Float32 => float_mismatch(
                 x.as_primitive::<Float32Type>()
@@ -55,6 +56,7 @@ pub fn same_groups(expected: &[ArrayRef], actual: &[ArrayRef], keys: usize) -> R
                 y.as_primitive::<Float32Type>()
                     .iter()
                     .map(|v| v.map(f64::from)),
+                f32::MIN_POSITIVE as f64,
             ),
             _ => (x.to_data() != y.to_data()).then(|| first_diff(x, y)),
         };
@@ -82,10 +84,16 @@ fn sorted(cols: &[ArrayRef], keys: usize) -> Result<Vec<ArrayRef>, String> {
         .collect()
 }
 
+/// `min_normal`: the column type's smallest normal magnitude. Rounding noise left by terms
+/// that cancel is a multiple of their ulps, never subnormal; a subnormal value is data (a MIN
+/// or MAX of one, which a GPU that flushed it to zero would lose), so it gets no absolute
+/// tolerance.
 fn float_mismatch(
     x: impl Iterator<Item = Option<f64>>,
     y: impl Iterator<Item = Option<f64>>,
+    min_normal: f64,
 ) -> Option<String> {
+    let subnormal = |v: f64| v != 0.0 && v.abs() < min_normal;
     for (r, (a, b)) in x.zip(y).enumerate() {
         let ok = match (a, b) {
             (None, None) => true,
@@ -93,7 +101,7 @@ fn float_mismatch(
                 (a.is_nan() && b.is_nan())
                     || a == b
                     || (a - b).abs() <= FLOAT_REL_TOL * a.abs().max(b.abs())
-                    || (a - b).abs() <= FLOAT_ABS_TOL
+                    || ((a - b).abs() <= FLOAT_ABS_TOL && !subnormal(a) && !subnormal(b))
             }
             _ => false,
         };
@@ -117,7 +125,7 @@ fn first_diff(x: &ArrayRef, y: &ArrayRef) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::Float64Array;
+    use arrow::array::{Float32Array, Float64Array};
     use std::sync::Arc;
 
     fn one(v: f64) -> Vec<ArrayRef> {
@@ -145,5 +153,17 @@ mod tests {
             assert!(same_groups(&one(a), &one(b), 0).is_err(), "{a} vs {b}");
         }
         assert!(same_groups(&one(f64::NAN), &one(1.0), 0).is_err());
+    }
+
+    #[test]
+    fn a_subnormal_is_data_not_noise() {
+        // An f32 MIN of -1e-40 flushed to zero is a wrong answer, whatever the tolerance.
+        let f32s = |v: f32| vec![Arc::new(Float32Array::from(vec![v])) as ArrayRef];
+        assert!(same_groups(&f32s(-1e-40), &f32s(0.0), 0).is_err());
+        assert!(same_groups(&f32s(0.0), &f32s(-1e-40), 0).is_err());
+        same_groups(&f32s(-1e-40), &f32s(-1e-40), 0).unwrap();
+        assert!(same_groups(&one(5e-324), &one(0.0), 0).is_err());
+        // Noise near zero in an f32 column still passes.
+        same_groups(&f32s(3e-10), &f32s(0.0), 0).unwrap();
     }
 }

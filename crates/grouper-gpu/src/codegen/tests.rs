@@ -39,6 +39,8 @@ long long __double_as_longlong(double);
 double __longlong_as_double(long long);
 int __float_as_int(float);
 float __int_as_float(int);
+unsigned __float_as_uint(float);
+float __uint_as_float(unsigned);
 int __clzll(long long);
 unsigned long long __umul64hi(unsigned long long, unsigned long long);
 unsigned long long __brevll(unsigned long long);
@@ -278,6 +280,34 @@ fn every_generated_kernel() -> Vec<(String, String)> {
             }
             let name = format!("{}_{key_words}", strategy.name());
             kernels.push((name, generate(&spec(strategy, key_words))));
+        }
+    }
+    // The sweep's query under the partitioned strategies: a count and SUM(CAST(f32 AS DOUBLE))
+    // never NULL, so a row is its key and the float in 32-bit halves and no mask
+    // (`codegen::stored`), in one key range and in four.
+    for strategy in [
+        GpuStrategy::PERFECT_PARTITIONED,
+        GpuStrategy::HASH_PARTITIONED,
+    ] {
+        for copies in [1, 4] {
+            let aggs = [
+                AggregateSpec::count_star(),
+                AggregateSpec::new(AggKind::Sum, DataType::Float64),
+            ];
+            let sum = Expr::Cast {
+                expr: Box::new(Expr::column(3, DataType::Float32)),
+                to: DataType::Float64,
+            };
+            let narrow = KernelSpec {
+                args: vec![None, Some(sum)],
+                non_null_args: vec![true, true],
+                layout: Layout::new(&aggs).unwrap(),
+                filter: None,
+                copies,
+                ..spec(strategy, 1)
+            };
+            let name = format!("{}_narrow_{copies}", strategy.name());
+            kernels.push((name, generate(&narrow)));
         }
     }
     kernels

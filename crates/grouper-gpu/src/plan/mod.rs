@@ -88,12 +88,15 @@ const DIRECT_RANGES_THAT_PAY: u64 = 4;
 /// Least share of a partition's average groups that a hashed partitioned fold's tables (all
 /// its key ranges, at the fill limit) must hold for the planner to take it over `block_local`:
 /// the rest of a partition's groups go on to the device-memory table after a shared-table
-/// probe, and each range rereads the rows. On the H100 at 2^28 rows and scattered u64 keys
-/// (b33ea21, `gpu-sweep-h100-2p28-high-groups.json`), 16 ranges holding 35% of them (2^26
-/// groups) took 177 ms against `block_local`'s 121, and 9% (2^28 groups) 362 against 273;
-/// 15 ranges holding all of them (2^24 groups) won, 39.6 ms (`block_local` at 2^26 rows 19.8
-/// against 11.6). A single range holding 35% had tied `block_local` at 2^22 groups (2^26 rows,
-/// before the key ranges: 9.46 ms against 9.67). Half sits between what lost and what won.
+/// probe, and each range rereads the rows. On the H100 with scattered u64 keys (b33ea21):
+/// at 2^28 rows 16 ranges holding 35% of them (2^26 groups) took 177 ms against
+/// `block_local`'s 121, and 9% (2^28 groups) 362 against 273
+/// (`gpu-sweep-h100-2p28-high-groups.json`); 15 ranges holding all of them (2^24 groups)
+/// took 39.6 ms (`gpu-sweep-h100-2p28-torch-b33ea21.json`; `block_local` was not timed there
+/// in that build, 37.7 at eb2c3a1), and at 2^26 rows 11.6 against `block_local`'s 19.8
+/// (`check-h100-gpu-b33ea21.json`). One range holding 25% (8,192 slots; cf18cfd, 2^26 rows)
+/// had tied `block_local` at 2^22 groups, 9.46 ms against 9.68. Half lies between the 35%
+/// that lost and the whole that won; where exactly it pays is not measured.
 const HASH_FOLD_SHARE_THAT_PAYS: f64 = 0.5;
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.
