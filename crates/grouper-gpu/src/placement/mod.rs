@@ -149,6 +149,17 @@ pub(crate) struct Sizing {
     pub(crate) local_slots: u64,
 }
 
+impl Sizing {
+    /// A partitioned fold's shared-table slots over all its key ranges and all [`PARTS`]
+    /// partitions: the keys (direct) or the slots of groups (hashed) its tables take in
+    /// shared memory, where the rest go on to the device-memory table.
+    pub(crate) fn fold_slots(&self) -> u64 {
+        u64::from(self.copies.max(1))
+            .saturating_mul(self.local_slots)
+            .saturating_mul(PARTS)
+    }
+}
+
 impl Placement {
     /// Its sizes in `room` for `index`, or `None` where its table cannot hold the keys there.
     pub(crate) fn size(self, index: Index, room: &Room) -> Option<Sizing> {

@@ -12,7 +12,7 @@
 //! too small.
 
 use crate::device::DeviceInfo;
-use crate::placement::{pow2_floor, Room, PARTS};
+use crate::placement::{pow2_floor, Room};
 use crate::query::GpuOptions;
 use crate::strategy::{GpuStrategy, Index, Placement};
 use grouper_core::agg::layout::Layout;
@@ -235,9 +235,7 @@ pub(crate) fn choose(
         let covered = Placement::Partitioned
             .size(Index::Direct, &room)
             .is_some_and(|z| {
-                let ranges = u64::from(z.copies.max(1));
-                ranges <= DIRECT_RANGES_THAT_PAY
-                    && z.local_slots.saturating_mul(ranges * PARTS) >= domain
+                u64::from(z.copies.max(1)) <= DIRECT_RANGES_THAT_PAY && z.fold_slots() >= domain
             });
         if table_bytes > info.l2_bytes && covered {
             return pick(
@@ -283,7 +281,7 @@ pub(crate) fn choose(
     let partitioned_ok = Placement::Partitioned
         .size(Index::Hashed, &room)
         .is_some_and(|z| {
-            let held = (z.copies.max(1) as u64 * z.local_slots * PARTS) as f64 * fill;
+            let held = z.fold_slots() as f64 * fill;
             z.local_slots >= 64 && held >= HASH_FOLD_SHARE_THAT_PAYS * groups as f64
         });
     if block_slots >= 64 && partitioned_ok && groups as f64 >= PARTITION_PAST_BLOCK * block_groups {
