@@ -172,8 +172,9 @@ fn launch_rows(
     };
     // The partitioned placement scatters a chunk's rows into partitions first; the
     // aggregation (and the re-run of rows a full table listed) reads them there.
-    if let (None, Some((hist, scatter))) = (list, &v.partitioning) {
+    if let (None, Some(parts)) = (list, &v.partitioning) {
         let words = placement::partition_buffer_words(&v.spec, n);
+        let split_at = placement::partition_split_at(&v.spec, n) as usize;
         let rows = scratch.fit_parts(stream, words, budget)?;
         let err = gpu_err("partitioning rows");
         stream
@@ -185,7 +186,7 @@ fn launch_rows(
             0
         };
         let staged = placement::scatter_shared_bytes(&v.spec);
-        for (f, shared) in [(hist, 0), (scatter, staged)] {
+        for (f, shared) in [(&parts.hist, 0), (&parts.scatter, staged)] {
             let mut b = stream.launch_builder(f);
             b.arg(cols)
                 .arg(&n)
@@ -198,6 +199,23 @@ fn launch_rows(
             // every row they write.
             unsafe { b.launch(v.launch_cfg(shared)) }.map_err(&err)?;
         }
+        let mut split_at_done = 0;
+        if let Some(split) = &parts.split {
+            let (mut from, mut to) = rows.split_at_mut(split_at);
+            let mut b = stream.launch_builder(split);
+            b.arg(cols)
+                .arg(&n)
+                .arg(&mut from)
+                .arg(&mut *ctrl)
+                .arg(&shift)
+                .arg(&mut to);
+            // SAFETY: part_split(ColPtrs, u64, u64*, Ctrl*, unsigned, u64*) reads the rows
+            // part_scatter wrote before `split_at` and writes as many, with a head as long,
+            // from it: the buffer was fitted to twice that.
+            unsafe { b.launch(v.launch_cfg(0)) }.map_err(&err)?;
+            split_at_done = split_at;
+        }
+        scratch.split_at = split_at_done;
     }
     let list = match (sorted, scratch.sort.buf.as_ref()) {
         (Some(i), Some(bufs)) => Some(&bufs.vals[i]),
@@ -227,13 +245,20 @@ fn launch_rows(
         .arg(overflow)
         .arg(&mut scratch.spill.slots)
         .arg(&scratch.spill.cap);
-    let aux = match v.partitioning {
-        Some(_) => scratch.parts.buf.as_mut(),
-        None => scratch.private.as_mut().map(|p| &mut p.slots),
+    // The split rows where the fold takes them by key range, else the partitioned rows or
+    // the private tables.
+    let at = scratch.split_at;
+    let (mut split, aux) = match &v.partitioning {
+        Some(p) if p.split.is_some() && at > 0 => {
+            (scratch.parts.buf.as_mut().map(|r| r.slice_mut(at..)), None)
+        }
+        Some(_) => (None, scratch.parts.buf.as_mut()),
+        None => (None, scratch.private.as_mut().map(|p| &mut p.slots)),
     };
-    match aux {
-        Some(a) => b.arg(a),
-        None => b.arg(&null),
+    match (&mut split, aux) {
+        (Some(s), _) => b.arg(s),
+        (None, Some(a)) => b.arg(a),
+        (None, None) => b.arg(&null),
     };
     // SAFETY: the arguments match the parameters of agg_rows and agg_list in codegen (ColPtrs
     // by value, u64 counts, device pointers); every pointer in `cols` addresses a live column

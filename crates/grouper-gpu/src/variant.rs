@@ -23,6 +23,15 @@ use crate::table::{DeviceTable, TableKernels};
 use crate::DeviceInfo;
 use grouper_core::error::{GrouperError, Result};
 
+/// The partitioned placement's kernels: the partitions' sizes, the scatter, and where the fold
+/// takes key ranges, the split of each partition's rows by range (`placement::partitioned`).
+#[derive(Clone)]
+pub(crate) struct Partitioning {
+    pub(crate) hist: CudaFunction,
+    pub(crate) scatter: CudaFunction,
+    pub(crate) split: Option<CudaFunction>,
+}
+
 /// A compiled launch shape: the kernel spec (strategy, threads, items per thread, shared
 /// tables), its aggregation kernels, and the grid it launches.
 #[derive(Clone)]
@@ -32,8 +41,8 @@ pub(crate) struct Variant {
     pub(crate) agg_list: CudaFunction,
     /// The sorted placement's kernels: each row's sort key, and the radix sort.
     pub(crate) sorting: Option<(CudaFunction, Arc<RadixSort>)>,
-    /// The partitioned placement's kernels: the partitions' sizes, and the scatter.
-    pub(crate) partitioning: Option<(CudaFunction, CudaFunction)>,
+    /// The partitioned placement's kernels.
+    pub(crate) partitioning: Option<Partitioning>,
     /// Blocks in the grid.
     pub(crate) blocks: u32,
     /// Dynamic shared bytes of `agg_rows` and `agg_list` (`placement::shared_bytes` of the
@@ -90,14 +99,18 @@ impl Variant {
             _ => None,
         };
         let partitioning = match choice.strategy.placement() {
-            Placement::Partitioned => Some((
-                compiled.function("part_hist")?,
-                compiled.function("part_scatter")?,
-            )),
+            Placement::Partitioned => Some(Partitioning {
+                hist: compiled.function("part_hist")?,
+                scatter: compiled.function("part_scatter")?,
+                split: match placement::partition_splits(&spec) {
+                    true => Some(compiled.function("part_split")?),
+                    false => None,
+                },
+            }),
             _ => None,
         };
         // The scatter stages a tile of rows in shared memory (up to 56 KiB).
-        if let Some((_, scatter)) = &partitioning {
+        if let Some(Partitioning { scatter, .. }) = &partitioning {
             let bytes = placement::scatter_shared_bytes(&spec);
             allow_dynamic_shared(scatter, "part_scatter", bytes, info)?;
         }
@@ -175,6 +188,9 @@ pub(crate) struct Scratch {
     pub(crate) sort: Held<SortBuffers>,
     /// The partitioned placement's rows, after a head of per-partition counters.
     pub(crate) parts: Held<CudaSlice<u64>>,
+    /// Where in `parts` the rows split by key range start (`placement::partition_split_at`;
+    /// 0: not split), which the aggregation, and the re-run of rows it listed, read.
+    pub(crate) split_at: usize,
     /// Bytes taken from the budget for the spill buffers.
     spill_bytes: u64,
 }
@@ -257,6 +273,7 @@ impl Scratch {
             private: None,
             sort: Held::none(),
             parts: Held::none(),
+            split_at: 0,
             spill_bytes: 0,
         })
     }

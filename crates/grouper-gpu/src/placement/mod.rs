@@ -19,7 +19,8 @@ mod sorted;
 pub(crate) use partitioned::FOLD_STATIC_BYTES;
 pub(crate) use partitioned::{
     buffer_words as partition_buffer_words, direct_shift as partition_shift,
-    kernels as partition_kernels, scatter_shared_bytes, HEAD_WORDS as PARTITION_HEAD_WORDS, PARTS,
+    kernels as partition_kernels, scatter_shared_bytes, split_at as partition_split_at,
+    splits as partition_splits, HEAD_WORDS as PARTITION_HEAD_WORDS, PARTS,
 };
 pub(crate) use private::private_tables_hold;
 pub(crate) use sorted::sort_keys_kernel;

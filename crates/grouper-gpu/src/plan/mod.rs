@@ -80,24 +80,26 @@ impl Demand {
 /// 2^14 (`gpu-sweep-h100-2p28-partitioned-headroom.json`).
 const PARTITION_PAST_BLOCK: f64 = 8.0;
 
-/// Most key ranges of a direct partitioned fold that the planner takes over `perfect_global`
-/// (each rereads the partition's rows): four won by 1.6x at 2^24 dense groups, sixteen lost by
-/// 1.25x at 2^26 (H100, 2^28 rows; `plan::choose`).
-const DIRECT_RANGES_THAT_PAY: u64 = 4;
+/// Most key ranges of a direct partitioned fold that the planner takes over `perfect_global`:
+/// all of them ([`crate::placement`]'s most, 16), since a fold in more than four splits its
+/// rows by range first and reads each range's rows once. On the H100 at 2^28 rows
+/// (`gpu-sweep-h100-2p28-range-split.json`): 8 ranges (2^25 dense groups) 15.6 ms against
+/// `perfect_global`'s 24.2, 16 (2^26) 20.4 against 24.5; four won by 1.6x at 2^24. Past 16
+/// ranges the keys the ranges do not cover go to the device-memory table, and the fold loses
+/// (2^27: 29.2 against 26.2; 2^28: 34.1 against 26.3), so such domains are not covered.
+const DIRECT_RANGES_THAT_PAY: u64 = 16;
 
 /// Least share of a partition's average groups that a hashed partitioned fold's tables (all
 /// its key ranges, at the fill limit) must hold for the planner to take it over `block_local`:
 /// the rest of a partition's groups go on to the device-memory table after a shared-table
-/// probe, and each range rereads the rows. On the H100 with scattered u64 keys (b33ea21):
-/// at 2^28 rows 16 ranges holding 35% of them (2^26 groups) took 177 ms against
-/// `block_local`'s 121, and 9% (2^28 groups) 362 against 273
-/// (`gpu-sweep-h100-2p28-high-groups.json`); 15 ranges holding all of them (2^24 groups)
-/// took 39.6 ms (`gpu-sweep-h100-2p28-torch-b33ea21.json`; `block_local` was not timed there
-/// in that build, 37.7 at eb2c3a1), and at 2^26 rows 11.6 against `block_local`'s 19.8
-/// (`check-h100-gpu-b33ea21.json`). One range holding 25% (8,192 slots; cf18cfd, 2^26 rows)
-/// had tied `block_local` at 2^22 groups, 9.46 ms against 9.68. Half lies between the 35%
-/// that lost and the whole that won; where exactly it pays is not measured.
-const HASH_FOLD_SHARE_THAT_PAYS: f64 = 0.5;
+/// probe. On the H100 with scattered u64 keys at 2^28 rows, the fold splitting its rows by
+/// range (`gpu-sweep-h100-2p28-range-split.json`): 16 ranges holding about a quarter of a
+/// partition's groups (2^26) took 98.5 ms against `block_local`'s 118.1, an eighth (2^27)
+/// 170.5 against 184.9, a sixteenth (2^28) 279.2 against 270.2; holding all of them (2^24),
+/// 31.5 (`block_local` 37.7 at eb2c3a1). Before the split, when each range reread its
+/// partition's rows, a third had lost (2^26: 177 ms against 121, b33ea21,
+/// `gpu-sweep-h100-2p28-high-groups.json`).
+const HASH_FOLD_SHARE_THAT_PAYS: f64 = 0.1;
 
 /// The planner's choice (or the forced strategy, checked), sized from the device.
 pub(crate) fn choose(
@@ -225,12 +227,12 @@ pub(crate) fn choose(
         // A direct table beyond L2 takes its atomics in device memory. Partitioned, a block
         // folds a partition's rows in its shared table, and the rest update a partition's
         // range of the device-memory table at a time, which L2 holds. It pays where shared
-        // tables cover a partition's keys in a few key ranges, each rereading its rows: on the
-        // H100 at 2^28 rows (16,384 slots a block) 8.8 ms in one range against perfect_global's
-        // 19.2 at 2^22 dense groups, 14.4 in four against 23.4 at 2^24, but 30.8 in sixteen
-        // against 24.6 at 2^26 (`gpu-sweep-h100-2p28-key-ranges.json`). One range covering
-        // half (2^26 rows, 140f7c6): 3.57 ms against 4.78 at 2^22, where an eighth lost (6.79
-        // against 5.83 at 2^24).
+        // tables cover a partition's keys in key ranges (DIRECT_RANGES_THAT_PAY): on the H100
+        // at 2^28 rows 8.8 ms in one range against perfect_global's 19.2 at 2^22 dense groups
+        // and 14.4 in four at 2^24 against 23.4 (`gpu-sweep-h100-2p28-key-ranges.json`); 20.4
+        // in sixteen at 2^26 against 24.5 (`gpu-sweep-h100-2p28-range-split.json`). One range
+        // covering half (2^26 rows, 140f7c6): 3.57 ms against 4.78 at 2^22, where an eighth
+        // lost (6.79 against 5.83 at 2^24).
         let table_bytes = domain.saturating_mul(8 * w);
         let covered = Placement::Partitioned
             .size(Index::Direct, &room)

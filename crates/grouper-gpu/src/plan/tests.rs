@@ -244,8 +244,8 @@ fn few_dense_groups_take_registers_or_shared_copies() {
 
 /// Dense keys without a profile: a shared table wherever one copy fits a block (2^14
 /// groups of a count and a sum, narrow: 192 KiB), the device-memory table beyond, and
-/// partitioned where that table is beyond L2 and a block's shared tables, in up to four key
-/// ranges, cover a partition's keys.
+/// partitioned where that table is beyond L2 and a block's shared tables, in up to sixteen
+/// key ranges, cover a partition's keys.
 #[test]
 fn dense_keys_take_shared_then_global_then_partitioned_tables() {
     let info = h100();
@@ -257,9 +257,11 @@ fn dense_keys_take_shared_then_global_then_partitioned_tables() {
         (15, GpuStrategy::PERFECT_GLOBAL),
         (20, GpuStrategy::PERFECT_GLOBAL),
         (22, GpuStrategy::PERFECT_PARTITIONED),
-        // Four key ranges cover each partition's keys at 2^24; sixteen at 2^26 lost.
+        // Four key ranges cover each partition's keys at 2^24, sixteen at 2^26; past
+        // sixteen they do not.
         (24, GpuStrategy::PERFECT_PARTITIONED),
-        (26, GpuStrategy::PERFECT_GLOBAL),
+        (26, GpuStrategy::PERFECT_PARTITIONED),
+        (27, GpuStrategy::PERFECT_GLOBAL),
         (28, GpuStrategy::PERFECT_GLOBAL),
     ] {
         let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
@@ -363,13 +365,14 @@ fn hot_keys_keep_out_of_one_device_memory_table() {
     let c = choose(&opts, &layout(1), &[], 1, grown, &info).unwrap();
     assert_eq!(c.strategy, GpuStrategy::HASH_PARTITIONED, "{c:?}");
     assert!(!c.reason.contains("hottest"), "{}", c.reason);
-    // Partitioned while its 16 key ranges' tables hold at least half a partition's groups
-    // (8,000 slots a range here: 98% of them at 2^24), else block_local (49% at 2^25, 24%
-    // at 2^26).
+    // Partitioned while its 16 key ranges' tables hold at least a tenth of a partition's
+    // groups (8,000 slots a range here: 98% of them at 2^24, 12% at 2^27), else block_local
+    // (6% at 2^28).
     for (log2, want) in [
         (24, GpuStrategy::HASH_PARTITIONED),
-        (25, GpuStrategy::BLOCK_LOCAL),
-        (26, GpuStrategy::BLOCK_LOCAL),
+        (25, GpuStrategy::HASH_PARTITIONED),
+        (26, GpuStrategy::HASH_PARTITIONED),
+        (27, GpuStrategy::HASH_PARTITIONED),
         (28, GpuStrategy::BLOCK_LOCAL),
     ] {
         let many = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);

@@ -458,8 +458,10 @@ fn tiny_tables_trap_grow_and_resume() {
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
         // `sorted` lists the rows of the runs the full table could not take, in sorted order;
         // `partitioned` lists them by their place among the partitioned rows.
-        // hash_partitioned twice: in the planner's one key range, and in three, whose jobs
-        // each list and spill their own rows.
+        // hash_partitioned three times: in the planner's one key range, in three, whose jobs
+        // each list and spill their own rows, and in six, whose rows are split by range first
+        // (a job lists rows by their place in its range's run, and the re-run reads them
+        // there).
         for (s, key_ranges) in [
             (GpuStrategy::GLOBAL, None),
             (GpuStrategy::BLOCK_LOCAL, None),
@@ -467,6 +469,7 @@ fn tiny_tables_trap_grow_and_resume() {
             (GpuStrategy::SORTED, None),
             (GpuStrategy::HASH_PARTITIONED, None),
             (GpuStrategy::HASH_PARTITIONED, Some(3)),
+            (GpuStrategy::HASH_PARTITIONED, Some(6)),
         ] {
             let opts = GpuOptions {
                 strategy: Some(s),
@@ -532,7 +535,8 @@ fn block_tables_with_copies_or_a_whole_sm_match_the_reference() {
 /// million rows (~1,550 a partition) stay under that limit in one key range. 3 million in 4
 /// million (~8,400 a partition) are over it: the planner folds them in five key ranges; in
 /// one they fill the table and send the rest of a partition's rows to the global table; three
-/// ranges split by a count that is not a power of two. All equal the reference.
+/// ranges split by a count that is not a power of two; six lay the rows out by range before
+/// the fold. All equal the reference.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn fold_tables_and_key_ranges_match_the_reference() {
@@ -548,7 +552,12 @@ fn fold_tables_and_key_ranges_match_the_reference() {
         (
             3_000_000,
             4_000_000,
-            &[(None, 4..=7), (Some(1), 1..=1), (Some(3), 3..=3)],
+            &[
+                (None, 4..=7),
+                (Some(1), 1..=1),
+                (Some(3), 3..=3),
+                (Some(6), 6..=6),
+            ],
         ),
     ];
     for (groups, rows, ranges) in cases {
@@ -584,7 +593,8 @@ fn fold_tables_and_key_ranges_match_the_reference() {
 /// keys over 2^22 values leave a partition 16,384 keys, and a table of 44-byte slots (COUNT(*)
 /// and two sums) holds 4,096. The planner's four key ranges cover them; in two the keys past
 /// their slots update the device-memory table; three split unevenly, the last sending the keys
-/// past them all to the device-memory table. NULL keys among them. All equal the reference.
+/// past them all to the device-memory table; six, split by range before the fold, leave two
+/// ranges empty. NULL keys among them. All equal the reference.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn direct_fold_key_ranges_match_the_reference() {
@@ -604,7 +614,7 @@ fn direct_fold_key_ranges_match_the_reference() {
     let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
     let c = case(keys, vals, &aggs, 2);
     let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
-    for key_ranges in [None, Some(2), Some(3)] {
+    for key_ranges in [None, Some(2), Some(3), Some(6)] {
         let opts = in_key_ranges(GpuStrategy::PERFECT_PARTITIONED, key_ranges);
         let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
         let out = p.run().unwrap();

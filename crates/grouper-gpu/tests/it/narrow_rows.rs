@@ -203,7 +203,7 @@ fn narrow_row_words_match_the_reference() {
             GpuStrategy::PERFECT_PARTITIONED,
             GpuStrategy::HASH_PARTITIONED,
         ] {
-            for key_ranges in [None, Some(3)] {
+            for key_ranges in [None, Some(3), Some(6)] {
                 let opts = in_key_ranges(strategy, key_ranges);
                 let out = Prepared::new(&c.query, &c.batches, &opts)
                     .and_then(|mut p| p.run())

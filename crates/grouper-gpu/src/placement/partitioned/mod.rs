@@ -17,15 +17,17 @@
 //! group once a stretch. A layout too wide for a shared table of 64 slots updates the
 //! device-memory table as `global` does, in partition order. Rows within a partition are in no
 //! particular order; the aggregate algebra does not need one. The planner picks the direct form
-//! where the global direct table is beyond L2 and a block's shared table covers a partition's
-//! keys in at most four key ranges, and the hash form from 8 times the groups a block's shared
-//! hash table holds, the regions measured to win (`plan`, docs/ARCHITECTURE.md).
+//! where the global direct table is beyond L2 and a block's shared tables cover a partition's
+//! keys in key ranges, and the hash form from 8 times the groups a block's shared hash table
+//! holds while its ranges' tables hold a tenth of a partition's groups, the regions measured
+//! to win (`plan`, docs/ARCHITECTURE.md).
 //!
 //! A hash table that fills (Karnagel's trap) lists the partitioned rows it could not take by
 //! their place in the partitioned buffer, and the re-run after it grows reads them there.
 //! Partitions with more groups than a shared table holds fold in key ranges (`size`): each
-//! range reads the partition's rows and takes the keys whose hash below the partition's bits
-//! (a direct table: whose offset in the partition) falls in it.
+//! range takes the keys whose hash below the partition's bits (a direct table: whose offset in
+//! the partition) falls in it, from all the partition's rows in up to four ranges, and past
+//! four from a run of its own that a fourth kernel, `part_split`, lays out ([`splits`]).
 
 use std::fmt::Write;
 
@@ -42,8 +44,27 @@ pub(crate) const PARTS: u64 = 256;
 
 /// Words before the partitioned rows in their buffer: each partition's rows, each partition's
 /// cursor, the rows kept (the filter may drop some), a direct table's partition shift, padding
-/// to a 64-byte line.
-pub(crate) const HEAD_WORDS: u64 = 2 * PARTS + 8;
+/// to a 64-byte line; then, for a fold split by key range ([`splits`]), each (partition, key
+/// range)'s rows and cursor, [`MOST_RANGES`] of each a partition.
+pub(crate) const HEAD_WORDS: u64 = 2 * PARTS + 8 + 2 * PARTS * MOST_RANGES;
+
+/// Whether a chunk's partitioned rows are split by key range before the fold (`part_split`):
+/// a fold in more than [`SPLIT_PAST_RANGES`] key ranges then reads each range's rows once,
+/// from a run of their own, where each range had reread all of its partition's rows (at about
+/// the DRAM rate) and skipped the other ranges' rows.
+pub(crate) fn splits(spec: &KernelSpec) -> bool {
+    ranges(spec) > SPLIT_PAST_RANGES && spec.local_slots > 0
+}
+
+/// Most key ranges whose fold rereads its partition's rows rather than splitting them first
+/// ([`splits`]): the split is one more pass that reads and writes every row, which the
+/// rereads it saves pay for from eight ranges. On the H100 at 2^28 rows, against the same
+/// kernels rereading (`gpu-sweep-h100-2p28-range-split.json`): 8 ranges (2^23 scattered
+/// groups) 23.1 ms split against 26.0, 15 (2^24) 31.5 against 40.3, 16 (2^26) 98.5 against
+/// 180.4; dense keys in direct ranges 15.6 ms at 2^25 (8 ranges; `perfect_global` 24.2) and
+/// 20.4 against 28.4 at 2^26 (16); but 4 ranges (2^22 scattered) 19.5 split against 18.6, and
+/// 13.4 against 13.4 at 2^24 dense.
+const SPLIT_PAST_RANGES: u64 = 4;
 
 /// Bytes of the fold's own `__shared__` arrays (`scount`, and `pstart`, `pieces`, `pitems` of
 /// [`PARTS`] words each), which its table leaves room for: a block's static and dynamic shared
@@ -85,9 +106,16 @@ fn row_halves(spec: &KernelSpec) -> u64 {
         .max(1)
 }
 
-/// Words of the partitioned rows' buffer for a chunk of `rows`: the head, then the rows.
+/// Words of the partitioned rows' buffer for a chunk of `rows`: the head, then the rows; where
+/// the fold [`splits`] them, a second head and rows after [`split_at`] words.
 pub(crate) fn buffer_words(spec: &KernelSpec, rows: u64) -> u64 {
-    HEAD_WORDS + (rows * row_halves(spec)).div_ceil(2)
+    split_at(spec, rows) * if splits(spec) { 2 } else { 1 }
+}
+
+/// Where the rows split by key range start in the partitioned rows' buffer (in words, on a
+/// 64-byte line): after the partitioned rows.
+pub(crate) fn split_at(spec: &KernelSpec, rows: u64) -> u64 {
+    (HEAD_WORDS + (rows * row_halves(spec)).div_ceil(2)).next_multiple_of(8)
 }
 
 /// Whether a partitioned row carries its NULL mask: where some aggregate's argument may be NULL
@@ -111,9 +139,9 @@ pub(crate) fn direct_shift(cap: u64) -> u32 {
 /// ([`size`]).
 const PARTITION_HEADROOM: u64 = 2;
 
-/// Most key ranges a partition's fold splits into ([`size`]): each range's block reads all
-/// the partition's rows, so 16 ranges read a row 16 times (at about the DRAM rate, measured:
-/// the blocks of one piece's ranges do not keep pace enough to share its rows in L2).
+/// Most key ranges a partition's fold splits into ([`size`]). Unsplit ([`splits`]), each
+/// range's block reads all the partition's rows (at about the DRAM rate, measured: the blocks
+/// of one piece's ranges do not keep pace enough to share its rows in L2).
 const MOST_RANGES: u64 = 16;
 
 /// The key ranges a partition's hash fold splits into (`KernelSpec::copies` of the
@@ -202,7 +230,8 @@ pub(crate) fn scatter_shared_bytes(spec: &KernelSpec) -> u64 {
 /// groups 18.4 ms in the planner's 4 ranges against 30.2 in one (2: 35.1, 8: 23.6, 16: 23.0);
 /// 2^24 39.6 in 15 against 45.2 (2: 55.9, 8: 89.2, their tables over the limit; 16: 41.0).
 /// The rereads are not free: a chunk's fold took 2.6-3.0 ms in 4 ranges at 2^22, ~1.1 in one
-/// at 2^20 (Nsight Compute, 2^26-row chunks). A direct table splits its partition's key range
+/// at 2^20 (Nsight Compute, 2^26-row chunks); past four ranges the rows are split by range
+/// first ([`SPLIT_PAST_RANGES`]: 2^24 31.5 ms, 2^26 98.5). A direct table splits its partition's key range
 /// the same way, in ranges of its slots ([`direct_key_ranges`]; the last takes the keys past
 /// them all to the device-memory table).
 pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
@@ -298,7 +327,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
             .to_string(),
             format!(
                 "        const u64 h8 = hash_key(key) << 8;
-                 if (FR > 1 && __umul64hi(h8, FR) != krange) continue;
+                 if (FR > 1 && !SPLIT && __umul64hi(h8, FR) != krange) continue;
                  const i64 l = find_or_insert_at<{}>(lkeys, 1, SC, SC, {}ULL, key, &scount[0], h8 * FR);
                  if (l >= 0) {{ update_slot<true, true, true>(lwords, SC, (u64)l, in, mask); continue; }}
 {GLOBAL_UPDATE}",
@@ -322,7 +351,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
             // Range r holds offsets [r * SC, (r + 1) * SC); the last also takes those past all
             // ranges, which go on to the device-memory table.
             "        const u64 off = key[0] - kbase;
-             if (FR > 1 && (off / SC < FR ? off / SC : FR - 1) != krange) continue;
+             if (FR > 1 && !SPLIT && (off / SC < FR ? off / SC : FR - 1) != krange) continue;
              const u64 loff = off - krange * SC;
              if (loff < SC) update_slot<true, true, true>(lwords, SC, loff, in, mask);
              else update_slot<true>(gt + key[0] * GS, 1, 0, in, mask);
@@ -376,8 +405,18 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     unsigned a = 0, b = PARTS - 1;
     while (a < b) {{ const unsigned m = (a + b + 1) / 2; if (pitems[m] <= it) a = m; else b = m - 1; }}
     const u64 p = a;
-    const u64 lo = pstart[p] + (it - pitems[p]) * span, end = pstart[p] + aux[p];
-    const u64 hi = lo + span < end ? lo + span : end;
+    u64 lo = pstart[p] + (it - pitems[p]) * span, end = pstart[p] + aux[p], per = span;
+    if (SPLIT) {{
+      // The range's own run (part_split), in as many pieces as the partition's rows make.
+      u64 at = pstart[p];
+      for (u64 r = 0; r < krange; r++) at += aux[SUB + p * MRANGES + r];
+      const u64 m = aux[SUB + p * MRANGES + krange];
+      per = (m + pieces[p] - 1) / pieces[p];
+      end = at + m;
+      lo = at + (it - pitems[p]) * per;
+      if (lo > end) lo = end;
+    }}
+    const u64 hi = lo + per < end ? lo + per : end;
 {kbase}    for (u64 base = lo + threadIdx.x; base < hi; base += (u64)blockDim.x * IPT) {{
       u64 keys_[IPT][K]; u64 ins_[IPT][NIN]; u64 masks_[IPT]; bool ok_[IPT];
 #pragma unroll
@@ -442,6 +481,15 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
         Index::Direct => "(unsigned)((key[0] >> pshift) < PARTS ? (key[0] >> pshift) : PARTS - 1)",
         Index::Hashed => "(unsigned)(hash_key(key) >> 56)",
     };
+    // The key range a row folds in, as the fold tests it (`body`).
+    let range_of = match spec.strategy.index() {
+        Index::Direct => {
+            "const u64 off = key[0] - ((u64)p << pshift); return (unsigned)(off / PSC < PFR ? off / PSC : PFR - 1);"
+        }
+        Index::Hashed => "return (unsigned)__umul64hi(hash_key(key) << 8, PFR);",
+    };
+    let split = u8::from(splits(spec));
+    let (psc, pfr) = (spec.local_slots.max(1), ranges(spec));
     let items = tile_items(spec, spec.threads);
     let staged = u8::from(scatter_shared_bytes(spec) > 0);
     let maskw = u8::from(carries_mask(spec));
@@ -457,6 +505,14 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
 #define RH {halves}ULL
 #define TIPT {items}
 #define STAGED {staged}
+// A fold in key ranges whose rows part_split lays out by range first (partitioned::splits):
+// the head's counts and cursors of each (partition, range), MOST_RANGES a partition.
+#define SPLIT {split}
+#define PSC {psc}ULL
+#define PFR {pfr}ULL
+#define MRANGES {most}ULL
+#define SUB (2 * PARTS + 8)
+#define CUR2 (SUB + PARTS * MRANGES)
 // A partitioned row, RH 32-bit halves: its key words, its inputs, its mask where it carries
 // one (MASKW; else every aggregate's bit is set), each word whole or, where it is a 32-bit
 // value widened, in one half (codegen::stored).
@@ -469,23 +525,32 @@ __device__ __forceinline__ bool load_row(const ColPtrs& C, const u64* aux, u64 r
 // The rows the aggregation reads: those the scatter wrote.
 __device__ __forceinline__ u64 rows_in(const u64* aux, u64 n) {{ const u64 kept = aux[2 * PARTS]; return kept < n ? kept : n; }}
 __device__ __forceinline__ unsigned part_of(const u64* key, const unsigned pshift) {{ return {part_of}; }}
+__device__ __forceinline__ unsigned range_of(const u64* key, const unsigned p, const unsigned pshift) {{ {range_of} }}
 
 // Rows per partition (aux[0..PARTS)) and rows kept (aux[2 * PARTS]); aux's head starts zeroed.
 extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
   __shared__ unsigned h[PARTS];
+  __shared__ unsigned h2[SPLIT ? PARTS * MRANGES : 1];
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) h[p] = 0;
+  if (SPLIT) for (u64 q = threadIdx.x; q < PARTS * MRANGES; q += blockDim.x) h2[q] = 0;
   if (blockIdx.x == 0 && threadIdx.x == 0) aux[2 * PARTS + 1] = pshift;
   __syncthreads();
   const u64 stride = (u64)gridDim.x * blockDim.x;
   for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {{
     u64 key[K]; u64 in[NIN]; u64 mask;
-    if (eval_row(C, i, key, in, &mask, &ctrl->error)) atomicAdd(&h[part_of(key, pshift)], 1u);
+    if (!eval_row(C, i, key, in, &mask, &ctrl->error)) continue;
+    const unsigned p = part_of(key, pshift);
+    atomicAdd(&h[p], 1u);
+    if (SPLIT) atomicAdd(&h2[p * MRANGES + range_of(key, p, pshift)], 1u);
   }}
   __syncthreads();
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) {{
     if (h[p] == 0) continue;
     atomicAdd(&aux[p], (u64)h[p]);
     atomicAdd(&aux[2 * PARTS], (u64)h[p]);
+  }}
+  if (SPLIT) for (u64 q = threadIdx.x; q < PARTS * MRANGES; q += blockDim.x) {{
+    if (h2[q] != 0) atomicAdd(&aux[SUB + q], (u64)h2[q]);
   }}
 }}
 
@@ -578,111 +643,66 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
     __syncthreads();
   }}
 }}
-"#
+
+// SPLIT: the partitioned rows (a) laid out again in b, each partition's rows in runs by key
+// range (a partition starts where it did in a; its range r after ranges 0..r). Each block
+// takes pieces of a partition's rows as the fold does, a tile at a time: ranks a tile's rows
+// per range in shared memory, reserves each range's run with one atomic on its cursor
+// (a[CUR2 + p * MRANGES + r]), writes the rows there. Block 0 copies the head the fold reads.
+extern "C" __global__ void __launch_bounds__(THREADS) part_split(const ColPtrs C, const u64 n, u64* a, Ctrl* ctrl, const unsigned pshift, u64* b) {{
+  if (blockIdx.x == 0) {{
+    for (u64 w = threadIdx.x; w < CUR2; w += blockDim.x) b[w] = w >= PARTS && w < 2 * PARTS ? 0 : a[w];
+  }}
+  __shared__ u64 pstart[PARTS];
+  __shared__ u64 pieces[PARTS];
+  __shared__ u64 pitems[PARTS];
+  __shared__ unsigned cnt[MRANGES];
+  __shared__ u64 base[MRANGES];
+  const u64 span = n == 0 ? 1 : (n + PARTS - 1) / PARTS;
+  for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) pieces[p] = (a[p] + span - 1) / span;
+  if (threadIdx.x < MRANGES) cnt[threadIdx.x] = 0;
+  __syncthreads();
+  scan_parts(a, pstart);
+  scan_parts(pieces, pitems);
+  __syncthreads();
+  unsigned* to = (unsigned*)(b + HEAD);
+  const u64 jobs = pitems[PARTS - 1] + pieces[PARTS - 1];
+  for (u64 it = blockIdx.x; it < jobs; it += gridDim.x) {{
+    unsigned lo_p = 0, hi_p = PARTS - 1;
+    while (lo_p < hi_p) {{ const unsigned m = (lo_p + hi_p + 1) / 2; if (pitems[m] <= it) lo_p = m; else hi_p = m - 1; }}
+    const unsigned p = lo_p;
+    const u64 lo = pstart[p] + (it - pitems[p]) * span, end = pstart[p] + a[p];
+    const u64 hi = lo + span < end ? lo + span : end;
+    for (u64 t0 = lo; t0 < hi; t0 += (u64)blockDim.x * TIPT) {{
+      u64 keys_[TIPT][K]; u64 ins_[TIPT][NIN]; u64 masks_[TIPT]; unsigned range_[TIPT], rank_[TIPT]; bool ok_[TIPT];
+#pragma unroll
+      for (int j = 0; j < TIPT; j++) {{
+        const u64 i = t0 + (u64)j * blockDim.x + threadIdx.x;
+        ok_[j] = i < hi && load_row(C, a, i, keys_[j], ins_[j], &masks_[j], &ctrl->error);
+        if (ok_[j]) {{ range_[j] = range_of(keys_[j], p, pshift); rank_[j] = atomicAdd(&cnt[range_[j]], 1u); }}
+      }}
+      __syncthreads();
+      if (threadIdx.x < PFR && cnt[threadIdx.x] != 0) {{
+        u64 at = pstart[p];
+        for (unsigned r = 0; r < threadIdx.x; r++) at += a[SUB + p * MRANGES + r];
+        base[threadIdx.x] = at + atomicAdd(&a[CUR2 + p * MRANGES + threadIdx.x], (u64)cnt[threadIdx.x]);
+      }}
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < TIPT; j++) {{
+        if (ok_[j]) store_row(to + (base[range_[j]] + rank_[j]) * RH, keys_[j], ins_[j], masks_[j]);
+      }}
+      __syncthreads();
+      if (threadIdx.x < MRANGES) cnt[threadIdx.x] = 0;
+      __syncthreads();
+    }}
+  }}
+}}
+"#,
+        most = MOST_RANGES
     );
     s
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::datatypes::DataType;
-    use grouper_core::agg::layout::Layout;
-    use grouper_core::agg::{AggKind, AggregateSpec};
-
-    #[test]
-    fn scatter_tiles_take_2048_rows_within_the_registers() {
-        let spec = |sums: usize| {
-            let mut aggs = vec![AggregateSpec::count_star()];
-            aggs.extend((0..sums).map(|_| AggregateSpec::new(AggKind::Sum, DataType::Float64)));
-            KernelSpec {
-                layout: Layout::new(&aggs).unwrap(),
-                ..crate::codegen::tests::spec(crate::GpuStrategy::HASH_PARTITIONED, 1)
-            }
-        };
-        // One key word, one input, the mask (the spec's last argument may be NULL): 3 words.
-        assert_eq!(row_words(&spec(1)), 3);
-        // Arguments never NULL: no mask word.
-        let never_null = KernelSpec {
-            non_null_args: vec![true; spec(1).args.len()],
-            ..spec(1)
-        };
-        assert_eq!(row_words(&never_null), 2);
-        assert!(crate::codegen::generate(&never_null).contains("#define MASKW 0"));
-        assert_eq!(tile_items(&spec(1), 256), 8);
-        assert_eq!(tile_items(&spec(1), 1024), 2);
-        assert_eq!(tile_items(&spec(1), 128), 16);
-        // Forty sums at 1024 threads (64 registers a thread): one row a thread.
-        assert_eq!(tile_items(&spec(40), 1024), 1);
-        // At 256 threads a thread has 255: two rows of 44 words.
-        assert_eq!(tile_items(&spec(40), 256), 2);
-    }
-
-    /// `SUM(v), COUNT(*)` of an f32 `v` (as DataFusion plans it: a cast to double) by one u32
-    /// key: a direct table's row is the key and the float, 8 bytes; a hash table's keeps the
-    /// key word whole, 12; a `v` that may be NULL adds the mask's half.
-    #[test]
-    fn rows_keep_narrow_words_in_halves() {
-        use grouper_core::expr::Expr;
-        use grouper_core::keys::{PackedColumn, PackedKind};
-        let aggs = [
-            AggregateSpec::new(AggKind::Sum, DataType::Float64),
-            AggregateSpec::count_star(),
-        ];
-        let v = Expr::Cast {
-            expr: Box::new(Expr::column(1, DataType::Float32)),
-            to: DataType::Float64,
-        };
-        let key = PackedColumn {
-            data_type: DataType::UInt32,
-            kind: PackedKind::Ordinal { min: 0 },
-            nulls: false,
-            mult: 1,
-        };
-        let direct = KernelSpec {
-            columns: vec![Some(DataType::UInt32), Some(DataType::Float32)],
-            nullable: vec![false, false],
-            encodings: vec![],
-            filter: None,
-            key_words: vec![vec![(0, key)]],
-            args: vec![Some(v), None],
-            non_null_args: vec![true, true],
-            layout: Layout::new(&aggs).unwrap(),
-            domain: 1 << 24,
-            ..crate::codegen::tests::spec(crate::GpuStrategy::PERFECT_PARTITIONED, 1)
-        };
-        assert_eq!(row_halves(&direct), 2);
-        assert_eq!(buffer_words(&direct, 1000), HEAD_WORDS + 1000);
-        let code = crate::codegen::generate(&direct);
-        assert!(code.contains("#define RH 2ULL"));
-        assert!(code.contains("r[0] = (unsigned)(key[0]);"), "{code}");
-        assert!(code.contains("in[0] = (u64)__double_as_longlong((double)__uint_as_float(r[1]));"));
-        let hashed = KernelSpec {
-            strategy: crate::GpuStrategy::HASH_PARTITIONED,
-            ..direct.clone()
-        };
-        assert_eq!(row_halves(&hashed), 3);
-        assert_eq!(buffer_words(&hashed, 1001), HEAD_WORDS + 1502);
-        let nullable = KernelSpec {
-            non_null_args: vec![false, true],
-            ..hashed
-        };
-        assert_eq!(row_halves(&nullable), 4);
-        assert!(crate::codegen::generate(&nullable).contains("*maskp = (u64)r[3];"));
-    }
-
-    #[test]
-    fn a_direct_tables_partition_is_its_keys_top_eight_bits() {
-        // 2^20 slots: keys below 2^20, shifted by 12, give 0..=255.
-        assert_eq!(direct_shift(1 << 20), 12);
-        assert_eq!((((1u64 << 20) - 1) >> direct_shift(1 << 20)), 255);
-        // A domain not a power of two rounds up: the top key still lands below 256.
-        let cap = 1_000_000u64;
-        assert!((cap - 1) >> direct_shift(cap) < PARTS);
-        assert!((cap - 1) >> direct_shift(cap) >= PARTS / 2);
-        // Small tables: no shift, a partition per slot.
-        assert_eq!(direct_shift(256), 0);
-        assert_eq!(direct_shift(100), 0);
-        assert_eq!(direct_shift(1), 0);
-    }
-}
+mod tests;
