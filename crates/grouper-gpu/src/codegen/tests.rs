@@ -284,12 +284,13 @@ fn every_generated_kernel() -> Vec<(String, String)> {
     }
     // The sweep's query under the partitioned strategies: a count and SUM(CAST(f32 AS DOUBLE))
     // never NULL, so a row is its key and the float in 32-bit halves and no mask
-    // (`codegen::stored`), in one key range and in four.
+    // (`codegen::stored`), in one key range, in four (each rereads the partition's rows) and
+    // in six (the rows split by range first, `part_split`).
     for strategy in [
         GpuStrategy::PERFECT_PARTITIONED,
         GpuStrategy::HASH_PARTITIONED,
     ] {
-        for copies in [1, 4] {
+        for copies in [1, 4, 6] {
             let aggs = [
                 AggregateSpec::count_star(),
                 AggregateSpec::new(AggKind::Sum, DataType::Float64),
@@ -307,7 +308,10 @@ fn every_generated_kernel() -> Vec<(String, String)> {
                 ..spec(strategy, 1)
             };
             let name = format!("{}_narrow_{copies}", strategy.name());
-            kernels.push((name, generate(&narrow)));
+            let src = generate(&narrow);
+            let split = format!("#define SPLIT {}", u8::from(copies > 4));
+            assert!(src.contains(&split), "{name}: {split}");
+            kernels.push((name, src));
         }
     }
     kernels
