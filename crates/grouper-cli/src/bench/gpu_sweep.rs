@@ -73,6 +73,11 @@ pub struct GpuSweepArgs {
     /// rule.
     #[arg(long)]
     key_ranges: Option<u32>,
+    /// log2 of the rows a launch takes (default 2^26, the least a resident input launches), to
+    /// weigh the chunking: a partitioned fold flushes each group it holds once a chunk, so at
+    /// 2^26 groups and up fewer, larger chunks flush fewer times.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(10..=31))]
+    launch_rows_log2: Option<u32>,
 }
 
 impl GpuSweepArgs {
@@ -390,6 +395,9 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
     };
     opts.params.threads_per_block = a.threads_per_block;
     opts.params.key_ranges = a.key_ranges;
+    if let Some(l) = a.launch_rows_log2 {
+        opts.batch_rows = 1 << l;
+    }
     if let Some(f) = a.fill_factor {
         opts.params.fill_factor = f;
     }
