@@ -210,8 +210,8 @@ fn launch_rows(
                 .arg(&shift)
                 .arg(&mut to);
             // SAFETY: part_split(ColPtrs, u64, u64*, Ctrl*, unsigned, u64*) reads the rows
-            // part_scatter wrote before `split_at` and writes as many, with a head as long,
-            // from it: the buffer was fitted to twice that.
+            // part_scatter wrote before `split_at` and writes as many after it, with the head
+            // words the fold reads (below CUR2): the buffer was fitted to twice that.
             unsafe { b.launch(v.launch_cfg(0)) }.map_err(&err)?;
             split_at_done = split_at;
         }

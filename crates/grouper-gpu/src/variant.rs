@@ -290,7 +290,9 @@ impl Scratch {
         self.parts
             .fit(holds, 8 * words, budget, "the partitioned rows", || {
                 // SAFETY: part_scatter writes every row the aggregation then reads (rows_in bounds
-                // them by the count part_hist wrote), and the launch zeroes the head first.
+                // them by the count part_hist wrote), and the launch zeroes the head first; where
+                // the fold splits its rows, part_split writes the second head's words the fold
+                // reads and every row of the second copy.
                 unsafe { stream.alloc::<u64>(words as usize) }
                     .map_err(gpu_err("allocating the partitioned rows"))
             })

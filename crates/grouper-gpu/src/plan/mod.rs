@@ -93,9 +93,10 @@ const DIRECT_RANGES_THAT_PAY: u64 = 16;
 /// its key ranges, at the fill limit) must hold for the planner to take it over `block_local`:
 /// the rest of a partition's groups go on to the device-memory table after a shared-table
 /// probe. On the H100 with scattered u64 keys at 2^28 rows, the fold splitting its rows by
-/// range (`gpu-sweep-h100-2p28-range-split.json`): 16 ranges holding about a quarter of a
-/// partition's groups (2^26) took 98.5 ms against `block_local`'s 118.1, an eighth (2^27)
-/// 170.5 against 184.9, a sixteenth (2^28) 279.2 against 270.2; holding all of them (2^24),
+/// range (`gpu-sweep-h100-2p28-range-split.json`; the sweep's 20-byte slots, ~11,200 a table):
+/// 16 ranges holding about a third of a partition's groups (2^26) took 98.5 ms against
+/// `block_local`'s 118.1, a sixth (2^27) 170.5 against 184.9, a twelfth (2^28) 279.2 against
+/// 270.2 (a tenth lies between: where exactly it pays is not measured); holding all (2^24),
 /// 31.5 (`block_local` 37.7 at eb2c3a1). Before the split, when each range reread its
 /// partition's rows, a third had lost (2^26: 177 ms against 121, b33ea21,
 /// `gpu-sweep-h100-2p28-high-groups.json`).

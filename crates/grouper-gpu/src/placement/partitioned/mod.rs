@@ -7,9 +7,10 @@
 //! key word itself for a direct table. So the partitioned rows arrive in table order, a
 //! partition's 1/256 of the table at a time, which stays in L2 where the whole table would not.
 //!
-//! Three kernels per chunk: `part_hist` (each partition's rows), `part_scatter` (each block
-//! takes a tile of rows, ranks them per partition in shared memory, reserves each partition's
-//! run with one atomic on its cursor, and writes the rows there), then the aggregation: each
+//! Three kernels per chunk (four where the fold [`splits`] its rows by key range, below):
+//! `part_hist` (each partition's rows), `part_scatter` (each block takes a tile of rows, ranks
+//! them per partition in shared memory, reserves each partition's run with one atomic on its
+//! cursor, and writes the rows there), then the aggregation: each
 //! block folds stretches of one partition's rows into a shared-memory table — a hash table of
 //! the partition's groups (probing from the hash bits below the partition's, which a
 //! stretch's keys share), or a direct table of the partition's keys — and flushes it at each
@@ -58,7 +59,7 @@ pub(crate) fn splits(spec: &KernelSpec) -> bool {
 
 /// Most key ranges whose fold rereads its partition's rows rather than splitting them first
 /// ([`splits`]): the split is one more pass that reads and writes every row, which the
-/// rereads it saves pay for from eight ranges. On the H100 at 2^28 rows, against the same
+/// rereads it saves paid for from eight ranges (five to seven were not measured). On the H100 at 2^28 rows, against the same
 /// kernels rereading (`gpu-sweep-h100-2p28-range-split.json`): 8 ranges (2^23 scattered
 /// groups) 23.1 ms split against 26.0, 15 (2^24) 31.5 against 40.3, 16 (2^26) 98.5 against
 /// 180.4; dense keys in direct ranges 15.6 ms at 2^25 (8 ranges; `perfect_global` 24.2) and
@@ -475,8 +476,10 @@ fn row_code(spec: &KernelSpec) -> (String, String) {
     (load, store)
 }
 
-/// `load_row` for this placement, `part_hist` and `part_scatter`.
+/// `load_row` for this placement, `part_hist`, `part_scatter` and `part_split`.
 pub(crate) fn kernels(spec: &KernelSpec) -> String {
+    // The head holds MOST_RANGES counts and cursors a partition; `size` clamps to it.
+    debug_assert!(ranges(spec) <= MOST_RANGES, "{} key ranges", ranges(spec));
     let part_of = match spec.strategy.index() {
         Index::Direct => "(unsigned)((key[0] >> pshift) < PARTS ? (key[0] >> pshift) : PARTS - 1)",
         Index::Hashed => "(unsigned)(hash_key(key) >> 56)",
