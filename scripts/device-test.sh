@@ -29,7 +29,8 @@
 # BENCH_ARGS adds arguments to `grouper bench gpu-sweep`; TEST_FILTER selects GPU tests.
 # DuckDB for the Q1 peer comes from wheels carried in .whl/ (see scripts/device-prepare.sh).
 # The kernel cache and profiles come back as $OUT/cache.txz; copied to .device/cache.txz, the
-# next call starts from them.
+# next call starts from them. Past 8 files (what a call brings back), everything comes back in
+# one archive, $OUT/all.tar.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -60,7 +61,18 @@ save_cache() {
   [ -d "$GROUPER_CACHE_DIR" ] && XZ_OPT="-9 -T0" tar -C "$GROUPER_CACHE_DIR" -cJf /tmp/cache.txz . \
     && mv /tmp/cache.txz "$OUT/cache.txz"
 }
-trap save_cache EXIT
+# A call brings back at most 8 files from $OUT (the device tool's limit; past it the rest are
+# left out, as two sweeps' JSON were once): with more, everything goes into one archive,
+# $OUT/all.tar, written aside and renamed before the files it holds are removed.
+bundle() {
+  local n
+  n=$(find "$OUT" -type f | wc -l)
+  if [ "$n" -gt 8 ]; then
+    tar -C "$OUT" -cf /tmp/device-all.tar . && find "$OUT" -mindepth 1 -delete \
+      && mv /tmp/device-all.tar "$OUT/all.tar" && echo "device-test: $n files bundled in all.tar"
+  fi
+}
+trap 'save_cache; bundle' EXIT
 trap 'exit 143' TERM INT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 if wants tests || wants all; then
