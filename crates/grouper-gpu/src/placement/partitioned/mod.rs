@@ -328,7 +328,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
             .to_string(),
             format!(
                 "        const u64 h8 = hash_key(key) << 8;
-                 if (FR > 1 && !SPLIT && __umul64hi(h8, FR) != krange) continue;
+                 if (FR > 1 && !SPLIT && hash_range(h8) != krange) continue;
                  const i64 l = find_or_insert_at<{}>(lkeys, 1, SC, SC, {}ULL, key, &scount[0], h8 * FR);
                  if (l >= 0) {{ update_slot<true, true, true>(lwords, SC, (u64)l, in, mask); continue; }}
 {GLOBAL_UPDATE}",
@@ -352,7 +352,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
             // Range r holds offsets [r * SC, (r + 1) * SC); the last also takes those past all
             // ranges, which go on to the device-memory table.
             "        const u64 off = key[0] - kbase;
-             if (FR > 1 && !SPLIT && (off / SC < FR ? off / SC : FR - 1) != krange) continue;
+             if (FR > 1 && !SPLIT && offset_range(off) != krange) continue;
              const u64 loff = off - krange * SC;
              if (loff < SC) update_slot<true, true, true>(lwords, SC, loff, in, mask);
              else update_slot<true>(gt + key[0] * GS, 1, 0, in, mask);
@@ -486,10 +486,8 @@ pub(crate) fn kernels(spec: &KernelSpec) -> String {
     };
     // The key range a row folds in, as the fold tests it (`body`).
     let range_of = match spec.strategy.index() {
-        Index::Direct => {
-            "const u64 off = key[0] - ((u64)p << pshift); return (unsigned)(off / PSC < PFR ? off / PSC : PFR - 1);"
-        }
-        Index::Hashed => "return (unsigned)__umul64hi(hash_key(key) << 8, PFR);",
+        Index::Direct => "return offset_range(key[0] - ((u64)p << pshift));",
+        Index::Hashed => "return hash_range(hash_key(key) << 8);",
     };
     let split = u8::from(splits(spec));
     let (psc, pfr) = (spec.local_slots.max(1), ranges(spec));
@@ -528,6 +526,11 @@ __device__ __forceinline__ bool load_row(const ColPtrs& C, const u64* aux, u64 r
 // The rows the aggregation reads: those the scatter wrote.
 __device__ __forceinline__ u64 rows_in(const u64* aux, u64 n) {{ const u64 kept = aux[2 * PARTS]; return kept < n ? kept : n; }}
 __device__ __forceinline__ unsigned part_of(const u64* key, const unsigned pshift) {{ return {part_of}; }}
+// A key's range in its partition, for the split (range_of) and the unsplit fold alike: the
+// hash's bits below the partition's (h8) scaled to the ranges, or a direct key's offset in
+// ranges of PSC slots, the last also taking the offsets past them all.
+__device__ __forceinline__ unsigned hash_range(const u64 h8) {{ return (unsigned)__umul64hi(h8, PFR); }}
+__device__ __forceinline__ unsigned offset_range(const u64 off) {{ return (unsigned)(off / PSC < PFR ? off / PSC : PFR - 1); }}
 __device__ __forceinline__ unsigned range_of(const u64* key, const unsigned p, const unsigned pshift) {{ {range_of} }}
 
 // Rows per partition (aux[0..PARTS)) and rows kept (aux[2 * PARTS]); aux's head starts zeroed.
