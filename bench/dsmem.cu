@@ -10,14 +10,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cuda_runtime.h>
+#include "probe_data.cuh"
 namespace cg = cooperative_groups;
 
-__global__ void gen(uint32_t* k, float* v, size_t n, uint32_t g) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint32_t x = (uint32_t)i * 2654435761u; x ^= x >> 15; x *= 2246822519u; x ^= x >> 13;
-    k[i] = x % g; v[i] = (float)((x >> 8) % 1000) * 0.25f;
-  }
-}
 
 // MODE 0: f64 atomicAdd + u32 count; MODE 1: u32 count only; MODE 2: f32 atomicAdd + u32 count.
 template <int MODE>

@@ -3,12 +3,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cuda_runtime.h>
-__global__ void gen(uint32_t* k, float* v, size_t n, uint32_t g) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint32_t x = (uint32_t)i * 2654435761u; x ^= x >> 15; x *= 2246822519u; x ^= x >> 13;
-    k[i] = x % g; v[i] = (float)((x >> 8) % 1000) * 0.25f;
-  }
-}
+#include "probe_data.cuh"
 // mode 0: read only (sum of values into a per-thread register, one store per thread)
 // mode 1: f64 sum + u64 count, separate arrays (RED.F64 + RED.U64)
 // mode 2: f64 sum only

@@ -4,12 +4,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cuda_runtime.h>
-__global__ void gen(uint32_t* k, float* v, size_t n, uint32_t g) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint32_t x = (uint32_t)i * 2654435761u; x ^= x >> 15; x *= 2246822519u; x ^= x >> 13;
-    k[i] = x % g; v[i] = (float)((x >> 8) % 1000) * 0.25f;
-  }
-}
+#include "probe_data.cuh"
 __device__ __forceinline__ void cas_add(double* p, double v) {
   unsigned long long* a = (unsigned long long*)p; unsigned long long old = *a, assumed;
   do { assumed = old; old = atomicCAS(a, assumed, __double_as_longlong(__longlong_as_double(assumed) + v)); } while (assumed != old);
