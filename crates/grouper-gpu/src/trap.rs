@@ -186,7 +186,8 @@ fn launch_rows(
             0
         };
         let staged = placement::scatter_shared_bytes(&v.spec);
-        for (f, shared) in [(&parts.hist, 0), (&parts.scatter, staged)] {
+        let counts = placement::hist_shared_bytes(&v.spec);
+        for (f, shared) in [(&parts.hist, counts), (&parts.scatter, staged)] {
             let mut b = stream.launch_builder(f);
             b.arg(cols)
                 .arg(&n)
@@ -211,8 +212,10 @@ fn launch_rows(
                 .arg(&mut to);
             // SAFETY: part_split(ColPtrs, u64, u64*, Ctrl*, unsigned, u64*) reads the rows
             // part_scatter wrote before `split_at` and writes as many after it, with the head
-            // words the fold reads (below CUR2): the buffer was fitted to twice that.
-            unsafe { b.launch(v.launch_cfg(0)) }.map_err(&err)?;
+            // words the fold reads (below CUR2): the buffer was fitted to twice that. Its stage
+            // is the scatter's size (the same tile of the same rows), allowed as the variant
+            // was built.
+            unsafe { b.launch(v.launch_cfg(staged)) }.map_err(&err)?;
             split_at_done = split_at;
         }
         scratch.split_at = split_at_done;

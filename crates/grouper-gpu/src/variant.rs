@@ -109,10 +109,21 @@ impl Variant {
             }),
             _ => None,
         };
-        // The scatter stages a tile of rows in shared memory (up to 56 KiB).
-        if let Some(Partitioning { scatter, .. }) = &partitioning {
+        // part_hist counts ranges in shared memory (up to 64 KiB), and the scatter and the
+        // split stage a tile of rows there (up to 56 KiB).
+        if let Some(Partitioning {
+            hist,
+            scatter,
+            split,
+        }) = &partitioning
+        {
+            let counts = placement::hist_shared_bytes(&spec);
+            allow_dynamic_shared(hist, "part_hist", counts, info)?;
             let bytes = placement::scatter_shared_bytes(&spec);
             allow_dynamic_shared(scatter, "part_scatter", bytes, info)?;
+            if let Some(split) = split {
+                allow_dynamic_shared(split, "part_split", bytes, info)?;
+            }
         }
         for (f, name) in [(&agg_rows, "agg_rows"), (&agg_list, "agg_list")] {
             allow_dynamic_shared(f, name, shared, info)?;

@@ -18,7 +18,7 @@ mod sorted;
 #[cfg(test)]
 pub(crate) use partitioned::FOLD_STATIC_BYTES;
 pub(crate) use partitioned::{
-    buffer_words as partition_buffer_words, direct_shift as partition_shift,
+    buffer_words as partition_buffer_words, direct_shift as partition_shift, hist_shared_bytes,
     kernels as partition_kernels, scatter_shared_bytes, split_at as partition_split_at,
     splits as partition_splits, HEAD_WORDS as PARTITION_HEAD_WORDS, PARTS,
 };

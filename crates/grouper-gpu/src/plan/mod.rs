@@ -80,14 +80,15 @@ impl Demand {
 /// 2^14 (`gpu-sweep-h100-2p28-partitioned-headroom.json`).
 const PARTITION_PAST_BLOCK: f64 = 8.0;
 
-/// Most key ranges of a direct partitioned fold that the planner takes over `perfect_global`:
-/// all of them ([`crate::placement`]'s most, 16), since a fold in more than four splits its
-/// rows by range first and reads each range's rows once. On the H100 at 2^28 rows
-/// (`gpu-sweep-h100-2p28-range-split.json`): 8 ranges (2^25 dense groups) 15.6 ms against
-/// `perfect_global`'s 24.2, 16 (2^26) 20.4 against 24.5; four won by 1.6x at 2^24. Past 16
-/// ranges the keys the ranges do not cover go to the device-memory table, and the fold loses
-/// (2^27: 29.2 against 26.2; 2^28: 34.1 against 26.3), so such domains are not covered.
-const DIRECT_RANGES_THAT_PAY: u64 = 16;
+/// Most key ranges of a direct partitioned fold that the planner takes over `perfect_global`,
+/// since a fold in more than four splits its rows by range first and reads each range's rows
+/// once. On the H100 at 2^28 rows (`gpu-sweep-h100-2p28-range-split.json`): 8 ranges (2^25
+/// dense groups) 15.6 ms against `perfect_global`'s 24.2; four won by 1.6x at 2^24; 32 (2^26,
+/// the split staged, `gpu-sweep-h100-2p28-split-staged.json`) 19.0 against 24.5 (b33ea21,
+/// 24.5 again at 97f9a34). 64 ranges (2^28) took 27.8 against 26.3 (97f9a34), so 2^27-2^28
+/// keys are not taken (fewer ranges leave keys to the device-memory table, and lost more:
+/// sixteen at 2^28 34.1-35.0).
+const DIRECT_RANGES_THAT_PAY: u64 = 32;
 
 /// Least share of a partition's average groups that a hashed partitioned fold's tables (all
 /// its key ranges, at the fill limit) must hold for the planner to take it over `block_local`:
@@ -230,8 +231,8 @@ pub(crate) fn choose(
         // range of the device-memory table at a time, which L2 holds. It pays where shared
         // tables cover a partition's keys in key ranges (DIRECT_RANGES_THAT_PAY): on the H100
         // at 2^28 rows 8.8 ms in one range against perfect_global's 19.2 at 2^22 dense groups
-        // and 14.4 in four at 2^24 against 23.4 (`gpu-sweep-h100-2p28-key-ranges.json`); 20.4
-        // in sixteen at 2^26 against 24.5 (`gpu-sweep-h100-2p28-range-split.json`). One range
+        // and 14.4 in four at 2^24 against 23.4 (`gpu-sweep-h100-2p28-key-ranges.json`); 19.0
+        // in 32 at 2^26 against 24.5 (`gpu-sweep-h100-2p28-split-staged.json`). One range
         // covering half (2^26 rows, 140f7c6): 3.57 ms against 4.78 at 2^22, where an eighth
         // lost (6.79 against 5.83 at 2^24).
         let table_bytes = domain.saturating_mul(8 * w);

@@ -244,8 +244,8 @@ fn few_dense_groups_take_registers_or_shared_copies() {
 
 /// Dense keys without a profile: a shared table wherever one copy fits a block (2^14
 /// groups of a count and a sum, narrow: 192 KiB), the device-memory table beyond, and
-/// partitioned where that table is beyond L2 and a block's shared tables, in up to sixteen
-/// key ranges, cover a partition's keys.
+/// partitioned where that table is beyond L2 and a block's shared tables, in up to 32 key
+/// ranges, cover a partition's keys.
 #[test]
 fn dense_keys_take_shared_then_global_then_partitioned_tables() {
     let info = h100();
@@ -257,16 +257,20 @@ fn dense_keys_take_shared_then_global_then_partitioned_tables() {
         (15, GpuStrategy::PERFECT_GLOBAL),
         (20, GpuStrategy::PERFECT_GLOBAL),
         (22, GpuStrategy::PERFECT_PARTITIONED),
-        // Four key ranges cover each partition's keys at 2^24, sixteen at 2^26; past
-        // sixteen they do not.
+        // Key ranges of 16,384 narrow slots cover each partition's keys: four at 2^24,
+        // sixteen at 2^26, 32 at 2^27 (the rule's count: measured at 2^26 in the sweep's 8,192-slot
+        // tables, as many rows a range); 2^28 would take 64.
         (24, GpuStrategy::PERFECT_PARTITIONED),
         (26, GpuStrategy::PERFECT_PARTITIONED),
-        (27, GpuStrategy::PERFECT_GLOBAL),
+        (27, GpuStrategy::PERFECT_PARTITIONED),
         (28, GpuStrategy::PERFECT_GLOBAL),
     ] {
         let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
         let c = choose(&opts, &layout(1), &[true, true], 1, demand, &info).unwrap();
         assert_eq!(c.strategy, want, "2^{log2} groups: {c:?}");
+        if (24..=27).contains(&log2) {
+            assert_eq!(c.copies, 1 << (log2 - 22), "2^{log2} groups: {c:?}");
+        }
     }
     // 20 bytes a slot — two non-null sums, or a sum that may be NULL (its `seen` word) —
     // and 2^14 groups no longer fit one SM's shared memory.
@@ -367,7 +371,7 @@ fn hot_keys_keep_out_of_one_device_memory_table() {
     assert!(!c.reason.contains("hottest"), "{}", c.reason);
     // Partitioned while its 16 key ranges' tables hold at least a tenth of a partition's
     // groups (8,000 slots a range here: 98% of them at 2^24, 12% at 2^27), else block_local
-    // (6% at 2^28).
+    // (6% at 2^28; a hash fold takes no more than 16 ranges unless the user fixes them).
     for (log2, want) in [
         (24, GpuStrategy::HASH_PARTITIONED),
         (25, GpuStrategy::HASH_PARTITIONED),
@@ -445,7 +449,7 @@ fn partitioned_tables_take_a_partitions_groups_within_a_whole_sm() {
     }
     // A partition's groups over a whole SM's table at its fill limit (with a quarter to
     // spare): its fold takes key ranges, the fewest (to 16) whose share fits; the user may
-    // fix them.
+    // fix them, to 64.
     for (log2, ranges) in [(16, 1), (19, 1), (20, 2), (22, 6), (24, 16), (28, 16)] {
         let demand = Demand::uniform(u64::MAX, 1 << log2, 1 << 28);
         let c = choose(&opts, &l, &[], 1, demand, &info).unwrap();
@@ -459,7 +463,7 @@ fn partitioned_tables_take_a_partitions_groups_within_a_whole_sm() {
         ..opts.clone()
     };
     let c = choose_hashed(&fixed, &l, 1 << 24, &info).unwrap();
-    assert_eq!((c.copies, c.local_slots), (16, whole_sm), "{c:?}");
+    assert_eq!((c.copies, c.local_slots), (40, whole_sm), "{c:?}");
     // Blocks the user fixed at 256 threads: their share at full occupancy (8 a SM).
     let small = blocks_of(256, opts.clone());
     let c = choose_hashed(&small, &l, 1 << 24, &info);
@@ -474,13 +478,14 @@ fn partitioned_tables_take_a_partitions_groups_within_a_whole_sm() {
     let slot = crate::placement::narrow_slot_bytes(0, 2);
     let whole_sm = crate::placement::pow2_floor((227 * 1024 - 1024 - fold) / slot);
     // Key ranges: the fewest whose tables cover a partition's keys (2^24: 65,536 keys, 8
-    // ranges of 8,192 slots), at most 16.
+    // ranges of 8,192 slots), at most 64.
     for (log2, want, ranges) in [
         (16, 256, 1),
         (20, 4096.min(whole_sm), 1),
         (22, whole_sm, 2),
         (24, whole_sm, 8),
-        (26, whole_sm, 16),
+        (26, whole_sm, 32),
+        (28, whole_sm, 64),
     ] {
         let demand = Demand::uniform(1 << log2, 1 << log2, 1 << 28);
         let c = choose(&direct, &l, &[], 1, demand, &info).unwrap();

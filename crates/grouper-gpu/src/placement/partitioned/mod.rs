@@ -67,6 +67,15 @@ pub(crate) fn splits(spec: &KernelSpec) -> bool {
 /// 13.4 against 13.4 at 2^24 dense.
 const SPLIT_PAST_RANGES: u64 = 4;
 
+/// Dynamic shared bytes of `part_hist`: where the fold [`splits`], a count of each
+/// (partition, key range)'s rows (64 ranges: 64 KiB); else none.
+pub(crate) fn hist_shared_bytes(spec: &KernelSpec) -> u64 {
+    match splits(spec) {
+        true => 4 * PARTS * ranges(spec),
+        false => 0,
+    }
+}
+
 /// Bytes of the fold's own `__shared__` arrays (`scount`, and `pstart`, `pieces`, `pitems` of
 /// [`PARTS`] words each), which its table leaves room for: a block's static and dynamic shared
 /// memory together may not pass the device's limit (the launch fails), and 8,192 narrow slots
@@ -140,29 +149,41 @@ pub(crate) fn direct_shift(cap: u64) -> u32 {
 /// ([`size`]).
 const PARTITION_HEADROOM: u64 = 2;
 
-/// Most key ranges a partition's fold splits into ([`size`]). Unsplit ([`splits`]), each
-/// range's block reads all the partition's rows (at about the DRAM rate, measured: the blocks
-/// of one piece's ranges do not keep pace enough to share its rows in L2).
-const MOST_RANGES: u64 = 16;
+/// Most key ranges a partition's fold splits into ([`size`]; a user's fixed count too).
+/// Unsplit ([`splits`]), each range's block reads all the partition's rows (at about the DRAM
+/// rate, measured: the blocks of one piece's ranges do not keep pace enough to share its rows
+/// in L2). Split, 64 direct ranges cover a partition's keys at 2^28 dense groups.
+const MOST_RANGES: u64 = 64;
+
+/// Most key ranges the planner gives a hash fold ([`key_ranges`]). More ranges hold more of a
+/// partition's groups, yet past sixteen the hash fold lost: on the H100 at 2^28 rows
+/// (`gpu-sweep-h100-2p28-split-staged.json`) 64 ranges (the split staged) took 108.5 ms at
+/// 2^26 scattered u64 groups against 95.2 in sixteen of the same kernels (106.5 against 92.6
+/// for dense u32 keys hashed), and 329.7 at 2^28 dense keys hashed against 277.3 in sixteen
+/// unstaged (a range's job then holds few rows against its table's init and flush). A direct
+/// fold, whose slots need no probe, gained from them (below).
+const MOST_HASHED_RANGES: u64 = 16;
 
 /// The key ranges a partition's hash fold splits into (`KernelSpec::copies` of the
 /// partitioned placement): one where a partition's groups, `need` slots at the fill limit,
 /// fit a table of `fit` slots with [`RANGE_MARGIN`] to spare, else the fewest (at most
-/// [`MOST_RANGES`]) whose share does. A range is the hash below the partition's bits scaled to
+/// [`MOST_HASHED_RANGES`]) whose share does. A range is the hash below the partition's bits scaled to
 /// the ranges (`h * R / 2^64`), and the probe starts from what the scaling leaves
 /// (`h * R mod 2^64`), so any count splits evenly.
 pub(crate) fn key_ranges(need: u64, fit: u64) -> u64 {
-    ((need as f64 * RANGE_MARGIN / fit.max(1) as f64).ceil() as u64).clamp(1, MOST_RANGES)
+    ((need as f64 * RANGE_MARGIN / fit.max(1) as f64).ceil() as u64).clamp(1, MOST_HASHED_RANGES)
 }
 
 /// The key ranges of a direct fold: the fewest (at most [`MOST_RANGES`]) whose tables of
-/// `slots` cover a partition's `keys`; past 16, the keys past them update the device-memory
-/// table. A range rereads its partition's rows (at about the DRAM rate: at 2^20 scattered
-/// groups each extra range of a hash fold added ~1.5 ms to 2^28 rows), yet a shared table for
-/// every key won: on the H100 at 2^24 dense groups (2^28 rows, 65,536 keys a partition, 16,384
-/// slots of 12 bytes) 14.4 ms in 4 ranges against 17.8 in 2 (half the keys), 22.3 in 1, 18.2
-/// in 8 (half of them empty) and `perfect_global`'s 23.6
-/// (`gpu-sweep-h100-2p28-key-ranges.json`).
+/// `slots` cover a partition's `keys`; past 64, the keys past them update the device-memory
+/// table. Unsplit, a range rereads its partition's rows (at about the DRAM rate: at 2^20
+/// scattered groups each extra range of a hash fold added ~1.5 ms to 2^28 rows), yet a shared
+/// table for every key won: on the H100 at 2^24 dense groups (2^28 rows, 65,536 keys a
+/// partition, 16,384 slots of 12 bytes) 14.4 ms in 4 ranges against 17.8 in 2 (half the keys),
+/// 22.3 in 1, 18.2 in 8 (half of them empty) and `perfect_global`'s 23.6
+/// (`gpu-sweep-h100-2p28-key-ranges.json`). Split and staged, 32 ranges covering 2^26 keys
+/// took 19.0 ms against 20.4 in sixteen covering half, and 64 at 2^28 27.8 against 35.0
+/// (`gpu-sweep-h100-2p28-split-staged.json`).
 pub(crate) fn direct_key_ranges(keys: u64, slots: u64) -> u64 {
     keys.div_ceil(slots.max(1)).clamp(1, MOST_RANGES)
 }
@@ -534,11 +555,13 @@ __device__ __forceinline__ unsigned offset_range(const u64 off) {{ return (unsig
 __device__ __forceinline__ unsigned range_of(const u64* key, const unsigned p, const unsigned pshift) {{ {range_of} }}
 
 // Rows per partition (aux[0..PARTS)) and rows kept (aux[2 * PARTS]); aux's head starts zeroed.
+// SPLIT: each (partition, range)'s rows too, PFR a partition in dynamic shared memory
+// (hist_shared_bytes: up to 64 KiB, past the 48 KiB a static array may take).
 extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C, const u64 n, u64* aux, Ctrl* ctrl, const unsigned pshift) {{
   __shared__ unsigned h[PARTS];
-  __shared__ unsigned h2[SPLIT ? PARTS * MRANGES : 1];
+  extern __shared__ unsigned h2[];
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) h[p] = 0;
-  if (SPLIT) for (u64 q = threadIdx.x; q < PARTS * MRANGES; q += blockDim.x) h2[q] = 0;
+  if (SPLIT) for (u64 q = threadIdx.x; q < PARTS * PFR; q += blockDim.x) h2[q] = 0;
   if (blockIdx.x == 0 && threadIdx.x == 0) aux[2 * PARTS + 1] = pshift;
   __syncthreads();
   const u64 stride = (u64)gridDim.x * blockDim.x;
@@ -547,7 +570,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C,
     if (!eval_row(C, i, key, in, &mask, &ctrl->error)) continue;
     const unsigned p = part_of(key, pshift);
     atomicAdd(&h[p], 1u);
-    if (SPLIT) atomicAdd(&h2[p * MRANGES + range_of(key, p, pshift)], 1u);
+    if (SPLIT) atomicAdd(&h2[p * PFR + range_of(key, p, pshift)], 1u);
   }}
   __syncthreads();
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) {{
@@ -555,8 +578,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C,
     atomicAdd(&aux[p], (u64)h[p]);
     atomicAdd(&aux[2 * PARTS], (u64)h[p]);
   }}
-  if (SPLIT) for (u64 q = threadIdx.x; q < PARTS * MRANGES; q += blockDim.x) {{
-    if (h2[q] != 0) atomicAdd(&aux[SUB + q], (u64)h2[q]);
+  if (SPLIT) for (u64 q = threadIdx.x; q < PARTS * PFR; q += blockDim.x) {{
+    if (h2[q] != 0) atomicAdd(&aux[SUB + (q / PFR) * MRANGES + q % PFR], (u64)h2[q]);
   }}
 }}
 
@@ -654,7 +677,24 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
 // range (a partition starts where it did in a; its range r after ranges 0..r). Each block
 // takes pieces of a partition's rows as the fold does, a tile at a time: ranks a tile's rows
 // per range in shared memory, reserves each range's run with one atomic on its cursor
-// (a[CUR2 + p * MRANGES + r]), writes the rows there. Block 0 copies the head the fold reads.
+// (a[CUR2 + p * MRANGES + r]), and writes the rows there. STAGED, as part_scatter: the tile's
+// rows are first laid out in shared memory in range order, so consecutive threads write
+// consecutive words of each run. Block 0 copies the head the fold reads.
+__device__ __forceinline__ void scan_ranges(const unsigned* counts, unsigned* out) {{
+  if (threadIdx.x < 32) {{
+    const unsigned lane = threadIdx.x;
+    constexpr unsigned per = (unsigned)((PFR + 31) / 32);
+    unsigned sum = 0;
+    for (unsigned j = 0; j < per; j++) if (lane * per + j < PFR) sum += counts[lane * per + j];
+    unsigned x = sum;
+    for (unsigned o = 1; o < 32; o <<= 1) {{
+      const unsigned y = __shfl_up_sync(0xFFFFFFFFu, x, o);
+      if (lane >= o) x += y;
+    }}
+    unsigned at = x - sum;
+    for (unsigned j = 0; j < per; j++) if (lane * per + j < PFR) {{ out[lane * per + j] = at; at += counts[lane * per + j]; }}
+  }}
+}}
 extern "C" __global__ void __launch_bounds__(THREADS) part_split(const ColPtrs C, const u64 n, u64* a, Ctrl* ctrl, const unsigned pshift, u64* b) {{
   if (blockIdx.x == 0) {{
     for (u64 w = threadIdx.x; w < CUR2; w += blockDim.x) b[w] = w >= PARTS && w < 2 * PARTS ? 0 : a[w];
@@ -663,7 +703,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_split(const ColPtrs C
   __shared__ u64 pieces[PARTS];
   __shared__ u64 pitems[PARTS];
   __shared__ unsigned cnt[MRANGES];
+  __shared__ unsigned loc[MRANGES];
   __shared__ u64 base[MRANGES];
+  extern __shared__ u64 stage[];
+  const u64 tile = (u64)blockDim.x * TIPT;
+  unsigned* stage32 = (unsigned*)stage;
+  unsigned char* srange = (unsigned char*)(stage32 + (STAGED ? tile * RH : 0));
   const u64 span = n == 0 ? 1 : (n + PARTS - 1) / PARTS;
   for (u64 p = threadIdx.x; p < PARTS; p += blockDim.x) pieces[p] = (a[p] + span - 1) / span;
   if (threadIdx.x < MRANGES) cnt[threadIdx.x] = 0;
@@ -679,7 +724,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_split(const ColPtrs C
     const unsigned p = lo_p;
     const u64 lo = pstart[p] + (it - pitems[p]) * span, end = pstart[p] + a[p];
     const u64 hi = lo + span < end ? lo + span : end;
-    for (u64 t0 = lo; t0 < hi; t0 += (u64)blockDim.x * TIPT) {{
+    for (u64 t0 = lo; t0 < hi; t0 += tile) {{
       u64 keys_[TIPT][K]; u64 ins_[TIPT][NIN]; u64 masks_[TIPT]; unsigned range_[TIPT], rank_[TIPT]; bool ok_[TIPT];
 #pragma unroll
       for (int j = 0; j < TIPT; j++) {{
@@ -693,10 +738,38 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_split(const ColPtrs C
         for (unsigned r = 0; r < threadIdx.x; r++) at += a[SUB + p * MRANGES + r];
         base[threadIdx.x] = at + atomicAdd(&a[CUR2 + p * MRANGES + threadIdx.x], (u64)cnt[threadIdx.x]);
       }}
+      if (STAGED) scan_ranges(cnt, loc);
       __syncthreads();
+      if (STAGED) {{
 #pragma unroll
-      for (int j = 0; j < TIPT; j++) {{
-        if (ok_[j]) store_row(to + (base[range_[j]] + rank_[j]) * RH, keys_[j], ins_[j], masks_[j]);
+        for (int j = 0; j < TIPT; j++) {{
+          if (!ok_[j]) continue;
+          const u64 r = loc[range_[j]] + rank_[j];
+          store_row(stage32 + r * RH, keys_[j], ins_[j], masks_[j]);
+          srange[r] = (unsigned char)range_[j];
+        }}
+        __syncthreads();
+        const u64 kept = loc[PFR - 1] + cnt[PFR - 1];
+        // Rows of even halves are copied a 64-bit word at a time.
+        if (RH % 2 == 0) {{
+          constexpr u64 RW = RH / 2;
+          for (u64 x = threadIdx.x; x < kept * RW; x += blockDim.x) {{
+            const u64 r = x / RW, w = x - r * RW;
+            const unsigned q = srange[r];
+            ((u64*)to)[(base[q] + r - loc[q]) * RW + w] = stage[x];
+          }}
+        }} else {{
+          for (u64 x = threadIdx.x; x < kept * RH; x += blockDim.x) {{
+            const u64 r = x / RH, w = x - r * RH;
+            const unsigned q = srange[r];
+            to[(base[q] + r - loc[q]) * RH + w] = stage32[x];
+          }}
+        }}
+      }} else {{
+#pragma unroll
+        for (int j = 0; j < TIPT; j++) {{
+          if (ok_[j]) store_row(to + (base[range_[j]] + rank_[j]) * RH, keys_[j], ins_[j], masks_[j]);
+        }}
       }}
       __syncthreads();
       if (threadIdx.x < MRANGES) cnt[threadIdx.x] = 0;
