@@ -594,35 +594,49 @@ fn fold_tables_and_key_ranges_match_the_reference() {
 /// and two sums) holds 4,096. The planner's four key ranges cover them; in two the keys past
 /// their slots update the device-memory table; three split unevenly, the last sending the keys
 /// past them all to the device-memory table; six, split by range before the fold, leave two
-/// ranges empty. NULL keys among them. All equal the reference.
+/// ranges empty. Over 2^23 values (32,768 keys a partition) six split ranges cover 24,576,
+/// and the last run of the split also holds the keys past them all, which its job sends to
+/// the device-memory table. NULL keys among them. All equal the reference.
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn direct_fold_key_ranges_match_the_reference() {
     if !have_gpu() {
         return;
     }
-    // Keys below 2^22 - 2: with the NULL key's slot the domain stays under 2^22, so a
-    // partition holds 2^14 keys.
-    let (rows, domain) = (3_000_000usize, (1u64 << 22) - 2);
-    let mut r = xorshift(0xd1ec7);
-    let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter((0..rows).map(|_| {
-        let k = r() % domain;
-        (r() % 100 >= 5).then_some(k as i64)
-    })))];
-    let (vals, aggs) = values(rows, 5, 0xd1ec7);
-    // COUNT(*), SUM(i64), SUM(f64).
-    let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
-    let c = case(keys, vals, &aggs, 2);
-    let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
-    for key_ranges in [None, Some(2), Some(3), Some(6)] {
-        let opts = in_key_ranges(GpuStrategy::PERFECT_PARTITIONED, key_ranges);
-        let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
-        let out = p.run().unwrap();
-        same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| panic!("{key_ranges:?}: {e}"));
-        // 4,096 slots of 44 bytes, whatever the ranges; unless fixed, the fewest ranges that
-        // cover a partition's 16,384 keys: 4.
-        assert_eq!(out.report.shared_bytes, 4096 * 44, "{key_ranges:?}");
-        assert_eq!(out.report.copies, key_ranges.unwrap_or(4), "{key_ranges:?}");
+    // Keys below 2^22 - 2 (2^23 - 2): with the NULL key's slot the domain stays under 2^22
+    // (2^23), so a partition holds 2^14 (2^15) keys.
+    let cases: [(u64, &[Option<u32>], u32); 2] = [
+        ((1 << 22) - 2, &[None, Some(2), Some(3), Some(6)], 4),
+        ((1 << 23) - 2, &[Some(6)], 8),
+    ];
+    for (domain, ranges, planned) in cases {
+        let rows = 3_000_000usize;
+        let mut r = xorshift(0xd1ec7 ^ domain);
+        let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter((0..rows).map(|_| {
+            let k = r() % domain;
+            (r() % 100 >= 5).then_some(k as i64)
+        })))];
+        let (vals, aggs) = values(rows, 5, 0xd1ec7);
+        // COUNT(*), SUM(i64), SUM(f64).
+        let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
+        let c = case(keys, vals, &aggs, 2);
+        let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
+        for &key_ranges in ranges {
+            let opts = in_key_ranges(GpuStrategy::PERFECT_PARTITIONED, key_ranges);
+            let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+            let out = p.run().unwrap();
+            same_groups(&expected, &out.columns, 1).unwrap_or_else(|e| {
+                panic!("2^{} {key_ranges:?}: {e}", 64 - domain.leading_zeros())
+            });
+            // 4,096 slots of 44 bytes, whatever the ranges; unless fixed, the fewest ranges
+            // that cover a partition's keys.
+            assert_eq!(out.report.shared_bytes, 4096 * 44, "{key_ranges:?}");
+            assert_eq!(
+                out.report.copies,
+                key_ranges.unwrap_or(planned),
+                "{key_ranges:?}"
+            );
+        }
     }
 }
 
