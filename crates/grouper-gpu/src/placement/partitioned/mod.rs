@@ -583,6 +583,29 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_hist(const ColPtrs C,
   }}
 }}
 
+// STAGED: copies a tile's `kept` rows, laid out in shared memory (stage) by run, run b's from
+// loc[b] and each row's run in sruns, to their runs in `out` (run b's at base[b]), so
+// consecutive threads write consecutive words of a run; rows of even halves a 64-bit word at a
+// time. part_scatter's runs are partitions, part_split's a partition's key ranges.
+template <typename L>
+__device__ __forceinline__ void copy_runs(const u64* stage, const unsigned char* sruns, const u64 kept, const u64* base, const L* loc, unsigned* out) {{
+  if (RH % 2 == 0) {{
+    constexpr u64 RW = RH / 2;
+    for (u64 x = threadIdx.x; x < kept * RW; x += blockDim.x) {{
+      const u64 r = x / RW, w = x - r * RW;
+      const unsigned b = sruns[r];
+      ((u64*)out)[(base[b] + r - loc[b]) * RW + w] = stage[x];
+    }}
+  }} else {{
+    const unsigned* stage32 = (const unsigned*)stage;
+    for (u64 x = threadIdx.x; x < kept * RH; x += blockDim.x) {{
+      const u64 r = x / RH, w = x - r * RH;
+      const unsigned b = sruns[r];
+      out[(base[b] + r - loc[b]) * RH + w] = stage32[x];
+    }}
+  }}
+}}
+
 // Each block takes tiles of TIPT rows per thread: ranks a tile's rows per partition in shared
 // memory, reserves each partition's run with one atomic on its cursor (aux[PARTS + p]), and
 // writes the rows there. A partition starts where the partitions before it end (each block
@@ -644,22 +667,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_scatter(const ColPtrs
         spart[r] = (unsigned char)part_[j];
       }}
       __syncthreads();
-      const u64 kept = loc[PARTS - 1] + cnt[PARTS - 1];
-      // Rows of even halves are copied a 64-bit word at a time.
-      if (RH % 2 == 0) {{
-        constexpr u64 RW = RH / 2;
-        for (u64 x = threadIdx.x; x < kept * RW; x += blockDim.x) {{
-          const u64 r = x / RW, w = x - r * RW;
-          const unsigned p = spart[r];
-          ((u64*)rows32)[(base[p] + r - loc[p]) * RW + w] = stage[x];
-        }}
-      }} else {{
-        for (u64 x = threadIdx.x; x < kept * RH; x += blockDim.x) {{
-          const u64 r = x / RH, w = x - r * RH;
-          const unsigned p = spart[r];
-          rows32[(base[p] + r - loc[p]) * RH + w] = stage32[x];
-        }}
-      }}
+      copy_runs(stage, spart, loc[PARTS - 1] + cnt[PARTS - 1], base, loc, rows32);
     }} else {{
 #pragma unroll
       for (int j = 0; j < TIPT; j++) {{
@@ -749,22 +757,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_split(const ColPtrs C
           srange[r] = (unsigned char)range_[j];
         }}
         __syncthreads();
-        const u64 kept = loc[PFR - 1] + cnt[PFR - 1];
-        // Rows of even halves are copied a 64-bit word at a time.
-        if (RH % 2 == 0) {{
-          constexpr u64 RW = RH / 2;
-          for (u64 x = threadIdx.x; x < kept * RW; x += blockDim.x) {{
-            const u64 r = x / RW, w = x - r * RW;
-            const unsigned q = srange[r];
-            ((u64*)to)[(base[q] + r - loc[q]) * RW + w] = stage[x];
-          }}
-        }} else {{
-          for (u64 x = threadIdx.x; x < kept * RH; x += blockDim.x) {{
-            const u64 r = x / RH, w = x - r * RH;
-            const unsigned q = srange[r];
-            to[(base[q] + r - loc[q]) * RH + w] = stage32[x];
-          }}
-        }}
+        copy_runs(stage, srange, loc[PFR - 1] + cnt[PFR - 1], base, loc, to);
       }} else {{
 #pragma unroll
         for (int j = 0; j < TIPT; j++) {{
