@@ -362,9 +362,23 @@ fn generated_kernels_are_valid_cpp() {
 #[test]
 #[ignore = "needs NVRTC: scripts/nvrtc-check.sh"]
 fn generated_kernels_compile_with_nvrtc() {
+    // GROUPER_CUBIN_DIR: each CUBIN is also written there, named by its kernel, so that
+    // `scripts/cubin-diff.sh` can show a change to the generator leaves the machine code as it
+    // was (a refactor checked without a GPU).
+    let dir = std::env::var_os("GROUPER_CUBIN_DIR").map(std::path::PathBuf::from);
     for (name, src) in every_generated_kernel() {
         match crate::compile::nvrtc(&src, "sm_90") {
-            Ok(cubin) => assert!(cubin.starts_with(b"\x7fELF"), "{name}: not a CUBIN"),
+            Ok(cubin) => {
+                assert!(cubin.starts_with(b"\x7fELF"), "{name}: not a CUBIN");
+                if let Some(dir) = &dir {
+                    let file: String = name
+                        .chars()
+                        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                        .collect();
+                    std::fs::create_dir_all(dir).unwrap();
+                    std::fs::write(dir.join(file + ".cubin"), cubin).unwrap();
+                }
+            }
             Err(e) => panic!("{name}: {e}"),
         }
     }
