@@ -640,6 +640,72 @@ fn direct_fold_key_ranges_match_the_reference() {
     }
 }
 
+/// The partitioned strategies with their rows split by key range (six ranges) under a filter
+/// that drops about half the rows (an Int64 value at most 0; its NULLs drop too): a dropped
+/// row is in no partition's or range's count, the split lays out only the rows kept, and a
+/// fold reads only those. Dense keys over 2^22 values, as above, for both indexes; hashed
+/// also in the planner's ranges. All equal the reference over the rows kept.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn split_key_ranges_under_a_filter_match_the_reference() {
+    if !have_gpu() {
+        return;
+    }
+    let (rows, domain) = (1_500_000usize, (1u64 << 22) - 2);
+    let mut r = xorshift(0xf117e5);
+    let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter((0..rows).map(|_| {
+        let k = r() % domain;
+        (r() % 100 >= 5).then_some(k as i64)
+    })))];
+    let (vals, aggs) = values(rows, 5, 0xf117e5);
+    // COUNT(*), SUM(i64), SUM(f64).
+    let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
+    // The filter reads the Int64 values (vals[0]: column 1, after the key).
+    let filter = Expr::Binary {
+        op: BinOp::LtEq,
+        left: Box::new(Expr::column(1, DataType::Int64)),
+        right: Box::new(Expr::Literal {
+            value: Scalar::Int(0),
+            data_type: DataType::Int64,
+        }),
+        data_type: DataType::Boolean,
+    };
+    let ints = vals[0].as_any().downcast_ref::<Int64Array>().unwrap();
+    let mask: BooleanArray = ints
+        .iter()
+        .map(|v| Some(v.is_some_and(|v| v <= 0)))
+        .collect();
+    let kept = mask.true_count();
+    assert!(
+        kept > rows / 3 && kept < rows * 2 / 3,
+        "{kept} of {rows} rows kept"
+    );
+    let keep = |a: &ArrayRef| keep_rows(a.as_ref(), &mask).unwrap();
+    let only_kept = case(
+        keys.iter().map(keep).collect(),
+        vals.iter().map(keep).collect(),
+        &aggs,
+        1,
+    );
+    let expected = reference::aggregate(&only_kept.spec, &only_kept.reference).unwrap();
+    let mut c = case(keys, vals, &aggs, 2);
+    c.query.filter = Some(filter);
+    for (s, key_ranges) in [
+        (GpuStrategy::PERFECT_PARTITIONED, Some(6)),
+        (GpuStrategy::HASH_PARTITIONED, Some(6)),
+        (GpuStrategy::HASH_PARTITIONED, None),
+    ] {
+        let opts = in_key_ranges(s, key_ranges);
+        let mut p = Prepared::new(&c.query, &c.batches, &opts).unwrap();
+        let out = p.run().unwrap();
+        same_groups(&expected, &out.columns, 1)
+            .unwrap_or_else(|e| panic!("{s} {key_ranges:?}: {e}"));
+        if let Some(k) = key_ranges {
+            assert_eq!(out.report.copies, k, "{s}");
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn streams_inputs_many_times_the_memory_limit() {
