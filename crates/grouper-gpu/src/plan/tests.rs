@@ -504,4 +504,20 @@ fn partitioned_tables_take_a_partitions_groups_within_a_whole_sm() {
     let demand = Demand::uniform(1 << 24, 1 << 24, 1 << 28);
     let c = choose(&fixed, &l, &[], 1, demand, &info).unwrap();
     assert_eq!((c.copies, c.local_slots), (8, 8192), "{c:?}");
+    // No more ranges than a block has threads (part_split gives each range a thread). On an
+    // H100 a 32-thread block's share of shared memory holds no fold table; on a device of 64
+    // threads a multiprocessor it holds half of it, and 2^28 keys, which would take 64 ranges,
+    // take 32; a fixed 40 hashed ranges 32 too.
+    let few_threads = crate::DeviceInfo {
+        threads_per_sm: 64,
+        ..h100()
+    };
+    let narrow = blocks_of(32, direct.clone());
+    let demand = Demand::uniform(1 << 28, 1 << 28, 1 << 28);
+    let c = choose(&narrow, &l, &[], 1, demand, &few_threads).unwrap();
+    assert_eq!((c.threads, c.copies), (32, 32), "{c:?}");
+    let mut hashed = blocks_of(32, forced(GpuStrategy::HASH_PARTITIONED));
+    hashed.params.key_ranges = Some(40);
+    let c = choose_hashed(&hashed, &l, 1 << 24, &few_threads).unwrap();
+    assert_eq!((c.threads, c.copies), (32, 32), "{c:?}");
 }

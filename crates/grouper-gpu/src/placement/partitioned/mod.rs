@@ -264,6 +264,10 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
     };
     let bytes = narrow_slot_bytes(key_words, room.narrow_words);
     let shared = room.largest_block_table().saturating_sub(FOLD_STATIC_BYTES);
+    // `part_split` keeps a counter and a run's base a range in shared memory, each thread
+    // below the ranges zeroing one and reserving one: no more ranges than the block's threads
+    // (32-thread blocks, which a user may fix, take at most 32).
+    let most = MOST_RANGES.min(u64::from(room.largest()));
     // A hash table takes every slot that fits, to 64s (`block`'s whole-SM table, and
     // `codegen::probing`); a direct one a power of two, its partition's key range.
     let (slots, ranges) = match index {
@@ -273,7 +277,7 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
             let ranges = room
                 .key_ranges
                 .unwrap_or_else(|| key_ranges(need, fit))
-                .clamp(1, MOST_RANGES);
+                .clamp(1, most);
             let want = pow2_at_least((need.div_ceil(ranges) * PARTITION_HEADROOM).max(64));
             (fit.min(want), ranges)
         }
@@ -283,7 +287,7 @@ pub(super) fn size(index: Index, room: &Room) -> Option<Sizing> {
             let ranges = room
                 .key_ranges
                 .unwrap_or_else(|| direct_key_ranges(want, slots))
-                .clamp(1, MOST_RANGES);
+                .clamp(1, most);
             (slots, ranges)
         }
     };
