@@ -208,8 +208,8 @@ pub struct GpuParams {
     /// Initial capacity of the global hash table in groups (the estimate when `None`).
     pub initial_groups: Option<u64>,
     /// The partitioned strategies: the key ranges a partition's fold splits into, each read of
-    /// the partition's rows folding one range's groups (at most 16; the planner's when `None`),
-    /// to weigh the sizing rule.
+    /// the partition's rows folding one range's groups (at most 64 and a block's threads; the
+    /// planner's when `None`, at most 16 for a hash fold), to weigh the sizing rule.
     pub key_ranges: Option<u32>,
 }
 
