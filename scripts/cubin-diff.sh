@@ -8,26 +8,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:-HEAD}
 root=$PWD
-scripts/nvrtc-check.sh >/dev/null  # fetches NVRTC once, and the tree's kernels must compile
-lib="$root/target/nvrtc/nvidia/cu13/lib"
 out=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$out/base" >/dev/null 2>&1 || true; rm -rf "$out"' EXIT
-# The base builds in a target folder of its own: cargo names a workspace's artifacts by their
-# path in the workspace, so the base's and the tree's would overwrite each other in one (the
-# first run builds arrow, parquet and cudarc there once).
-dump() { # folder-of-the-tree target-folder folder-of-cubins
-  (cd "$1" && GROUPER_CUBIN_DIR="$3" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    CARGO_TARGET_DIR="$2" cargo test -q -p grouper-gpu --lib -- --ignored --exact \
-    codegen::tests::generated_kernels_compile_with_nvrtc >/dev/null)
-}
+# The tree's kernels through the NVRTC check (which fetches NVRTC once, and must pass).
+GROUPER_CUBIN_DIR="$out/after" scripts/nvrtc-check.sh >/dev/null
+lib="$root/target/nvrtc/nvidia/cu13/lib"
 git worktree add -q --detach "$out/base" "$rev"
 tests=crates/grouper-gpu/src/codegen/tests.rs
 if ! grep -q GROUPER_CUBIN_DIR "$out/base/$tests"; then
   echo "($rev's kernel checks write no CUBINs: the tree's $tests stands in for its own)"
   cp "$tests" "$out/base/$tests"
 fi
-dump "$out/base" "$root/target/cubin-base" "$out/before"
-dump "$root" "$root/target" "$out/after"
+# The base builds in a target folder of its own: cargo names a workspace's artifacts by their
+# path in the workspace, so the base's and the tree's would overwrite each other in one (the
+# first run builds arrow, parquet and cudarc there once).
+(cd "$out/base" && GROUPER_CUBIN_DIR="$out/before" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  CARGO_TARGET_DIR="$root/target/cubin-base" cargo test -q -p grouper-gpu --lib -- --ignored \
+  --exact codegen::tests::generated_kernels_compile_with_nvrtc >/dev/null)
 changed=0
 for f in "$out"/after/*.cubin; do
   k=$(basename "$f" .cubin)

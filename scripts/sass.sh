@@ -8,20 +8,15 @@
 # Usage: scripts/sass.sh [NAME-SUBSTRING]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/nvrtc-check.sh >/dev/null  # fetches NVRTC once, and the tree's kernels must compile
+. scripts/wheel.sh
 nd="$PWD/target/nvdisasm/nvidia/cu13/bin/nvdisasm"
 if [ ! -x "$nd" ]; then
-  tmp=$(mktemp -d)
-  python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" 'nvidia-cuda-nvdisasm==13.*'
-  rm -rf target/nvdisasm && mkdir -p target/nvdisasm
-  python3 -m zipfile -e "$(ls "$tmp"/nvidia_cuda_nvdisasm-*.whl | head -1)" target/nvdisasm
+  unpack_wheel 'nvidia-cuda-nvdisasm==13.*' target/nvdisasm
   chmod +x "$nd"
-  rm -rf "$tmp"
 fi
 rm -rf target/sass && mkdir -p target/sass
-GROUPER_CUBIN_DIR="$PWD/target/sass" LD_LIBRARY_PATH="$PWD/target/nvrtc/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  cargo test -q -p grouper-gpu --lib -- --ignored --exact \
-  codegen::tests::generated_kernels_compile_with_nvrtc >/dev/null
+# The NVRTC check compiles the kernels (and must pass) and writes their CUBINs here.
+GROUPER_CUBIN_DIR="$PWD/target/sass" scripts/nvrtc-check.sh >/dev/null
 printf '%-32s %8s %10s %10s %8s\n' kernel instrs smem-atom smem-cas gmem-atom
 for c in target/sass/*.cubin; do
   k=$(basename "$c" .cubin)
