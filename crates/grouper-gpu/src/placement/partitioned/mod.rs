@@ -434,8 +434,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     u64 lo = pstart[p] + (it - pitems[p]) * span, end = pstart[p] + aux[p], per = span;
     if (SPLIT) {{
       // The range's own run (part_split), in as many pieces as the partition's rows make.
-      u64 at = pstart[p];
-      for (u64 r = 0; r < krange; r++) at += aux[SUB + p * MRANGES + r];
+      const u64 at = range_start(aux, pstart[p], p, krange);
       const u64 m = aux[SUB + p * MRANGES + krange];
       per = (m + pieces[p] - 1) / pieces[p];
       end = at + m;
@@ -557,6 +556,15 @@ __device__ __forceinline__ unsigned part_of(const u64* key, const unsigned pshif
 __device__ __forceinline__ unsigned hash_range(const u64 h8) {{ return (unsigned)__umul64hi(h8, PFR); }}
 __device__ __forceinline__ unsigned offset_range(const u64 off) {{ return (unsigned)(off / PSC < PFR ? off / PSC : PFR - 1); }}
 __device__ __forceinline__ unsigned range_of(const u64* key, const unsigned p, const unsigned pshift) {{ {range_of} }}
+// Where range r of partition p starts among the split rows (part_split's runs, which the fold
+// reads): after the partition's earlier ranges, whose counts part_hist wrote in the head. R is
+// the caller's index (the fold's 64-bit range, part_split's thread index), which the loop keeps.
+template <typename R>
+__device__ __forceinline__ u64 range_start(const u64* aux, const u64 pstart, const u64 p, const R r) {{
+  u64 at = pstart;
+  for (R q = 0; q < r; q++) at += aux[SUB + p * MRANGES + q];
+  return at;
+}}
 
 // Rows per partition (aux[0..PARTS)) and rows kept (aux[2 * PARTS]); aux's head starts zeroed.
 // SPLIT: each (partition, range)'s rows too, PFR a partition in dynamic shared memory
@@ -746,9 +754,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) part_split(const ColPtrs C
       }}
       __syncthreads();
       if (threadIdx.x < PFR && cnt[threadIdx.x] != 0) {{
-        u64 at = pstart[p];
-        for (unsigned r = 0; r < threadIdx.x; r++) at += a[SUB + p * MRANGES + r];
-        base[threadIdx.x] = at + atomicAdd(&a[CUR2 + p * MRANGES + threadIdx.x], (u64)cnt[threadIdx.x]);
+        base[threadIdx.x] = range_start(a, pstart[p], p, threadIdx.x) + atomicAdd(&a[CUR2 + p * MRANGES + threadIdx.x], (u64)cnt[threadIdx.x]);
       }}
       if (STAGED) scan_ranges(cnt, loc);
       __syncthreads();
