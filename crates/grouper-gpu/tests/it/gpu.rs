@@ -589,6 +589,16 @@ fn fold_tables_and_key_ranges_match_the_reference() {
     }
 }
 
+/// One Int64 key column of `rows` uniform keys below `domain`, 5% of them NULL: the dense keys
+/// of the partitioned direct-fold tests.
+fn dense_keys(rows: usize, domain: u64, seed: u64) -> Vec<ArrayRef> {
+    let mut r = xorshift(seed);
+    vec![Arc::new(Int64Array::from_iter((0..rows).map(|_| {
+        let k = r() % domain;
+        (r() % 100 >= 5).then_some(k as i64)
+    })))]
+}
+
 /// perfect_partitioned where a partition's keys are more than its shared table's slots: dense
 /// keys over 2^22 values leave a partition 16,384 keys, and a table of 44-byte slots (COUNT(*)
 /// and two sums) holds 4,096. The planner's four key ranges cover them; in two the keys past
@@ -611,11 +621,7 @@ fn direct_fold_key_ranges_match_the_reference() {
     ];
     for (domain, ranges, planned) in cases {
         let rows = 3_000_000usize;
-        let mut r = xorshift(0xd1ec7 ^ domain);
-        let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter((0..rows).map(|_| {
-            let k = r() % domain;
-            (r() % 100 >= 5).then_some(k as i64)
-        })))];
+        let keys = dense_keys(rows, domain, 0xd1ec7 ^ domain);
         let (vals, aggs) = values(rows, 5, 0xd1ec7);
         // COUNT(*), SUM(i64), SUM(f64).
         let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
@@ -652,11 +658,7 @@ fn split_key_ranges_under_a_filter_match_the_reference() {
         return;
     }
     let (rows, domain) = (1_500_000usize, (1u64 << 22) - 2);
-    let mut r = xorshift(0xf117e5);
-    let keys: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter((0..rows).map(|_| {
-        let k = r() % domain;
-        (r() % 100 >= 5).then_some(k as i64)
-    })))];
+    let keys = dense_keys(rows, domain, 0xf117e5);
     let (vals, aggs) = values(rows, 5, 0xf117e5);
     // COUNT(*), SUM(i64), SUM(f64).
     let aggs = vec![aggs[0].clone(), aggs[2].clone(), aggs[5].clone()];
