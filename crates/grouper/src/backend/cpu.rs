@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
@@ -196,7 +197,10 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
             Arc::clone(&pool),
             tasks_n,
         );
-        tasks.push(tokio::spawn(async move {
+        // A SpawnedTask aborts its worker when dropped: a statement cancelled (its stream
+        // dropped, Ctrl-C in the shell) stops reading, where a detached tokio task read its
+        // input to the end (two cores busy for the rest of a long scan).
+        tasks.push(SpawnedTask::spawn(async move {
             // `GROUPER_TRACE`: when each worker ends, and how its time divides between waiting
             // on its input streams (the scan's decoding) and grouper's work.
             // The clock is read per batch only when tracing.
@@ -260,7 +264,7 @@ pub(crate) async fn run_cpu_with<T: Send + 'static>(
     let mut workers = Vec::with_capacity(tasks_n);
     let mut reservations = Vec::with_capacity(tasks_n);
     for t in tasks {
-        let (w, r) = t.await.map_err(external)??;
+        let (w, r) = t.join().await.map_err(external)??;
         workers.push(w);
         reservations.push(r);
     }
