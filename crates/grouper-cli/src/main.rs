@@ -81,7 +81,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", one_line(&e));
+            eprintln!("error: {}", grouper_shell::one_line(&e));
             ExitCode::from(2)
         }
     }
@@ -95,24 +95,6 @@ fn panicked() -> anyhow::Error {
         .and_then(|p| p.clone())
         .unwrap_or_else(|| "unknown cause".into());
     anyhow::anyhow!("internal error (malformed input reached a check that should have reported it; please report this): {what}")
-}
-
-/// The error and its causes on one line, each cause only where the text before does not
-/// already say it (DataFusion's errors repeat their sources in their own message). A panic
-/// inside a query task arrives as an error naming it; it is reported like a caught one.
-fn one_line(e: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in e.chain() {
-        let text = cause
-            .to_string()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-    }
-    parts.join(": ")
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub fn run(a: DifftestArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let bar = super::progress::spinner("differential cases");
+    let bar = grouper_shell::progress::spinner("differential cases");
     let s = difftest::run_batch(&opts, &targets, &runner, &mut oracle, |s| {
         bar.set_message(format!(
             "{} cases, {} runs, {} mismatches",

@@ -1,9 +1,8 @@
 //! Command-line arguments (defined once here, with their docs) and the commands.
 
 mod difftest;
-mod output;
-pub mod progress;
 mod query;
+mod shell;
 
 use std::path::PathBuf;
 
@@ -17,14 +16,46 @@ use grouper_core::planner::Overrides;
 use grouper_core::tune::Hyper;
 use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy, Probing};
 
-pub use output::Format;
+pub use grouper_shell::output::Format;
 
 /// grouper: GROUP BY aggregation on CPUs and NVIDIA GPUs, inside Apache DataFusion.
+/// Without a command, an interactive SQL shell (or the script of -c, -f or standard input).
 #[derive(Parser, Debug)]
-#[command(name = "grouper", version, about)]
+#[command(
+    name = "grouper",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    shell: ShellArgs,
+}
+
+/// The shell's options (`grouper` without a command).
+#[derive(Args, Debug)]
+pub struct ShellArgs {
+    /// Run these SQL statements (ended by ';') and dot-commands, then exit.
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    pub command: Option<String>,
+    /// Run the statements in FILE, then exit.
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        conflicts_with = "command"
+    )]
+    pub file: Option<PathBuf>,
+    /// Register a table: NAME=PATH (a file, a directory or a glob; format from the extension).
+    #[arg(long = "table", value_name = "NAME=PATH")]
+    pub tables: Vec<String>,
+    /// How results print (.mode changes it): table, csv or json.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -369,15 +400,21 @@ pub fn run() -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    // Ctrl-C ends the command at once: nothing is written by then (results are written after
-    // the query completes), and the process exits with 130 as shells expect.
-    rt.spawn(async {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("error: interrupted");
-            std::process::exit(130);
-        }
-    });
-    match cli.command {
+    // Ctrl-C ends a command at once: nothing is written by then (results are written after
+    // the query completes), and the process exits with 130 as shells expect. At the shell's
+    // prompt it cancels the running statement instead (grouper_shell::session).
+    if cli.command.is_some() || !shell::interactive(&cli.shell) {
+        rt.spawn(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("error: interrupted");
+                std::process::exit(130);
+            }
+        });
+    }
+    let Some(command) = cli.command else {
+        return shell::run(cli.shell, &rt);
+    };
+    match command {
         Command::Devices => devices(),
         Command::Difftest(a) => difftest::run(a),
         Command::Query(a) => rt.block_on(query::query(a)),

@@ -5,144 +5,20 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use arrow::array::RecordBatch;
+use anyhow::{Context, Result};
 use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::physical_plan::{collect, ExecutionPlan};
-use datafusion::prelude::{CsvReadOptions, JsonReadOptions, ParquetReadOptions, SessionContext};
-use grouper::exec::GroupByExec;
+use datafusion::physical_plan::ExecutionPlan;
 use rayon::prelude::*;
 
-use super::{output, progress, DemoArgs, QueryArgs};
+use grouper_shell::session::run_sql;
+use grouper_shell::tables::register_tables;
+use grouper_shell::{explain, output, progress};
 
-/// Registers `NAME=PATH` tables, choosing the reader from the extension, each on a task of its
-/// own: registering reads and parses a file's footer (1 MB for TPC-H SF 10's `lineitem`), and
-/// one after another TPC-H's eight tables at SF 10 took the H200 host ~80 ms of a 300 ms Q1.
-async fn register_tables(ctx: &SessionContext, tables: &[String]) -> Result<()> {
-    let mut tasks = Vec::with_capacity(tables.len());
-    for t in tables {
-        let Some((name, path)) = t.split_once('=') else {
-            bail!("--table expects NAME=PATH, got '{t}'");
-        };
-        let (ctx, name, path) = (ctx.clone(), name.to_string(), path.to_string());
-        tasks.push(tokio::spawn(async move {
-            register_table(&ctx, &name, &path)
-                .await
-                .with_context(|| format!("cannot register table '{name}' from {path}"))
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(())
-}
-
-/// Registers table `name` over `path`, its reader chosen by the extension.
-async fn register_table(
-    ctx: &SessionContext,
-    name: &str,
-    path: &str,
-) -> datafusion::error::Result<()> {
-    let lower = path.to_ascii_lowercase();
-    if lower.ends_with(".csv") {
-        ctx.register_csv(name, path, CsvReadOptions::new()).await
-    } else if lower.ends_with(".json") || lower.ends_with(".ndjson") {
-        ctx.register_json(name, path, JsonReadOptions::default())
-            .await
-    } else if lower.ends_with(".arrow") || lower.ends_with(".ipc") || lower.ends_with(".feather") {
-        ctx.register_arrow(name, path, Default::default()).await
-    } else {
-        ctx.register_parquet(name, path, ParquetReadOptions::default())
-            .await
-    }
-}
-
-/// DataFusion reports a path in FROM that matches no file as an unknown table; say what it is.
-fn missing_file(e: datafusion::error::DataFusionError) -> anyhow::Error {
-    let text = e.to_string();
-    let name = text
-        .split("table '")
-        .nth(1)
-        .and_then(|r| r.split('\'').next())
-        .map(|n| n.trim_start_matches("datafusion.public."));
-    match name {
-        Some(n) if n.contains(['/', '.', '*']) && !Path::new(n).exists() => anyhow::anyhow!(
-            "no file matches '{n}' (a path or glob in FROM must name existing files)"
-        ),
-        _ => e.into(),
-    }
-}
-
-/// Times of the phases of one query.
-struct Timing {
-    plan: Duration,
-    execute: Duration,
-    aggregate: Duration,
-}
-
-/// Plans and runs `sql`, returning the plan (for --explain), the result and the timing.
-async fn run_sql(
-    ctx: &SessionContext,
-    sql: &str,
-) -> Result<(Arc<dyn ExecutionPlan>, Vec<RecordBatch>, Timing)> {
-    let t0 = Instant::now();
-    let df = ctx.sql(sql).await.map_err(missing_file)?;
-    let plan = df.create_physical_plan().await?;
-    let plan_time = t0.elapsed();
-    grouper_core::trace::event(|| "planned".into());
-    let spinner = progress::spinner("running query");
-    let t1 = Instant::now();
-    let mut batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
-    if batches.is_empty() {
-        // No rows: still a result with columns (a CSV header, a Parquet schema).
-        batches.push(RecordBatch::new_empty(plan.schema()));
-    }
-    let execute = t1.elapsed();
-    grouper_core::trace::event(|| "executed".into());
-    spinner.finish_and_clear();
-    let aggregate = aggregate_time(&plan);
-    Ok((
-        plan,
-        batches,
-        Timing {
-            plan: plan_time,
-            execute,
-            aggregate,
-        },
-    ))
-}
-
-/// CPU time of the GroupByExec nodes in `plan`, summed over their workers.
-fn aggregate_time(plan: &Arc<dyn ExecutionPlan>) -> Duration {
-    let own = plan
-        .downcast_ref::<GroupByExec>()
-        .and_then(|g| g.metrics())
-        .and_then(|m| m.elapsed_compute())
-        .map_or(Duration::ZERO, |ns| Duration::from_nanos(ns as u64));
-    own + plan
-        .children()
-        .into_iter()
-        .map(aggregate_time)
-        .sum::<Duration>()
-}
-
-fn uses_grouper(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    plan.downcast_ref::<GroupByExec>().is_some() || plan.children().into_iter().any(uses_grouper)
-}
+use super::{DemoArgs, QueryArgs};
 
 /// Prints the plan with its metrics, and the aggregations `auto` left to DataFusion (`kept`).
 fn print_explain(plan: &Arc<dyn ExecutionPlan>, kept: &[String]) {
-    println!(
-        "{}",
-        datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(plan.as_ref())
-            .indent(true)
-    );
-    for kept in kept {
-        println!("grouper left an aggregation to DataFusion's AggregateExec (auto; --grouper-only takes it): {kept}");
-    }
-    if !uses_grouper(plan) {
-        println!("grouper: no GroupByExec in this plan (no aggregation, an unsupported aggregate or type, or --backend datafusion); DataFusion's operators ran.");
-    }
+    print!("{}", explain::explain(plan, kept));
 }
 
 pub async fn query(args: QueryArgs) -> Result<()> {
@@ -150,7 +26,7 @@ pub async fn query(args: QueryArgs) -> Result<()> {
     let threads = ctx.state().config().target_partitions();
     register_tables(&ctx, &args.tables).await?;
     grouper_core::trace::event(|| "session and tables ready".into());
-    let (plan, batches, timing) = run_sql(&ctx, &args.sql).await?;
+    let (plan, batches, timing) = run_sql(&ctx, &args.sql, true).await?;
     if args.explain {
         print_explain(&plan, &grouper::harm::take_kept(&ctx));
     }
@@ -197,7 +73,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         threads
     );
     ctx.register_table("lineitem", table)?;
-    let (plan, batches, timing) = run_sql(&ctx, crate::tpch::Q1).await?;
+    let (plan, batches, timing) = run_sql(&ctx, crate::tpch::Q1, true).await?;
     let kept = grouper::harm::take_kept(&ctx);
     if args.explain {
         print_explain(&plan, &kept);
@@ -206,10 +82,10 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     let engine = match config.backend {
         grouper::Backend::DataFusion => "DataFusion's aggregation".to_string(),
         b => match kept.first() {
-            Some(why) if !uses_grouper(&plan) => format!(
+            Some(why) if !explain::uses_grouper(&plan) => format!(
                 "DataFusion's aggregation ({b} backend left it there: {why}; --grouper-only or --backend cpu runs grouper's)"
             ),
-            _ => format!("grouper ({b} backend: {})", where_it_ran(&plan)),
+            _ => format!("grouper ({b} backend: {})", explain::where_it_ran(&plan)),
         },
     };
     println!(
@@ -222,7 +98,7 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
     if args.reps > 0 {
         let (mut warm, mut cpu) = (Vec::with_capacity(args.reps), Vec::with_capacity(args.reps));
         for _ in 0..args.reps {
-            let timing = run_sql(&ctx, crate::tpch::Q1).await?.2;
+            let timing = run_sql(&ctx, crate::tpch::Q1, true).await?.2;
             warm.push(ms(timing.execute));
             cpu.push(ms(timing.aggregate));
         }
@@ -239,24 +115,6 @@ pub async fn demo(args: DemoArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Where the plan's aggregation ran: the GPU with its times, or the CPU.
-fn where_it_ran(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> String {
-    let mut stack = vec![Arc::clone(plan)];
-    while let Some(p) = stack.pop() {
-        if let Some(g) = p.downcast_ref::<grouper::exec::GroupByExec>() {
-            return match g.last_gpu_report() {
-                Some(r) => format!(
-                    "GPU {}, {}, kernels {:.2} ms, compile {:.1} ms, upload {:.1} ms",
-                    r.device, r.strategy, r.kernel_ms, r.compile_ms, r.upload_ms
-                ),
-                None => "CPU".into(),
-            };
-        }
-        stack.extend(p.children().into_iter().cloned());
-    }
-    "not used".into()
 }
 
 pub async fn gen_tpch(sf: f64, dir: &Path) -> Result<()> {

@@ -4,9 +4,11 @@
 //! - `faults`: every failure a user can cause, through the `grouper` binary;
 //! - `harm`: what `auto` leaves to DataFusion's own aggregation.
 //! - `groupby_questions`: the db-benchmark questions through grouper against DataFusion.
+//! - `shell`: the interactive shell on a terminal, and scripts.
 
 mod differential;
 mod difftest;
 mod faults;
 mod groupby_questions;
 mod harm;
+mod shell;

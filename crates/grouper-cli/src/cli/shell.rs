@@ -1,0 +1,68 @@
+//! `grouper` without a subcommand: the interactive shell, or a script from `-c`, `-f` or
+//! standard input, over one session.
+
+use std::io::{IsTerminal, Read};
+
+use anyhow::{bail, Context, Result};
+use grouper_shell::{repl, Shell};
+use tokio::runtime::Runtime;
+
+use super::{Format, ShellArgs};
+
+/// Whether these arguments open the prompt (no script given, a terminal on standard input).
+pub fn interactive(args: &ShellArgs) -> bool {
+    args.command.is_none() && args.file.is_none() && std::io::stdin().is_terminal()
+}
+
+/// Runs the shell or the script these arguments name.
+pub fn run(args: ShellArgs, rt: &Runtime) -> Result<()> {
+    if args.format == Format::Parquet {
+        bail!(
+            "the shell prints table, csv or json (--format parquet needs `grouper query --output`)"
+        );
+    }
+    let mut shell = Shell::new(args.engine.config())?;
+    shell.settings.mode = args.format;
+    rt.block_on(shell.register(&args.tables))?;
+    if let Some(sql) = &args.command {
+        return repl::script(rt, &mut shell, sql);
+    }
+    if let Some(path) = &args.file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        return repl::script(rt, &mut shell, &text);
+    }
+    if !std::io::stdin().is_terminal() {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read SQL from standard input")?;
+        return repl::script(rt, &mut shell, &text);
+    }
+    repl::interactive(rt, &mut shell, &banner(&args))
+}
+
+/// The first lines the prompt prints: what runs the aggregations, and how to go on.
+fn banner(args: &ShellArgs) -> String {
+    let engine = match args.engine.backend {
+        grouper::Backend::Auto | grouper::Backend::Gpu | grouper::Backend::Hybrid => {
+            match grouper_gpu::device::list() {
+                Ok(list) => match list.first() {
+                    Some(d) => format!("the GPU ({}) and the CPU", d.name),
+                    None => "the CPU (no GPU found)".into(),
+                },
+                Err(e) => format!(
+                    "the CPU (no GPU: {})",
+                    e.to_string().trim_start_matches("no GPU available: ")
+                ),
+            }
+        }
+        grouper::Backend::Cpu => "the CPU".into(),
+        grouper::Backend::DataFusion => "DataFusion's own aggregation".into(),
+    };
+    format!(
+        "grouper {}: GROUP BY on {engine}, backend {}.\nStatements end with ';'. .help lists commands; Ctrl-C cancels a statement; .quit or Ctrl-D leaves.",
+        env!("CARGO_PKG_VERSION"),
+        args.engine.backend
+    )
+}
