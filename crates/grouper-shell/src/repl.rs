@@ -2,7 +2,6 @@
 //! Ctrl-C cancelling the running statement (or clearing the line being typed), Ctrl-D or
 //! `.quit` leaving. And the same session without a prompt, for scripts.
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -46,15 +45,7 @@ impl Hinter for Lines {
     type Hint = String;
 }
 
-impl Highlighter for Lines {
-    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
-        &'s self,
-        prompt: &'p str,
-        _default: bool,
-    ) -> Cow<'b, str> {
-        Cow::Borrowed(prompt)
-    }
-}
+impl Highlighter for Lines {}
 
 impl Helper for Lines {}
 
@@ -68,8 +59,7 @@ fn history_file() -> Option<PathBuf> {
 /// Runs the prompt until `.quit` or Ctrl-D. Errors of statements are printed and the prompt
 /// goes on; only a broken terminal ends it with an error.
 pub fn interactive(rt: &Runtime, shell: &mut Shell, banner: &str) -> Result<()> {
-    shell.settings.cancel_on_ctrl_c = true;
-    shell.settings.progress = true;
+    shell.settings.prompt = true;
     let config = rustyline::Config::builder()
         .max_history_size(HISTORY_LINES)?
         .auto_add_history(false)

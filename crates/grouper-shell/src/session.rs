@@ -48,11 +48,10 @@ pub struct Settings {
     pub timer: bool,
     /// Print each query's plan with its metrics.
     pub explain: bool,
-    /// Ctrl-C cancels the running statement (the prompt); scripts leave Ctrl-C to end the
-    /// process.
-    pub cancel_on_ctrl_c: bool,
-    /// Show a spinner on stderr (a terminal) while a statement runs past half a second.
-    pub progress: bool,
+    /// At the prompt: Ctrl-C cancels the running statement (scripts leave Ctrl-C to end the
+    /// process), and a spinner shows on stderr (a terminal) once a statement runs past half a
+    /// second.
+    pub prompt: bool,
 }
 
 impl Default for Settings {
@@ -61,8 +60,7 @@ impl Default for Settings {
             mode: Format::Table,
             timer: false,
             explain: false,
-            cancel_on_ctrl_c: false,
-            progress: false,
+            prompt: false,
         }
     }
 }
@@ -89,11 +87,6 @@ impl Shell {
             settings: Settings::default(),
             reads: 0,
         })
-    }
-
-    /// The session's DataFusion context.
-    pub fn context(&self) -> &SessionContext {
-        &self.ctx
     }
 
     /// Registers `NAME=PATH` tables.
@@ -127,11 +120,11 @@ impl Shell {
     /// Plans and runs one SQL statement, printing its result.
     async fn run_sql(&mut self, sql: &str) -> Result<()> {
         let start = Instant::now();
-        let spinner = self.settings.progress.then(|| {
+        let spinner = self.settings.prompt.then(|| {
             progress::delayed_spinner("running (Ctrl-C cancels)", Duration::from_millis(500))
         });
         let work = run_sql(&self.ctx, sql, false);
-        let result = if self.settings.cancel_on_ctrl_c {
+        let result = if self.settings.prompt {
             tokio::select! {
                 r = work => r,
                 _ = tokio::signal::ctrl_c() => Err(Cancelled.into()),
