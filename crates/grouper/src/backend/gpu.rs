@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::DataType;
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
@@ -296,16 +297,20 @@ async fn run_streamed(
 ) -> Result<grouper_core::Result<grouper_gpu::GpuOutput>> {
     let parts = source.output_partitioning().partition_count();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(4 * parts.max(1));
+    // Held until the GPU side returns, and aborted with this future: a cancelled query (its
+    // stream dropped) stops reading its input, the channel closes, and the GPU loop ends on
+    // what it has, where detached tasks read the input to its end.
+    let mut feeders = Vec::with_capacity(parts);
     for p in 0..parts {
         let mut stream = source.execute(p, Arc::clone(context))?;
         let tx = tx.clone();
-        tokio::spawn(async move {
+        feeders.push(SpawnedTask::spawn(async move {
             while let Some(b) = stream.next().await {
                 if tx.send(b).await.is_err() {
                     break;
                 }
             }
-        });
+        }));
     }
     drop(tx);
     let first = match rx.recv().await {
@@ -329,6 +334,7 @@ async fn run_streamed(
     })
     .await
     .map_err(external)?;
+    drop(feeders);
     match scan_error {
         Some(e) => Err(e),
         None => Ok(out),
@@ -350,7 +356,10 @@ pub(crate) async fn collect(
         let plan = evaluate_for.clone();
         let reservation = MemoryConsumer::new(format!("GroupByExec[{p}] (GPU input)"))
             .register(context.memory_pool());
-        tasks.push(tokio::spawn(async move {
+        // Aborted when dropped, as the feeders of `run_streamed` are: a cancelled query stops
+        // collecting (an unbounded input would otherwise be collected to its end, or until
+        // memory ran out).
+        tasks.push(SpawnedTask::spawn(async move {
             let mut out = Vec::new();
             while let Some(batch) = stream.next().await {
                 let batch = batch?;
@@ -369,7 +378,7 @@ pub(crate) async fn collect(
     let mut all = Vec::new();
     let mut held = Vec::with_capacity(parts);
     for t in tasks {
-        let (batches, r) = t.await.map_err(external)??;
+        let (batches, r) = t.join().await.map_err(external)??;
         all.extend(batches);
         held.push(r);
     }

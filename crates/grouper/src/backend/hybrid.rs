@@ -103,6 +103,19 @@ pub struct ChunkQueue {
     /// Rows and chunks the CPU took.
     cpu_rows: AtomicU64,
     cpu_chunks: AtomicUsize,
+    /// The query was dropped (cancelled): no more chunks for anyone ([`CloseOnDrop`]).
+    closed: AtomicBool,
+}
+
+/// Closes the queue when dropped: held by the query's future, so that a cancelled query's GPU
+/// side stops at its next claim instead of taking every chunk the CPU workers (aborted with the
+/// future) left.
+struct CloseOnDrop(Arc<ChunkQueue>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.closed.store(true, Ordering::Release);
+    }
 }
 
 impl ChunkQueue {
@@ -128,6 +141,7 @@ impl ChunkQueue {
             gpu_done: AtomicBool::new(false),
             cpu_rows: AtomicU64::new(0),
             cpu_chunks: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -137,7 +151,7 @@ impl ChunkQueue {
         let end = self.cpu_part.as_ref().map_or(self.rows.len(), |c| c.0);
         let mut i = self.next.load(Ordering::Acquire);
         loop {
-            if i >= end || !take(i) {
+            if i >= end || self.closed.load(Ordering::Acquire) || !take(i) {
                 return None;
             }
             match self
@@ -174,6 +188,9 @@ impl ChunkQueue {
 
     /// A CPU worker's claim, given how long its last chunk took (`None`: none yet).
     fn cpu_claim(&self, cpu_ns: Option<u64>) -> Claim {
+        if self.closed.load(Ordering::Acquire) {
+            return Claim::Done;
+        }
         if let Some((_, next)) = &self.cpu_part {
             let i = next.fetch_add(1, Ordering::AcqRel);
             return match self.rows.get(i) {
@@ -402,6 +419,7 @@ pub(crate) async fn run(
         engine.hybrid_split,
         prepared.est_groups(),
     ));
+    let _close = CloseOnDrop(Arc::clone(&queue));
     let pieces: Vec<Vec<grouper_gpu::Piece>> = (0..queue.chunks())
         .map(|i| prepared.chunk_pieces(i).to_vec())
         .collect();
@@ -459,6 +477,16 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dropped_query_closes_its_queue() {
+        let q = Arc::new(ChunkQueue::new(vec![10; 8], Split::Dynamic, 1));
+        let guard = CloseOnDrop(Arc::clone(&q));
+        assert_eq!(q.gpu_claim(), Some(0));
+        drop(guard);
+        assert_eq!(q.gpu_claim(), None);
+        assert!(matches!(q.cpu_claim(None), Claim::Done));
+    }
 
     #[test]
     fn every_chunk_is_claimed_once() {
