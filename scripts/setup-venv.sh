@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Creates .venv with the Python peers used by the benchmarks (DuckDB; Polars for later sweeps).
+# Creates .venv (or completes one made before) with the Python peers and clients the benchmarks
+# and tests use: DuckDB and Polars (peers); pyarrow and ADBC's Flight SQL driver (the client the
+# `grouper serve` test drives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q "duckdb==2.*" "polars==1.*"
-.venv/bin/python -c "import duckdb, polars; print('duckdb', duckdb.__version__, 'polars', polars.__version__)"
+.venv/bin/pip install -q "duckdb==2.*" "polars==1.*" "pyarrow>=16" "adbc-driver-flightsql==1.*" "adbc-driver-manager==1.*"
+.venv/bin/python -c "import duckdb, polars, pyarrow, adbc_driver_flightsql; print('duckdb', duckdb.__version__, 'polars', polars.__version__, 'pyarrow', pyarrow.__version__, 'adbc-driver-flightsql', adbc_driver_flightsql.__version__)"

@@ -2,6 +2,7 @@
 
 mod difftest;
 mod query;
+mod serve;
 mod shell;
 
 use std::path::PathBuf;
@@ -62,6 +63,9 @@ pub struct ShellArgs {
 enum Command {
     /// Run SQL over Parquet/CSV/JSON/Arrow files: FROM 'data/*.parquet' or --table name=path.
     Query(QueryArgs),
+    /// Serve SQL to Flight SQL clients (ADBC, JDBC, pyarrow) over one session whose tables
+    /// stay in memory across queries.
+    Serve(serve::ServeArgs),
     /// Generate TPC-H lineitem in memory and run TPC-H Q1.
     Demo(DemoArgs),
     /// Generate data files.
@@ -402,8 +406,14 @@ pub fn run() -> Result<()> {
         .build()?;
     // Ctrl-C ends a command at once: nothing is written by then (results are written after
     // the query completes), and the process exits with 130 as shells expect. At the shell's
-    // prompt it cancels the running statement instead (grouper_shell::session).
-    if cli.command.is_some() || !shell::interactive(&cli.shell) {
+    // prompt it cancels the running statement instead (grouper_shell::session); the server
+    // shuts down gracefully (serve.rs).
+    let own_ctrl_c = match &cli.command {
+        Some(Command::Serve(_)) => true,
+        Some(_) => false,
+        None => shell::interactive(&cli.shell),
+    };
+    if !own_ctrl_c {
         rt.spawn(async {
             if tokio::signal::ctrl_c().await.is_ok() {
                 eprintln!("error: interrupted");
@@ -418,6 +428,7 @@ pub fn run() -> Result<()> {
         Command::Devices => devices(),
         Command::Difftest(a) => difftest::run(a),
         Command::Query(a) => rt.block_on(query::query(a)),
+        Command::Serve(a) => serve::run(a, &rt),
         Command::Demo(a) => rt.block_on(query::demo(a)),
         Command::Gen(GenCommand::Tpch { sf, output }) => rt.block_on(query::gen_tpch(sf, &output)),
         Command::Gen(GenCommand::Synthetic {

@@ -42,9 +42,10 @@ pub fn run(args: ShellArgs, rt: &Runtime) -> Result<()> {
     repl::interactive(rt, &mut shell, &banner(&args))
 }
 
-/// The first lines the prompt prints: what runs the aggregations, and how to go on.
-fn banner(args: &ShellArgs) -> String {
-    let engine = match args.engine.backend {
+/// What runs the aggregations under these options, for a banner: the GPU's name, or why
+/// there is none.
+pub(super) fn engine(engine: &super::EngineArgs) -> String {
+    match engine.backend {
         grouper::Backend::Auto | grouper::Backend::Gpu | grouper::Backend::Hybrid => {
             match grouper_gpu::device::list() {
                 Ok(list) => match list.first() {
@@ -59,10 +60,15 @@ fn banner(args: &ShellArgs) -> String {
         }
         grouper::Backend::Cpu => "the CPU".into(),
         grouper::Backend::DataFusion => "DataFusion's own aggregation".into(),
-    };
+    }
+}
+
+/// The first lines the prompt prints: what runs the aggregations, and how to go on.
+fn banner(args: &ShellArgs) -> String {
     format!(
-        "grouper {}: GROUP BY on {engine}, backend {}.\nStatements end with ';'. .help lists commands; Ctrl-C cancels a statement; .quit or Ctrl-D leaves.",
+        "grouper {}: GROUP BY on {}, backend {}.\nStatements end with ';'. .help lists commands; Ctrl-C cancels a statement; .quit or Ctrl-D leaves.",
         env!("CARGO_PKG_VERSION"),
+        engine(&args.engine),
         args.engine.backend
     )
 }

@@ -6,28 +6,15 @@
 //! missing) or `$GROUPER_PYTHON`. `GROUPER_DIFFTEST_SECS` sets the batch's time box (default
 //! 150 s); `grouper difftest` runs open-ended batches.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use grouper_cli::difftest::{self, case, duckdb::Oracle, regress, BatchOptions, Runner, Verdict};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::venv::root;
 
-/// The oracle; sets up the venv first when there is none (a fresh clone, CI).
+/// The oracle; sets up the venv first when it lacks DuckDB (a fresh clone, CI).
 fn oracle() -> Oracle {
-    static SETUP: Mutex<()> = Mutex::new(());
-    let _guard = SETUP.lock().unwrap_or_else(|e| e.into_inner());
-    let python = difftest::duckdb::python(&root());
-    if std::env::var_os("GROUPER_PYTHON").is_none() && !python.exists() {
-        let status = std::process::Command::new("bash")
-            .arg(root().join("scripts/setup-venv.sh"))
-            .status()
-            .expect("run scripts/setup-venv.sh");
-        assert!(status.success(), "scripts/setup-venv.sh failed");
-    }
+    let python = crate::venv::python(&["duckdb"]);
     Oracle::start(&python, &root()).expect("DuckDB oracle")
 }
 

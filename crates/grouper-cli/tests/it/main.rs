@@ -5,10 +5,14 @@
 //! - `harm`: what `auto` leaves to DataFusion's own aggregation.
 //! - `groupby_questions`: the db-benchmark questions through grouper against DataFusion.
 //! - `shell`: the interactive shell on a terminal, and scripts.
+//! - `serve`: the Flight SQL server with 32 Python ADBC clients against DuckDB's answers.
+//! - `venv`: the Python these tests drive.
 
 mod differential;
 mod difftest;
 mod faults;
 mod groupby_questions;
 mod harm;
+mod serve;
 mod shell;
+mod venv;
