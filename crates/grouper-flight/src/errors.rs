@@ -27,6 +27,12 @@ pub(crate) fn status(e: anyhow::Error) -> Status {
     Status::new(code, grouper_shell::one_line(&e))
 }
 
+/// An error from planning SQL as a status: a path in FROM that matches no file is said as
+/// such (DataFusion reports it as an unknown table).
+pub(crate) fn planning(e: DataFusionError) -> Status {
+    status(grouper_shell::tables::missing_file(e))
+}
+
 /// A DataFusion error as a status.
 pub(crate) fn datafusion(e: DataFusionError) -> Status {
     status(e.into())

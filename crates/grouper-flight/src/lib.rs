@@ -27,7 +27,6 @@ use std::future::Future;
 
 use anyhow::{Context, Result};
 use arrow_flight::flight_service_server::FlightServiceServer;
-use datafusion::prelude::SessionContext;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 
@@ -54,20 +53,10 @@ impl Default for Options {
     }
 }
 
-/// Serves Flight SQL over `ctx` on `listener` until `shutdown` resolves, then stops taking
-/// calls and returns once the calls under way (a running query's stream among them) have ended.
+/// Serves `service` (made by the caller, who may then watch it: [`FlightSql::running`]) on
+/// `listener` until `shutdown` resolves, then stops taking calls and returns once the calls under
+/// way (a running query's stream among them) have ended.
 pub async fn serve(
-    ctx: SessionContext,
-    listener: TcpListener,
-    options: &Options,
-    shutdown: impl Future<Output = ()>,
-) -> Result<()> {
-    let service = FlightSql::new(ctx, options)?;
-    serve_service(service, listener, options, shutdown).await
-}
-
-/// [`serve`] for a service made by the caller (who may then watch it: [`FlightSql::running`]).
-pub async fn serve_service(
     service: FlightSql,
     listener: TcpListener,
     options: &Options,

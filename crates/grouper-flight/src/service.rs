@@ -83,12 +83,7 @@ impl FlightSql {
     /// Plans `sql` in a slot: DDL runs here, a query gets its physical plan.
     async fn plan(&self, sql: &str) -> Result<Arc<dyn ExecutionPlan>, Status> {
         let _slot = self.inner.admission.admit().await?;
-        let df = self
-            .inner
-            .ctx
-            .sql(sql)
-            .await
-            .map_err(|e| errors::status(grouper_shell::tables::missing_file(e)))?;
+        let df = self.inner.ctx.sql(sql).await.map_err(errors::planning)?;
         df.create_physical_plan().await.map_err(errors::datafusion)
     }
 
@@ -426,7 +421,7 @@ impl FlightSqlService for FlightSql {
             .state()
             .create_logical_plan(&query.query)
             .await
-            .map_err(|e| errors::status(grouper_shell::tables::missing_file(e)))?;
+            .map_err(errors::planning)?;
         let schema = plan.schema().as_arrow().clone();
         let IpcMessage(schema) = SchemaAsIpc::new(&schema, &IpcWriteOptions::default())
             .try_into()

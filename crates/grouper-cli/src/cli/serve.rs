@@ -80,7 +80,7 @@ pub fn run(args: ServeArgs, rt: &Runtime) -> Result<()> {
                 }
             });
         };
-        grouper_flight::serve_service(service, listener, &options, shutdown).await?;
+        grouper_flight::serve(service, listener, &options, shutdown).await?;
         eprintln!("grouper serve: stopped");
         Ok(())
     })

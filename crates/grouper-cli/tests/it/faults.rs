@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn grouper() -> Command {
     Command::new(env!("CARGO_BIN_EXE_grouper"))
@@ -423,22 +423,7 @@ fn ctrl_c_stops_a_long_query_promptly() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let sent = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "still running 5 s after Ctrl-C"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = crate::process::interrupt(&mut child, Duration::from_secs(5));
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(status.code(), Some(130), "{err}");

@@ -6,13 +6,14 @@
 //! - `groupby_questions`: the db-benchmark questions through grouper against DataFusion.
 //! - `shell`: the interactive shell on a terminal, and scripts.
 //! - `serve`: the Flight SQL server with 32 Python ADBC clients against DuckDB's answers.
-//! - `venv`: the Python these tests drive.
+//! - `venv`: the Python these tests drive; `process`: stopping a process with Ctrl-C.
 
 mod differential;
 mod difftest;
 mod faults;
 mod groupby_questions;
 mod harm;
+mod process;
 mod serve;
 mod shell;
 mod venv;

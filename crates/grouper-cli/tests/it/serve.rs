@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::venv;
 
@@ -111,22 +111,7 @@ fn thirty_two_adbc_clients_get_duckdbs_answers_and_the_server_stays_up() {
     assert!(String::from_utf8_lossy(&denied.stderr).contains("UNAUTHENTICATED"));
 
     // Ctrl-C: the server stops taking calls, and ends cleanly.
-    let stopped = Command::new("kill")
-        .args(["-INT", &server.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(stopped.success());
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = server.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the server did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = crate::process::interrupt(&mut server, Duration::from_secs(20));
     let log = std::fs::read_to_string(dir.path().join("serve.err")).unwrap();
     assert!(
         status.success() && log.contains("grouper serve: stopped"),

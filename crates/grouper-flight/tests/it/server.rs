@@ -65,7 +65,7 @@ async fn start(options: Options) -> Server {
             let shutdown = async {
                 let _ = stopped.await;
             };
-            grouper_flight::serve_service(service, listener, &options, shutdown).await
+            grouper_flight::serve(service, listener, &options, shutdown).await
         }
     });
     Server {
