@@ -35,6 +35,26 @@ pub fn known() -> Option<DeviceInfo> {
         .clone()
 }
 
+/// What a session with `backend` aggregates on, in words: the GPU it finds and the CPU, or
+/// why the CPU alone (the shell's and the server's first line, the Python package's `device`).
+pub fn describe(backend: crate::Backend) -> String {
+    use crate::Backend;
+    match backend {
+        Backend::Auto | Backend::Gpu | Backend::Hybrid => match grouper_gpu::device::list() {
+            Ok(list) => match list.first() {
+                Some(d) => format!("the GPU ({}) and the CPU", d.name),
+                None => "the CPU (no GPU found)".into(),
+            },
+            Err(e) => format!(
+                "the CPU (no GPU: {})",
+                e.to_string().trim_start_matches("no GPU available: ")
+            ),
+        },
+        Backend::Cpu => "the CPU".into(),
+        Backend::DataFusion => "DataFusion's own aggregation".into(),
+    }
+}
+
 fn path() -> Option<PathBuf> {
     cache_dir().map(|d| d.join("device0.json"))
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use grouper_core::planner::Overrides;
 #[cfg(feature = "gpu")]
@@ -59,6 +59,13 @@ pub fn grouper_context() -> SessionContext {
 
 /// A `SessionContext` configured by `config`; fails for backends this build cannot run.
 pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
+    Ok(SessionContext::new_with_state(session_state(config)?).enable_url_table())
+}
+
+/// The session state behind [`session_context`]: its configuration, runtime (memory pool,
+/// footer cache) and grouper's rules. A host that owns its own context plans with it instead
+/// (the Python package, whose planner replaces datafusion-python's).
+pub fn session_state(config: &GrouperConfig) -> Result<SessionState> {
     if matches!(config.backend, Backend::Gpu | Backend::Hybrid) {
         #[cfg(feature = "gpu")]
         crate::device_facts::open()
@@ -128,5 +135,5 @@ pub fn session_context(config: &GrouperConfig) -> Result<SessionContext> {
             }))))
             .with_physical_optimizer_rule(Arc::new(TopPerGroupRule));
     }
-    Ok(SessionContext::new_with_state(builder.build()).enable_url_table())
+    Ok(builder.build())
 }

@@ -45,22 +45,7 @@ pub fn run(args: ShellArgs, rt: &Runtime) -> Result<()> {
 /// What runs the aggregations under these options, for a banner: the GPU's name, or why
 /// there is none.
 pub(super) fn engine(engine: &super::EngineArgs) -> String {
-    match engine.backend {
-        grouper::Backend::Auto | grouper::Backend::Gpu | grouper::Backend::Hybrid => {
-            match grouper_gpu::device::list() {
-                Ok(list) => match list.first() {
-                    Some(d) => format!("the GPU ({}) and the CPU", d.name),
-                    None => "the CPU (no GPU found)".into(),
-                },
-                Err(e) => format!(
-                    "the CPU (no GPU: {})",
-                    e.to_string().trim_start_matches("no GPU available: ")
-                ),
-            }
-        }
-        grouper::Backend::Cpu => "the CPU".into(),
-        grouper::Backend::DataFusion => "DataFusion's own aggregation".into(),
-    }
+    grouper::device_facts::describe(engine.backend)
 }
 
 /// The first lines the prompt prints: what runs the aggregations, and how to go on.

@@ -6,6 +6,7 @@
 //! - `groupby_questions`: the db-benchmark questions through grouper against DataFusion.
 //! - `shell`: the interactive shell on a terminal, and scripts.
 //! - `serve`: the Flight SQL server with 32 Python ADBC clients against DuckDB's answers.
+//! - `python`: the Python package, built by maturin into the venv, against DuckDB's answers.
 //! - `venv`: the Python these tests drive; `process`: stopping a process with Ctrl-C.
 
 mod differential;
@@ -14,6 +15,7 @@ mod faults;
 mod groupby_questions;
 mod harm;
 mod process;
+mod python;
 mod serve;
 mod shell;
 mod venv;
