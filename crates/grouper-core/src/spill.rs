@@ -25,7 +25,6 @@ use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
 use arrow::row::{RowConverter, SortField};
 
-use crate::cpu::new_accumulators;
 use crate::error::{GrouperError, Result};
 use crate::hash::hash_bytes;
 use crate::input::QuerySpec;
@@ -166,23 +165,7 @@ fn to_batch(groups: &PartialGroups, rows: &[u32]) -> Result<RecordBatch> {
 
 /// The partial groups of a batch [`to_batch`] wrote, for a query of `spec`.
 fn from_batch(spec: &QuerySpec, batch: &RecordBatch) -> Result<PartialGroups> {
-    let keys = spec.key_types.len();
-    let columns = batch.columns();
-    let mut at = keys;
-    let mut accs = new_accumulators(spec)?;
-    for acc in accs.iter_mut() {
-        let width = acc.save(&[]).len();
-        let cols = columns.get(at..at + width).ok_or_else(|| {
-            GrouperError::InvalidInput("a spilled batch has too few state columns".into())
-        })?;
-        acc.load(cols)?;
-        at += width;
-    }
-    Ok(PartialGroups {
-        keys: columns.get(..keys).unwrap_or_default().to_vec(),
-        accs,
-        len: batch.num_rows(),
-    })
+    PartialGroups::from_columns(spec, batch.columns(), batch.num_rows())
 }
 
 #[cfg(test)]

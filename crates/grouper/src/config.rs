@@ -119,6 +119,9 @@ pub struct Engine {
     pub pool: LazyPool,
     /// `auto` never leaves an aggregation to DataFusion's own (see [`crate::harm`]).
     pub grouper_only: bool,
+    /// Aggregations over several partitions are planned in two phases for a distributed
+    /// engine (see [`crate::session::GrouperConfig::distributed`]).
+    pub distributed: bool,
     /// The aggregations `auto` left to DataFusion, and why (for `--explain`).
     pub kept: Arc<KeptLog>,
     /// The session's cache of Parquet footers (DataFusion fills it as it lists the files):

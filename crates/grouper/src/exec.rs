@@ -19,7 +19,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
@@ -33,18 +33,31 @@ use datafusion::physical_plan::{
 };
 use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::{StreamExt, TryStreamExt};
+use grouper_core::partial::state_types;
 use grouper_core::planner::Decision;
 #[cfg(feature = "gpu")]
 use grouper_gpu::GpuReport;
 
 use crate::backend::{self, Output, Ran, Route};
 use crate::config::Engine;
-use crate::group_by::GroupByPlan;
+use crate::group_by::{wire_type, GroupByPlan};
+
+/// What a [`GroupByExec`] computes of its aggregation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// All of it: DataFusion's Partial + Final pair (or Single) in one node, with grouper's
+    /// own parallelism.
+    Whole,
+    /// The partial groups of its input: keys, then each aggregate's state (the algebra's
+    /// `save`), for a [`crate::merge::MergeExec`] after a shuffle (distributed plans).
+    Partial,
+}
 
 /// grouper's `GROUP BY` operator inside a DataFusion plan.
 #[derive(Debug)]
 pub struct GroupByExec {
     input: Arc<dyn ExecutionPlan>,
+    phase: Phase,
     plan: Arc<GroupByPlan>,
     schema: SchemaRef,
     engine: Arc<Engine>,
@@ -93,6 +106,7 @@ impl GroupByExec {
         ));
         Self {
             input,
+            phase: Phase::Whole,
             plan,
             schema,
             engine,
@@ -104,6 +118,31 @@ impl GroupByExec {
         }
     }
 
+    /// A node computing the partial groups of `plan` over `input` (the schema: the keys under
+    /// their names, then each aggregate's state columns), in `outputs` partitions.
+    pub fn partial(
+        input: Arc<dyn ExecutionPlan>,
+        plan: Arc<GroupByPlan>,
+        engine: Arc<Engine>,
+        outputs: usize,
+    ) -> Result<Self> {
+        let schema = partial_schema(&plan)?;
+        Ok(Self {
+            phase: Phase::Partial,
+            ..Self::new(input, plan, schema, engine, outputs)
+        })
+    }
+
+    /// What the node computes of its aggregation.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Output partitions (shares of the one result).
+    pub fn output_partitions(&self) -> usize {
+        self.outputs
+    }
+
     /// Starts the aggregation all output partitions share: what `backend::run` makes of the
     /// input (CPU, GPU or both), recorded in `ran` for `--explain`.
     fn start(&self, context: Arc<TaskContext>) -> Result<Run> {
@@ -113,10 +152,17 @@ impl GroupByExec {
         let engine = Arc::clone(&self.engine);
         let ran = Arc::clone(&self.ran);
         let input = Arc::clone(&self.input);
+        let phase = self.phase;
         let run = async move {
-            let (out, what) = backend::run(route, input, &plan, &engine, &context, &baseline)
-                .await
-                .map_err(Arc::new)?;
+            let (out, what) = match phase {
+                Phase::Whole => {
+                    backend::run(route, input, &plan, &engine, &context, &baseline).await
+                }
+                Phase::Partial => {
+                    backend::run_partial(route, input, &plan, &engine, &context, &baseline).await
+                }
+            }
+            .map_err(Arc::new)?;
             if let Ok(mut r) = ran.lock() {
                 *r = Some(what);
             }
@@ -165,16 +211,40 @@ impl GroupByExec {
                 agg_names: self.plan.agg_names.clone(),
                 spec: self.plan.spec.clone(),
                 fused: None,
+                origin: self.plan.origin.clone(),
             })
         };
-        Self::new(
-            input,
-            plan,
-            Arc::clone(&self.schema),
-            Arc::clone(&self.engine),
-            self.outputs,
-        )
+        Self {
+            phase: self.phase,
+            ..Self::new(
+                input,
+                plan,
+                Arc::clone(&self.schema),
+                Arc::clone(&self.engine),
+                self.outputs,
+            )
+        }
     }
+}
+
+/// The schema of a partial phase's output: the keys under their names and types, then each
+/// aggregate's state columns (`name[j]`), all nullable.
+fn partial_schema(plan: &GroupByPlan) -> Result<SchemaRef> {
+    let states = state_types(&plan.spec).map_err(backend::external)?;
+    let keys = plan
+        .keys
+        .iter()
+        .zip(&plan.spec.key_types)
+        .map(|((_, name), t)| Field::new(name, t.clone(), true));
+    let states = plan.agg_names.iter().zip(states).flat_map(|(name, types)| {
+        types
+            .into_iter()
+            .enumerate()
+            .map(move |(j, t)| Field::new(format!("{name}[{j}]"), wire_type(&t), true))
+    });
+    Ok(Arc::new(Schema::new(
+        keys.chain(states).collect::<Vec<_>>(),
+    )))
 }
 
 /// Result columns as batches of at most `batch_size` rows (counted as output). No rows, no
@@ -266,7 +336,12 @@ impl DisplayAs for GroupByExec {
         let keys: Vec<&str> = self.plan.keys.iter().map(|(_, n)| n.as_str()).collect();
         write!(
             f,
-            "GroupByExec: gby=[{}], aggr=[{}]",
+            "GroupByExec: {}gby=[{}], aggr=[{}]",
+            if self.phase == Phase::Partial {
+                "phase=partial, "
+            } else {
+                ""
+            },
             keys.join(", "),
             self.plan.agg_names.join(", ")
         )?;

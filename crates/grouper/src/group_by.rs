@@ -4,9 +4,14 @@
 
 use std::sync::Arc;
 
+use arrow::array::ArrayRef;
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::ExecutionPlan;
 use grouper_core::QuerySpec;
 
 use crate::fuse::Fused;
@@ -29,6 +34,9 @@ pub struct GroupByPlan {
     /// The same aggregation over a source further down, when the filter and projections
     /// between translate into the IR (the GPU evaluates them in its kernel).
     pub fused: Option<Fused>,
+    /// DataFusion's aggregate this was translated from, over an empty input: what
+    /// [`crate::codec::GroupByCodec`] writes, to translate again where the plan is read.
+    pub origin: Option<Arc<dyn ExecutionPlan>>,
 }
 
 impl GroupByPlan {
@@ -48,4 +56,27 @@ impl GroupByPlan {
             .filter(|c| !read_by_args.contains(c))
             .collect()
     }
+}
+
+/// A state column's type as partial groups cross a network: a `LargeList` (MEDIAN's values)
+/// travels as a `List`. arrow-flight 59 announces every `LargeList` field as a `List` in the
+/// schema it sends (`prepare_field_for_flight`) while writing 64-bit offsets, and the
+/// receiver, reading them as 32-bit ones, failed ("non-monotonic offset").
+pub(crate) fn wire_type(t: &DataType) -> DataType {
+    match t {
+        DataType::LargeList(item) => DataType::List(Arc::clone(item)),
+        t => t.clone(),
+    }
+}
+
+/// `columns` cast, where they differ, to `types`.
+pub(crate) fn cast_to(columns: &[ArrayRef], types: &[DataType]) -> Result<Vec<ArrayRef>> {
+    columns
+        .iter()
+        .zip(types)
+        .map(|(c, t)| match c.data_type() == t {
+            true => Ok(Arc::clone(c)),
+            false => Ok(cast(c, t)?),
+        })
+        .collect()
 }

@@ -21,6 +21,7 @@
 )]
 
 pub mod backend;
+pub mod codec;
 pub mod config;
 #[cfg(feature = "gpu")]
 pub mod device_facts;
@@ -28,6 +29,7 @@ pub mod exec;
 pub mod fuse;
 pub mod group_by;
 pub mod harm;
+pub mod merge;
 pub mod narrow_table;
 mod parquet_files;
 pub mod profile_store;

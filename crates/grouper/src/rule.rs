@@ -22,12 +22,13 @@ use std::sync::Arc;
 
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::expressions::Literal;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
@@ -40,10 +41,11 @@ use grouper_core::agg::{pair_type, AggKind, AggregateSpec};
 use grouper_core::QuerySpec;
 
 use crate::config::{Backend, Engine};
-use crate::exec::GroupByExec;
+use crate::exec::{GroupByExec, Phase};
 use crate::fuse::fuse;
 use crate::group_by::GroupByPlan;
 use crate::harm;
+use crate::merge::MergeExec;
 use crate::tuple_expr::TupleExpr;
 
 /// Replaces handled aggregations with [`GroupByExec`].
@@ -62,21 +64,22 @@ impl GrouperRule {
         let Some(top) = plan.downcast_ref::<AggregateExec>() else {
             return Ok(None);
         };
-        let lower = match top.mode() {
-            AggregateMode::Single | AggregateMode::SinglePartitioned => top,
+        // The lower aggregate (the partial one of a pair), and the repartitions and coalesces
+        // between the two, top down.
+        let mut between: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+        let (lower, lower_node) = match top.mode() {
+            AggregateMode::Single | AggregateMode::SinglePartitioned => (top, plan),
             AggregateMode::Final | AggregateMode::FinalPartitioned => {
                 let mut child = top.input();
-                loop {
-                    if let Some(r) = child.downcast_ref::<RepartitionExec>() {
-                        child = r.input();
-                    } else if let Some(c) = child.downcast_ref::<CoalescePartitionsExec>() {
-                        child = c.input();
-                    } else {
-                        break;
+                while child.is::<RepartitionExec>() || child.is::<CoalescePartitionsExec>() {
+                    between.push(Arc::clone(child));
+                    match child.children().first() {
+                        Some(c) => child = c,
+                        None => return Ok(None),
                     }
                 }
                 match child.downcast_ref::<AggregateExec>() {
-                    Some(p) if *p.mode() == AggregateMode::Partial => p,
+                    Some(p) if *p.mode() == AggregateMode::Partial => (p, child),
                     _ => return Ok(None),
                 }
             }
@@ -113,6 +116,26 @@ impl GrouperRule {
                 .kept
                 .push(format!("gby=[{}]: {why}", keys.join(", ")));
             return Ok(None);
+        }
+        group_by.origin = Some(origin_of(lower_node)?);
+        if self.engine.distributed && !between.is_empty() {
+            // Two phases, for a distributed engine to cut between: the partial groups of
+            // each input partition, DataFusion's repartition (a network shuffle there), and
+            // their merge per partition.
+            let group_by = Arc::new(group_by);
+            let mut node: Arc<dyn ExecutionPlan> = Arc::new(GroupByExec::partial(
+                Arc::clone(lower.input()),
+                Arc::clone(&group_by),
+                Arc::clone(&self.engine),
+                lower.input().output_partitioning().partition_count(),
+            )?);
+            for b in between.iter().rev() {
+                node = Arc::clone(b).replace_children(
+                    vec![node],
+                    ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+                )?;
+            }
+            return Ok(Some(Arc::new(MergeExec::new(node, group_by, schema))));
         }
         // Where DataFusion's aggregation left several hash partitions, grouper's result leaves
         // in as many shares (the operators above run on as many threads) and is repartitioned
@@ -162,7 +185,11 @@ fn without_unrelied_repartitions(
 ) -> Result<Arc<dyn ExecutionPlan>> {
     if free {
         if let Some(r) = plan.downcast_ref::<RepartitionExec>() {
-            if matches!(r.partitioning(), Partitioning::Hash(..)) && r.input().is::<GroupByExec>() {
+            let whole = r
+                .input()
+                .downcast_ref::<GroupByExec>()
+                .is_some_and(|g| g.phase() == Phase::Whole);
+            if matches!(r.partitioning(), Partitioning::Hash(..)) && whole {
                 return without_unrelied_repartitions(Arc::clone(r.input()), free);
             }
         }
@@ -171,7 +198,12 @@ fn without_unrelied_repartitions(
     if children.is_empty() {
         return Ok(plan);
     }
-    let free = plan.is::<GroupByExec>() || (free && relies_on_no_partitioning(&plan));
+    // A whole aggregation needs no partitioning of its input (a merge needs its partial
+    // groups hash-partitioned by key: what is below it stays).
+    let whole = plan
+        .downcast_ref::<GroupByExec>()
+        .is_some_and(|g| g.phase() == Phase::Whole);
+    let free = whole || (free && relies_on_no_partitioning(&plan));
     let new = children
         .iter()
         .map(|c| without_unrelied_repartitions(Arc::clone(c), free))
@@ -185,9 +217,24 @@ fn without_unrelied_repartitions(
     )
 }
 
+/// The origin a translated aggregation keeps for [`crate::codec::GroupByCodec`]: `agg` over an empty input
+/// of the same schema (the real input is serialised as the node's child).
+fn origin_of(agg: &Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    let Some(a) = agg.downcast_ref::<AggregateExec>() else {
+        return Err(DataFusionError::Internal(
+            "an origin must be an aggregate".into(),
+        ));
+    };
+    let empty: Arc<dyn ExecutionPlan> = Arc::new(EmptyExec::new(Arc::clone(&a.input_schema())));
+    Arc::clone(agg).replace_children(
+        vec![empty],
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+    )
+}
+
 /// The core spec, argument expressions and display names of an aggregate node, or `None` when
 /// grouper does not handle it.
-fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
+pub(crate) fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
     let group_by = agg.group_expr();
     if !group_by.is_single()
         || agg.filter_expr().iter().any(Option::is_some)
@@ -257,6 +304,7 @@ fn translate(agg: &AggregateExec) -> Result<Option<GroupByPlan>> {
             aggregates,
         },
         fused: None,
+        origin: None,
     }))
 }
 

@@ -47,6 +47,10 @@ pub struct GrouperConfig {
     /// own where grouper's CPU would not beat it (see [`crate::harm`]): grouper's routes alone,
     /// for comparing them.
     pub grouper_only: bool,
+    /// Plans for a distributed engine (datafusion-distributed): an aggregation over several
+    /// partitions stays in two phases, partial groups on the workers and their merge after the
+    /// shuffle ([`crate::merge::MergeExec`]), instead of grouper's one node.
+    pub distributed: bool,
 }
 
 /// DataFusion batch size of GPU and hybrid sessions.
@@ -113,27 +117,37 @@ pub fn session_state(config: &GrouperConfig) -> Result<SessionState> {
         let cpu_profile = (!config.no_profile)
             .then(|| profile_store::load(&profile_store::cpu_key(threads)))
             .flatten();
-        builder = builder
-            .with_physical_optimizer_rule(Arc::new(GrouperRule::new(Arc::new(Engine {
-                backend: config.backend,
-                overrides: Overrides {
-                    memory_budget: config.memory_limit.map(|l| l as u64),
-                    ..config.overrides
-                },
-                cpu_profile,
-                #[cfg(feature = "gpu")]
-                gpu: config.gpu.clone(),
-                #[cfg(feature = "gpu")]
-                gpu_profile: crate::config::LazyGpuProfile::new(
-                    !config.no_profile && config.backend != Backend::Cpu,
-                ),
-                hybrid_split: config.hybrid_split,
-                pool,
-                grouper_only: config.grouper_only,
-                kept,
-                footers,
-            }))))
-            .with_physical_optimizer_rule(Arc::new(TopPerGroupRule));
+        let engine = Arc::new(Engine {
+            backend: config.backend,
+            overrides: Overrides {
+                memory_budget: config.memory_limit.map(|l| l as u64),
+                ..config.overrides
+            },
+            cpu_profile,
+            #[cfg(feature = "gpu")]
+            gpu: config.gpu.clone(),
+            #[cfg(feature = "gpu")]
+            gpu_profile: crate::config::LazyGpuProfile::new(
+                !config.no_profile && config.backend != Backend::Cpu,
+            ),
+            hybrid_split: config.hybrid_split,
+            pool,
+            grouper_only: config.grouper_only,
+            distributed: config.distributed,
+            kept,
+            footers,
+        });
+        // The engine is a session extension too: grouper's nodes that arrive serialised (a
+        // distributed worker's, `crate::codec`) run with the engine of the session that reads
+        // them.
+        if let Some(session) = builder.config() {
+            session.set_extension(Arc::clone(&engine));
+        }
+        builder = builder.with_physical_optimizer_rule(Arc::new(GrouperRule::new(engine)));
+        if !config.distributed {
+            // Its node has no codec: a distributed plan keeps DataFusion's window functions.
+            builder = builder.with_physical_optimizer_rule(Arc::new(TopPerGroupRule));
+        }
     }
     Ok(builder.build())
 }

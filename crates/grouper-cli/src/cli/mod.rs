@@ -4,6 +4,7 @@ mod difftest;
 mod query;
 mod serve;
 mod shell;
+mod worker;
 
 use std::path::PathBuf;
 
@@ -66,6 +67,9 @@ enum Command {
     /// Serve SQL to Flight SQL clients (ADBC, JDBC, pyarrow) over one session whose tables
     /// stay in memory across queries.
     Serve(serve::ServeArgs),
+    /// Serve as a worker of distributed queries (datafusion-distributed): a coordinator,
+    /// `grouper query --workers`, sends it stages to run with grouper's engine.
+    Worker(worker::WorkerArgs),
     /// Generate TPC-H lineitem in memory and run TPC-H Q1.
     Demo(DemoArgs),
     /// Generate data files.
@@ -287,6 +291,7 @@ impl EngineArgs {
             hybrid_split: self.hybrid_cpu_share.unwrap_or_default(),
             pool: None,
             grouper_only: self.grouper_only,
+            distributed: false,
         }
     }
 }
@@ -312,6 +317,16 @@ pub struct QueryArgs {
     /// Print plan/scan/aggregate/output times on stderr.
     #[arg(long)]
     pub timing: bool,
+    /// Run on these workers (`grouper worker`), e.g. http://host1:50061,http://host2:50061:
+    /// this process plans and coordinates (datafusion-distributed), the workers aggregate
+    /// their shares of the files and merge the groups after the shuffle. Every worker must
+    /// read the files at the same paths.
+    #[arg(long, value_delimiter = ',', value_name = "URL")]
+    pub workers: Vec<String>,
+    /// With --workers: bytes of files one scan task reads, e.g. 64M (default 16M); smaller
+    /// spreads small inputs over more workers.
+    #[arg(long, value_parser = parse_bytes, requires = "workers")]
+    pub bytes_per_task: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -409,7 +424,7 @@ pub fn run() -> Result<()> {
     // prompt it cancels the running statement instead (grouper_shell::session); the server
     // shuts down gracefully (serve.rs).
     let own_ctrl_c = match &cli.command {
-        Some(Command::Serve(_)) => true,
+        Some(Command::Serve(_) | Command::Worker(_)) => true,
         Some(_) => false,
         None => shell::interactive(&cli.shell),
     };
@@ -429,6 +444,7 @@ pub fn run() -> Result<()> {
         Command::Difftest(a) => difftest::run(a),
         Command::Query(a) => rt.block_on(query::query(a)),
         Command::Serve(a) => serve::run(a, &rt),
+        Command::Worker(a) => worker::run(a, &rt),
         Command::Demo(a) => rt.block_on(query::demo(a)),
         Command::Gen(GenCommand::Tpch { sf, output }) => rt.block_on(query::gen_tpch(sf, &output)),
         Command::Gen(GenCommand::Synthetic {

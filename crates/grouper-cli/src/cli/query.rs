@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
 use rayon::prelude::*;
 
 use grouper_shell::session::run_sql;
@@ -22,13 +23,39 @@ fn print_explain(plan: &Arc<dyn ExecutionPlan>, kept: &[String]) {
 }
 
 pub async fn query(args: QueryArgs) -> Result<()> {
-    let ctx = grouper::session_context(&args.engine.config())?;
+    let ctx = match args.workers.is_empty() {
+        true => grouper::session_context(&args.engine.config())?,
+        false => {
+            let workers = args
+                .workers
+                .iter()
+                .map(|w| {
+                    url::Url::parse(w).with_context(|| {
+                        format!("--workers: '{w}' is not a URL such as http://host:50061")
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let state = grouper_distributed::coordinator(
+                &args.engine.config(),
+                workers,
+                args.bytes_per_task,
+            )?;
+            SessionContext::new_with_state(state).enable_url_table()
+        }
+    };
     let threads = ctx.state().config().target_partitions();
     register_tables(&ctx, &args.tables).await?;
     grouper_core::trace::event(|| "session and tables ready".into());
     let (plan, batches, timing) = run_sql(&ctx, &args.sql, true).await?;
     if args.explain {
-        print_explain(&plan, &grouper::harm::take_kept(&ctx));
+        match args.workers.is_empty() {
+            true => print_explain(&plan, &grouper::harm::take_kept(&ctx)),
+            // The stages, with the workers' tasks and their metrics.
+            false => print!(
+                "{}",
+                grouper_distributed::display_plan_ascii(plan.as_ref(), true)
+            ),
+        }
     }
     let t = Instant::now();
     if !args.explain || args.output.is_some() {

@@ -87,7 +87,7 @@ pub fn run(args: ServeArgs, rt: &Runtime) -> Result<()> {
 }
 
 /// Resolves at Ctrl-C or SIGTERM (a service manager's stop).
-async fn stop_asked() {
+pub(super) async fn stop_asked() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let term = async {
         match term.as_mut() {

@@ -6,11 +6,13 @@
 //! - `groupby_questions`: the db-benchmark questions through grouper against DataFusion.
 //! - `shell`: the interactive shell on a terminal, and scripts.
 //! - `serve`: the Flight SQL server with 32 Python ADBC clients against DuckDB's answers.
+//! - `distributed`: three `grouper worker` processes and a coordinator, against one process.
 //! - `python`: the Python package, built by maturin into the venv, against DuckDB's answers.
 //! - `venv`: the Python these tests drive; `process`: stopping a process with Ctrl-C.
 
 mod differential;
 mod difftest;
+mod distributed;
 mod faults;
 mod groupby_questions;
 mod harm;

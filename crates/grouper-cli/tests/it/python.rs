@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::process::tpch_and_groupby;
 use crate::venv;
 
 /// The cargo profile this test binary was built with (target/<dir>/deps/it-…), which maturin
@@ -21,19 +22,6 @@ fn profile() -> String {
         "debug" => "dev".into(),
         other => other.into(),
     }
-}
-
-/// Runs `grouper` with `args` to its end, asserting success.
-fn grouper(args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_grouper"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "grouper {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -67,13 +55,8 @@ fn the_python_package_gets_duckdbs_answers() {
         .unwrap();
     assert!(build.success(), "maturin develop failed");
 
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tpch_and_groupby("0.02", "5e4");
     let d = dir.path().to_str().unwrap();
-    grouper(&["gen", "tpch", "--sf", "0.02", "-o", d]);
-    let x = format!("{d}/x.parquet");
-    grouper(&[
-        "gen", "groupby", "--rows", "5e4", "--k", "10", "--nas", "5", "-o", &x,
-    ]);
     let out = Command::new(&python)
         .arg(root.join("crates/grouper-python/tests/test_grouper.py"))
         .arg("-v")

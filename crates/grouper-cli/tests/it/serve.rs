@@ -8,20 +8,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::process::tpch_and_groupby;
 use crate::venv;
-
-/// Runs `grouper` with `args` to its end, asserting success.
-fn grouper(args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_grouper"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "grouper {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn thirty_two_adbc_clients_get_duckdbs_answers_and_the_server_stays_up() {
@@ -38,13 +26,9 @@ fn thirty_two_adbc_clients_get_duckdbs_answers_and_the_server_stays_up() {
         }
     }
     let python = venv::python(&modules);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tpch_and_groupby("0.02", "5e4");
     let d = dir.path().to_str().unwrap();
-    grouper(&["gen", "tpch", "--sf", "0.02", "-o", d]);
     let x = format!("{d}/x.parquet");
-    grouper(&[
-        "gen", "groupby", "--rows", "5e4", "--k", "10", "--nas", "5", "-o", &x,
-    ]);
 
     let stderr = std::fs::File::create(dir.path().join("serve.err")).unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_grouper"))

@@ -57,6 +57,31 @@ pub(crate) async fn run_cpu(
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
 ) -> Result<(Finished<grouper_core::AggregateParts>, Option<String>)> {
+    run_cpu_finishing(
+        input,
+        plan,
+        may_fuse,
+        engine,
+        context,
+        baseline,
+        |agg, workers| agg.finish_parts(workers),
+    )
+    .await
+}
+
+/// [`run_cpu`], the workers' groups ending as `finish` makes them (finalized parts, or the
+/// partial groups of a distributed plan's partial phase).
+pub(crate) async fn run_cpu_finishing<T: Send + 'static>(
+    input: Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    may_fuse: bool,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+    finish: impl FnOnce(&grouper_core::Aggregation, Vec<grouper_core::Worker>) -> grouper_core::Result<T>
+        + Send
+        + 'static,
+) -> Result<(Finished<T>, Option<String>)> {
     let fusion = may_fuse
         .then(|| CpuFusion::new(plan, &input))
         .flatten()
@@ -84,16 +109,7 @@ pub(crate) async fn run_cpu(
             None => (input, None),
         },
     };
-    let out = run_cpu_with(
-        input,
-        fusion,
-        plan,
-        engine,
-        context,
-        baseline,
-        |agg, workers| agg.finish_parts(workers),
-    )
-    .await?;
+    let out = run_cpu_with(input, fusion, plan, engine, context, baseline, finish).await?;
     Ok((out, fused))
 }
 

@@ -40,6 +40,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
+use grouper_core::partial::PartialGroups;
 use grouper_gpu::pipeline as gpu;
 use grouper_gpu::{GpuOptions, GpuQuery, Piece, Prepared};
 
@@ -396,6 +397,21 @@ pub(crate) async fn run(
     context: &Arc<TaskContext>,
     baseline: &BaselineMetrics,
 ) -> Result<(Vec<arrow::array::ArrayRef>, usize, Ran)> {
+    let (groups, ran) = run_partial(query, input, plan, engine, context, baseline).await?;
+    let (columns, rows) = groups.finalize().map_err(external)?;
+    Ok((columns, rows, ran))
+}
+
+/// [`run`] up to the merged partial groups, not finalized (a distributed plan's partial
+/// phase sends them on).
+pub(crate) async fn run_partial(
+    query: GpuQuery,
+    input: &Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+) -> Result<(PartialGroups, Ran)> {
     let source = plan
         .fused
         .as_ref()
@@ -463,13 +479,11 @@ pub(crate) async fn run(
         )));
     };
     let (gpu_part, report) = gpu.await.map_err(external)?.map_err(external)?;
-    let (columns, rows) = cpu_part
+    let groups = cpu_part
         .merge(gpu_part, &plan.spec.key_types)
-        .and_then(|m| m.finalize())
         .map_err(external)?;
     Ok((
-        columns,
-        rows,
+        groups,
         Ran::Hybrid(report, queue.cpu_share(), decision, queue.chunks()),
     ))
 }

@@ -416,6 +416,81 @@ pub(crate) async fn run(
     })
 }
 
+/// A distributed plan's partial phase ([`crate::exec::Phase::Partial`]): `route`'s groups
+/// over `input`, not finalized, as one part of columns (keys, then each aggregate's state).
+/// The GPU's share runs as co-processing over the fused source (CPU workers may take chunks
+/// too); a GPU route over evaluated keys has no partial groups and runs on the CPU.
+pub(crate) async fn run_partial(
+    route: Route,
+    input: Arc<dyn ExecutionPlan>,
+    plan: &Arc<GroupByPlan>,
+    engine: &Arc<Engine>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+) -> Result<(Output, Ran)> {
+    let (reason, attempted) = match route {
+        Route::Cpu(reason) => (reason, false),
+        #[cfg(feature = "gpu")]
+        Route::Gpu { query, fused: true } | Route::Hybrid { query } => {
+            match hybrid::run_partial(query, &input, plan, engine, context, baseline).await {
+                Ok((groups, ran)) => return Ok((partial_output(groups)?, ran)),
+                Err(e) if engine.backend == Backend::Auto => (
+                    Some(NotOnGpu::Said(format!(
+                        "co-processing failed ({e}); ran on the CPU"
+                    ))),
+                    true,
+                ),
+                Err(e) => return Err(e),
+            }
+        }
+        #[cfg(feature = "gpu")]
+        Route::Gpu { fused: false, .. } => (
+            Some(NotOnGpu::Said(
+                "a partial phase over evaluated keys runs on the CPU".into(),
+            )),
+            false,
+        ),
+    };
+    let input = match attempted {
+        true => reset_plan_states(input)?,
+        false => input,
+    };
+    let (out, fused) = cpu::run_cpu_finishing(
+        input,
+        plan,
+        !attempted,
+        engine,
+        context,
+        baseline,
+        |agg, workers| agg.finish_partial(workers),
+    )
+    .await?;
+    match out {
+        cpu::Finished::Merged((groups, decision)) => Ok((
+            partial_output(groups)?,
+            Ran::Cpu(decision, reason, fused, None),
+        )),
+        cpu::Finished::Spilled(_) => Err(over_budget(DataFusionError::ResourcesExhausted(
+            "a partial phase's groups do not spill".into(),
+        ))),
+    }
+}
+
+/// Partial groups as the one part of a partial phase's output, in the types they cross a
+/// network in ([`crate::group_by::wire_type`]).
+fn partial_output(groups: grouper_core::partial::PartialGroups) -> Result<Output> {
+    let rows = groups.len;
+    let columns = groups.into_columns();
+    let types: Vec<_> = columns
+        .iter()
+        .map(|c| crate::group_by::wire_type(c.data_type()))
+        .collect();
+    Ok(Output::Parts(
+        vec![crate::group_by::cast_to(&columns, &types)?],
+        rows,
+    ))
+}
+
 pub(crate) fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
