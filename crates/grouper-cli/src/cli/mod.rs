@@ -325,7 +325,7 @@ pub struct QueryArgs {
     pub workers: Vec<String>,
     /// With --workers: bytes of files one scan task reads, e.g. 64M (default 16M); smaller
     /// spreads small inputs over more workers.
-    #[arg(long, value_parser = parse_bytes, requires = "workers")]
+    #[arg(long, value_parser = parse_bytes)]
     pub bytes_per_task: Option<usize>,
 }
 

@@ -23,6 +23,9 @@ fn print_explain(plan: &Arc<dyn ExecutionPlan>, kept: &[String]) {
 }
 
 pub async fn query(args: QueryArgs) -> Result<()> {
+    if args.bytes_per_task.is_some() && args.workers.is_empty() {
+        anyhow::bail!("--bytes-per-task needs --workers");
+    }
     let ctx = match args.workers.is_empty() {
         true => grouper::session_context(&args.engine.config())?,
         false => {

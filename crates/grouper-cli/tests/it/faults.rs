@@ -371,6 +371,18 @@ fn a_static_hybrid_share_must_be_a_fraction() {
 }
 
 #[test]
+fn distributed_options_are_checked() {
+    fails_with(
+        &query(&["SELECT 1", "--workers", "notaurl"]),
+        "--workers: 'notaurl' is not a URL such as http://host:50061",
+    );
+    fails_with(
+        &query(&["SELECT 1", "--bytes-per-task", "64M"]),
+        "--bytes-per-task needs --workers",
+    );
+}
+
+#[test]
 fn gpu_faults_without_a_gpu() {
     if grouper_gpu::Gpu::get().is_ok() {
         eprintln!("a GPU is present: scripts/device-test.sh faults covers this machine");
