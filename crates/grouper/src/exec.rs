@@ -251,7 +251,7 @@ fn partial_schema(plan: &GroupByPlan) -> Result<SchemaRef> {
 /// batch: DataFusion's own aggregation emits none, and operators above may not expect an empty
 /// one (a HAVING after DataFusion's DISTINCT rewrite compares mismatched decimal types on any
 /// batch, found by difftest).
-fn slices(
+pub(crate) fn slices(
     schema: &SchemaRef,
     columns: Vec<ArrayRef>,
     rows: usize,

@@ -32,6 +32,7 @@ use futures::{StreamExt, TryStreamExt};
 use grouper_core::partial::{state_types, PartialGroups};
 
 use crate::backend::external;
+use crate::exec::slices;
 use crate::group_by::{cast_to, GroupByPlan};
 
 /// Merges partial groups and finalizes them, partition by partition.
@@ -49,12 +50,7 @@ impl MergeExec {
     /// planned schema of the final aggregation).
     pub fn new(input: Arc<dyn ExecutionPlan>, plan: Arc<GroupByPlan>, schema: SchemaRef) -> Self {
         let n = input.output_partitioning().partition_count();
-        let keys: Vec<Arc<dyn PhysicalExpr>> = plan
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(i, (_, name))| Arc::new(Column::new(name, i)) as Arc<dyn PhysicalExpr>)
-            .collect();
+        let keys = key_columns(&plan);
         // Each partition holds its own keys (its input was hash-partitioned by them), so the
         // output is partitioned as DataFusion's `FinalPartitioned` output is.
         let partitioning = match keys.is_empty() || n <= 1 {
@@ -80,6 +76,15 @@ impl MergeExec {
     pub fn group_by(&self) -> &Arc<GroupByPlan> {
         &self.plan
     }
+}
+
+/// The group keys as columns: the first of both the partial groups and the final output.
+fn key_columns(plan: &GroupByPlan) -> Vec<Arc<dyn PhysicalExpr>> {
+    plan.keys
+        .iter()
+        .enumerate()
+        .map(|(i, (_, name))| Arc::new(Column::new(name, i)) as Arc<dyn PhysicalExpr>)
+        .collect()
 }
 
 impl DisplayAs for MergeExec {
@@ -108,13 +113,7 @@ impl ExecutionPlan for MergeExec {
     }
 
     fn required_input_distribution(&self) -> Vec<Distribution> {
-        let keys: Vec<Arc<dyn PhysicalExpr>> = self
-            .plan
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(i, (_, name))| Arc::new(Column::new(name, i)) as Arc<dyn PhysicalExpr>)
-            .collect();
+        let keys = key_columns(&self.plan);
         vec![match keys.is_empty() {
             true => Distribution::SinglePartition,
             false => Distribution::KeyPartitioned(keys),
@@ -190,20 +189,8 @@ impl ExecutionPlan for MergeExec {
             .await
             .map_err(external)??;
             timer.done();
-            let out = match columns.is_empty() {
-                true => RecordBatch::try_new_with_options(
-                    Arc::clone(&schema),
-                    vec![],
-                    &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
-                )?,
-                false => RecordBatch::try_new(Arc::clone(&schema), columns)?,
-            };
-            baseline.record_output(out.num_rows());
-            let slices: Vec<Result<RecordBatch>> = (0..out.num_rows())
-                .step_by(batch_size)
-                .map(|at| Ok(out.slice(at, batch_size.min(out.num_rows() - at))))
-                .collect();
-            Ok::<_, DataFusionError>(futures::stream::iter(slices))
+            let out = slices(&schema, columns, rows, batch_size, &baseline);
+            Ok::<_, DataFusionError>(futures::stream::iter(out))
         };
         let stream = futures::stream::once(merged).try_flatten().boxed();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
