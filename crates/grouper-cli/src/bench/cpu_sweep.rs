@@ -1,6 +1,6 @@
 //! `grouper bench cpu-sweep`: grouper (auto and every strategy), DataFusion's aggregation and
-//! DuckDB on the same data and threads, SUM+COUNT by key from one group to 2^24, uniform and
-//! zipf keys, and TPC-H Q1.
+//! DuckDB on the same data and threads, SUM+COUNT by key from one group to 2^24, over the key
+//! distributions asked for (uniform and zipf by default), and TPC-H Q1.
 
 use std::path::PathBuf;
 
@@ -40,6 +40,10 @@ pub struct SweepArgs {
     /// Python with duckdb (from scripts/setup-venv.sh); DuckDB is skipped if it is missing.
     #[arg(long, default_value = ".venv/bin/python")]
     python: PathBuf,
+    /// Key distributions (comma-separated: uniform, zipf[:S], heavy_hitter[:F], sequential,
+    /// random, exponential, weibull[:A], normal).
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "uniform,zipf1.1")]
+    dists: Vec<Dist>,
     /// Also time every strategy, not just auto.
     #[arg(long)]
     strategies: bool,
@@ -69,7 +73,7 @@ pub(crate) async fn cpu_sweep(a: SweepArgs) -> Result<()> {
         "cpu/DF",
         "cpu/DuckDB"
     );
-    for dist in [Dist::Uniform, Dist::Zipf(1.1)] {
+    for &dist in &a.dists {
         for g_log2 in (a.min_groups_log2..=a.max_groups_log2).step_by(2) {
             let groups = 1u64 << g_log2;
             let spec = Spec {

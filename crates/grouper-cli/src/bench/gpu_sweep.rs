@@ -32,6 +32,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::bench::common::{duckdb, git_commit, q1_lineitem, run_peer, time_sql, write_json};
+use crate::synthetic::{Dist, Sampler};
 
 #[derive(Args, Debug)]
 pub struct GpuSweepArgs {
@@ -63,6 +64,11 @@ pub struct GpuSweepArgs {
     /// e.g. to profile one kernel.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     strategies: Vec<String>,
+    /// Key distribution of the groups (uniform, zipf[:S], heavy_hitter[:F], sequential,
+    /// exponential, weibull[:A], normal; `random` is uniform with the scattered keys both
+    /// kinds already give). The PyTorch peers run on uniform keys only.
+    #[arg(long, default_value = "uniform")]
+    dist: Dist,
     /// Hash tables' fill factor (default the planner's), to weigh a sizing rule.
     #[arg(long)]
     fill_factor: Option<f64>,
@@ -110,6 +116,24 @@ pub(crate) fn dense_keys(r: &[u32], g: u64) -> (Vec<u32>, usize) {
     let mut seen = vec![false; g as usize];
     dense.iter().for_each(|&d| seen[d as usize] = true);
     (dense, seen.iter().filter(|&&s| s).count())
+}
+
+/// Keys of `rows` rows over `g` groups drawn by `dist` (u32), and how many distinct.
+fn drawn_keys(dist: Dist, g: u64, rows: usize) -> Result<(Vec<u32>, usize)> {
+    const CHUNK: usize = 1 << 20;
+    let sampler = Sampler::new(dist, g, rows)?;
+    let mut keys = vec![0u32; rows];
+    keys.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut rng = SmallRng::seed_from_u64(0x5eed ^ c as u64);
+            for (j, k) in chunk.iter_mut().enumerate() {
+                *k = sampler.group(&mut rng, c * CHUNK + j) as u32;
+            }
+        });
+    let mut seen = vec![false; g as usize];
+    keys.iter().for_each(|&d| seen[d as usize] = true);
+    Ok((keys, seen.iter().filter(|&&s| s).count()))
 }
 
 /// The sweep's input for one key kind, and the kind's name: the dense keys as they are (u32),
@@ -382,10 +406,15 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         .step_by(2)
         .map(|l| 1u64 << l)
         .collect();
-    let torch = torch_points(&a, &r, &v, &groups).unwrap_or_else(|e| {
-        eprintln!("PyTorch peer skipped: {e}");
+    let uniform = matches!(a.dist, Dist::Uniform | Dist::Random);
+    let torch = if uniform {
+        torch_points(&a, &r, &v, &groups).unwrap_or_else(|e| {
+            eprintln!("PyTorch peer skipped: {e}");
+            Value::Null
+        })
+    } else {
         Value::Null
-    });
+    };
     let values: ArrayRef = Arc::new(Float32Array::from(v));
     let mut points = Vec::new();
     // Resident input; the sizing parameters given to weigh a rule, else the planner's.
@@ -406,7 +435,11 @@ pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
         "groups", "keys", "strategy", "ms", "Grows/s", "%copy", "xtorchD", "xtorchG"
     );
     for &g in &groups {
-        let (dense, distinct) = dense_keys(&r, g);
+        let (dense, distinct) = if uniform {
+            dense_keys(&r, g)
+        } else {
+            drawn_keys(a.dist, g, rows)?
+        };
         let tp = &torch["points"][g.to_string()];
         let (torch_dense, torch_general) = (tp["dense_ms"].as_f64(), tp["general_ms"].as_f64());
         for scattered in [false, true] {
@@ -464,6 +497,7 @@ fn write_result(
 ) -> Result<()> {
     let result = json!({
         "benchmark": "gpu-sweep",
+        "dist": a.dist.name(),
         "device": gpu.info.name,
         "compute_capability": format!("{}.{}", gpu.info.compute_capability.0, gpu.info.compute_capability.1),
         "copy_rate_bytes_per_s": copy,

@@ -105,12 +105,14 @@ pub struct RegretArgs {
     /// Folder of the SVG plots.
     #[arg(long, default_value = "bench/results/plots")]
     plots: PathBuf,
-    /// Only these distributions (uniform, zipf; default both).
-    #[arg(long, value_delimiter = ',', num_args = 1..)]
-    dists: Vec<String>,
+    /// Key distributions (comma-separated: uniform, zipf[:S], heavy_hitter[:F], sequential,
+    /// random, exponential, weibull[:A], normal; default uniform and zipf 1.1, the ones
+    /// `calibrate` measures).
+    #[arg(long, value_delimiter = ',', num_args = 1.., default_value = "uniform,zipf1.1")]
+    dists: Vec<Dist>,
 }
 
-/// The regret sweep's distributions.
+/// The distributions `calibrate` measures and `bench regret` scores by default.
 pub const DISTS: [Dist; 2] = [Dist::Uniform, Dist::Zipf(1.1)];
 
 pub async fn regret(a: RegretArgs) -> Result<()> {
@@ -137,9 +139,7 @@ pub async fn regret(a: RegretArgs) -> Result<()> {
         "dist", "keys", "groups", "auto", "auto ms", "best", "best ms", "regret"
     );
     let mut points: Vec<Value> = Vec::new();
-    let wanted =
-        |d: &Dist| a.dists.is_empty() || a.dists.iter().any(|w| d.name().starts_with(w.as_str()));
-    for dist in DISTS.into_iter().filter(wanted) {
+    for &dist in &a.dists {
         for kind in [KeyKind::Dense, KeyKind::Hashed] {
             for g in (a.min_groups_log2..=max).step_by(2) {
                 let p = PointSpec {
@@ -159,7 +159,7 @@ pub async fn regret(a: RegretArgs) -> Result<()> {
         }
     }
     write_json(&out, &result(&a, &device, rows_log2, threads, &points))?;
-    for dist in DISTS {
+    for &dist in &a.dists {
         for kind in [KeyKind::Dense, KeyKind::Hashed] {
             plot(&a, &points, dist, kind)?;
         }

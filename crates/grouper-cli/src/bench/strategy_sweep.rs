@@ -77,7 +77,7 @@ impl Measured {
     pub fn profile_point(&self, p: &PointSpec) -> grouper_core::profile::Point {
         grouper_core::profile::Point {
             kind: p.kind,
-            skewed: matches!(p.dist, Dist::Zipf(_) | Dist::HeavyHitter),
+            skewed: p.dist.is_skewed(),
             groups_log2: p.groups_log2,
             ms: self
                 .ms
@@ -110,9 +110,18 @@ fn ranks(p: &PointSpec) -> Result<(Vec<i32>, usize)> {
             .context("synthetic keys are Int32")?;
         out.extend_from_slice(k.values());
     }
-    let mut seen = vec![false; 1usize << p.groups_log2];
-    out.iter().for_each(|&k| seen[k as usize] = true);
-    Ok((out, seen.iter().filter(|&&s| s).count()))
+    // `random` keys are scattered over the positive Int32 range, every other distribution's
+    // are ranks below G.
+    let distinct = if p.dist == Dist::Random {
+        out.par_iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    } else {
+        let mut seen = vec![false; 1usize << p.groups_log2];
+        out.iter().for_each(|&k| seen[k as usize] = true);
+        seen.iter().filter(|&&s| s).count()
+    };
+    Ok((out, distinct))
 }
 
 /// Values `v` for `rows` rows (small integers as floats: sums are exact in any order).

@@ -383,10 +383,11 @@ enum GenCommand {
         /// Distinct groups.
         #[arg(long)]
         groups: u64,
-        /// Key distribution: uniform, zipf, heavy_hitter or sequential.
+        /// Key distribution: uniform, zipf[:S], heavy_hitter[:F] (default 90% of the rows in
+        /// one group), sequential, random (scattered keys), exponential, weibull[:A] or normal.
         #[arg(long, default_value = "uniform")]
         dist: String,
-        /// Zipf exponent.
+        /// Zipf exponent of a bare `--dist zipf`.
         #[arg(long, default_value_t = 1.1)]
         zipf_s: f64,
         /// Key type: i32, i64 or str.

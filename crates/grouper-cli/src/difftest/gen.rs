@@ -1,6 +1,6 @@
 //! The random case generator: a schema of 1–6 key and 1–6 value columns, data drawn from the
-//! distributions that break aggregation engines (uniform, zipf, one heavy hitter, sorted and
-//! clustered runs, 0–50 % NULLs, values at the limits of their types, empty and one-row
+//! distributions that break aggregation engines (uniform, zipf, one heavy hitter, the
+//! sort-based paper's exponential, Weibull and normal shapes, sorted and clustered runs, 0–50 % NULLs, values at the limits of their types, empty and one-row
 //! tables), and a query mixing aggregates, expressions inside and outside them, WHERE, HAVING,
 //! ORDER BY, LIMIT, GROUP BY ordinals and key expressions.
 //!
@@ -14,6 +14,8 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
+
+use crate::synthetic::{Dist, Sampler};
 
 use super::case::{Case, ColType, Column, Order, Query, Table};
 use super::value::Value;
@@ -205,13 +207,19 @@ fn key_column(rng: &mut SmallRng, name: String, ty: ColType, rows: usize) -> Col
         }
     }
     let nulls = null_frac(rng);
-    let dist = rng.random_range(0..5);
+    let dist: usize = rng.random_range(0..8);
     let zipf = Zipf::new(pool.len() as f64, 1.2).ok();
+    // The sort-based paper's continuous shapes over the pool (exponential, Weibull, normal).
+    let shape = dist
+        .checked_sub(5)
+        .and_then(|i| [Dist::Exponential, Dist::Weibull(2.0), Dist::Normal].get(i))
+        .and_then(|&d| Sampler::new(d, pool.len() as u64, rows).ok());
     let mut values: Vec<Value> = Vec::with_capacity(rows);
     while values.len() < rows {
-        let i = match (dist, &zipf) {
-            (1, Some(z)) => (z.sample(rng) as usize).saturating_sub(1),
-            (2, _) if rng.random_bool(0.9) => 0,
+        let i = match (dist, &zipf, &shape) {
+            (1, Some(z), _) => (z.sample(rng) as usize).saturating_sub(1),
+            (2, _, _) if rng.random_bool(0.9) => 0,
+            (5.., _, Some(s)) => s.group(rng, values.len()) as usize,
             _ => rng.random_range(0..pool.len()),
         };
         let v = if rng.random_bool(nulls) {

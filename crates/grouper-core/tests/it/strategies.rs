@@ -38,6 +38,10 @@ enum Dist {
     Uniform,
     Skewed,
     Sorted,
+    /// The sort-based paper's shapes: 90% of the rows in one group, exponential, normal.
+    HeavyHitter,
+    Exponential,
+    Normal,
 }
 
 /// Draws `n` group indices in `0..groups` with the given distribution.
@@ -52,8 +56,21 @@ fn draw(n: usize, groups: u64, dist: Dist, seed: u64) -> Vec<u64> {
     let mut v: Vec<u64> = (0..n)
         .map(|_| {
             let r = next() % groups;
+            // A uniform draw in (0, 1) for the inverse CDFs.
+            let u = ((next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            let last = groups as f64 - 1.0;
             match dist {
                 Dist::Skewed => (r * r) / groups.max(1),
+                Dist::HeavyHitter if u < 0.9 => 0,
+                Dist::Exponential => ((-u.ln() * groups as f64 / 8.0) as u64).min(groups - 1),
+                // A sum of four uniforms: near-normal around the middle group.
+                Dist::Normal => {
+                    let s: f64 = (0..3)
+                        .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
+                        .sum::<f64>()
+                        + u;
+                    ((s / 4.0) * last).round() as u64
+                }
                 _ => r,
             }
         })
@@ -413,7 +430,14 @@ fn key_kind() -> impl proptest::strategy::Strategy<Value = KeyKind> {
 }
 
 fn dist() -> impl proptest::strategy::Strategy<Value = Dist> {
-    prop_oneof![Just(Dist::Uniform), Just(Dist::Skewed), Just(Dist::Sorted)]
+    prop_oneof![
+        Just(Dist::Uniform),
+        Just(Dist::Skewed),
+        Just(Dist::Sorted),
+        Just(Dist::HeavyHitter),
+        Just(Dist::Exponential),
+        Just(Dist::Normal)
+    ]
 }
 
 proptest! {
