@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arrow::datatypes::DataType;
 
 use crate::codegen::MAX_COLUMNS;
-use crate::strategy::{GpuParams, GpuStrategy};
+use crate::strategy::{GpuParams, GpuStrategy, Probing};
 use grouper_core::agg::layout::Layout;
 use grouper_core::agg::AggregateSpec;
 use grouper_core::error::{GrouperError, Result};
@@ -37,6 +37,12 @@ impl GpuQuery {
     pub fn check(&self, opts: &GpuOptions) -> Result<Layout> {
         let query = self;
         check_fill_factor(opts.params.fill_factor)?;
+        if opts.params.probing != Probing::Linear {
+            return Err(GrouperError::InvalidOption(format!(
+                "the GPU's hash tables probe linearly; '{}' runs on the CPU's private tables (--backend cpu --strategy thread_local)",
+                opts.params.probing
+            )));
+        }
         for &k in &query.keys {
             let t = query.columns.get(k).ok_or_else(|| {
                 GrouperError::InvalidInput(format!("key column {k} out of range"))

@@ -48,37 +48,10 @@ pub enum Placement {
     Partitioned,
 }
 
-/// How a hashed index probes for a key's slot (cuCollections' probing scheme). The CUDA form
-/// of each is in `codegen/probing.rs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Probing {
-    /// The next slot, then the next: one cache line holds several probes (Luan §3: the
-    /// fastest scheme below ~0.5–0.7 load).
-    #[default]
-    Linear,
-}
-
-impl Probing {
-    /// Every probing scheme.
-    pub const ALL: [Probing; 1] = [Probing::Linear];
-
-    /// The name used on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Probing::Linear => "linear",
-        }
-    }
-}
-
-impl FromStr for Probing {
-    type Err = GrouperError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Probing::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| GrouperError::InvalidOption(format!("unknown probing scheme '{s}'")))
-    }
-}
+/// How a hashed index resolves collisions: the CPU's axis ([`grouper_core::table::Probing`]).
+/// The GPU's kernels probe linearly (`codegen/probing.rs`); [`crate::GpuQuery::check`] refuses
+/// the other schemes, which the CPU's private tables run.
+pub use grouper_core::table::Probing;
 
 /// A GPU strategy: an index and a placement. The probing scheme and hash function of a hashed
 /// index are parameters ([`GpuParams`]), orthogonal to both.

@@ -15,6 +15,7 @@ use grouper::Split;
 use grouper_core::cpu::Strategy;
 use grouper_core::hash::HashFn;
 use grouper_core::planner::Overrides;
+use grouper_core::table::BucketMap;
 use grouper_core::tune::Hyper;
 use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy, Probing};
 
@@ -98,12 +99,18 @@ pub struct EngineArgs {
     /// backend under auto). Default: the planner chooses.
     #[arg(long)]
     pub strategy: Option<StrategyArg>,
-    /// Force a hash function: murmur3, multiply_shift, fnv1a or identity.
+    /// Force a hash function: murmur3, multiply_shift (multiply_shift:random for a random odd
+    /// multiplier, multiply_shift:0x... for a given one), fnv1a or identity.
     #[arg(long)]
     pub hash: Option<HashFn>,
-    /// Probing scheme of the GPU's hash tables: linear (the only one yet).
+    /// Hashing scheme of the CPU's private tables (thread_local, perfect past its domain):
+    /// linear, chained, chained_plus, cuckoo2 or cuckoo4. The GPU's tables probe linearly.
     #[arg(long)]
     pub probing: Option<Probing>,
+    /// How hashes pick a bucket of the CPU's private tables: high_bits (power-of-two tables)
+    /// or modulo (tables of any size, as Karnagel's).
+    #[arg(long)]
+    pub bucket_map: Option<BucketMap>,
     /// Hash-table fill factor in (0, 0.95].
     #[arg(long)]
     pub fill_factor: Option<f64>,
@@ -260,6 +267,8 @@ impl EngineArgs {
                 strategy: cpu,
                 hash: self.hash,
                 fill_factor: self.fill_factor,
+                probing: self.probing,
+                buckets: self.bucket_map,
                 ..Overrides::default()
             },
             gpu: GpuOptions {

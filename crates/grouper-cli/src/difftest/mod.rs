@@ -29,7 +29,9 @@ use arrow::datatypes::DataType;
 use datafusion::catalog::MemTable;
 use datafusion::prelude::SessionContext;
 use grouper_core::cpu::Strategy;
+use grouper_core::hash::HashFn;
 use grouper_core::planner::Overrides;
+use grouper_core::table::{BucketMap, Probing};
 use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy};
 
 use case::{Case, Query, Table};
@@ -82,6 +84,30 @@ pub fn targets(gpu: bool, threads: usize) -> Result<Vec<Target>> {
     }
     for s in Strategy::ALL.into_iter().filter(|s| s.descriptor().grows) {
         configs.push((format!("cpu:{s}/initial=1"), false, cpu(Some(s), Some(1))));
+    }
+    // Every hashing scheme of the private tables, grown from one group, under both bucket
+    // mappings between them (and a random multiply-shift multiplier for one).
+    let schemes = [
+        (Probing::Linear, BucketMap::Modulo, HashFn::Fnv1a),
+        (Probing::Chained, BucketMap::HighBits, HashFn::Murmur3),
+        (Probing::ChainedPlus, BucketMap::Modulo, HashFn::Murmur3),
+        (Probing::Cuckoo2, BucketMap::HighBits, HashFn::MultiplyShift),
+        (
+            Probing::Cuckoo4,
+            BucketMap::Modulo,
+            HashFn::random_multiply_shift(threads as u64),
+        ),
+    ];
+    for (probing, buckets, hash) in schemes {
+        let mut config = cpu(Some(Strategy::ThreadLocal), Some(1));
+        config.overrides.probing = Some(probing);
+        config.overrides.buckets = Some(buckets);
+        config.overrides.hash = Some(hash);
+        configs.push((
+            format!("cpu:thread_local/{probing}+{buckets}/initial=1"),
+            false,
+            config,
+        ));
     }
     if gpu {
         let gpu = |strategy: Option<GpuStrategy>, initial_groups: Option<u64>| GrouperConfig {

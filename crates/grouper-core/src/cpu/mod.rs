@@ -21,6 +21,7 @@
 pub mod buffered;
 pub mod dense;
 pub mod group_index;
+pub mod hashed_index;
 mod hot_keys;
 pub mod key_words;
 pub mod morsel;
@@ -40,7 +41,7 @@ use crate::agg::{new_accumulator, GroupAccumulator};
 use crate::error::{GrouperError, Result};
 use crate::hash::HashFn;
 use crate::input::{InputBatch, QuerySpec};
-use crate::table::LinearTable;
+use crate::table::{BucketMap, Probing};
 use group_index::GroupIndex;
 
 /// A CPU aggregation strategy (its properties are its row of [`DESCRIPTORS`]).
@@ -178,12 +179,10 @@ fn perfect_index(domain: u64, dense_limit: u64, params: &Params) -> Result<Box<d
     }
 }
 
-/// `thread_local`: a private linear-probing table sized for [`Params::private_groups`], in key
-/// order while the keys arrive sorted ([`LinearTable::in_key_order`]).
+/// `thread_local`: a private table of [`Params::probing`]'s scheme
+/// ([`hashed_index::private_table`]).
 fn private_table(_: u64, _: u64, params: &Params) -> Result<Box<dyn GroupIndex>> {
-    Ok(Box::new(
-        LinearTable::new(params.private_groups, params.hash, params.fill_factor).in_key_order(),
-    ))
+    Ok(hashed_index::private_table(params))
 }
 
 impl fmt::Display for Strategy {
@@ -215,6 +214,10 @@ pub struct Params {
     pub hash: HashFn,
     /// Target load of hash tables.
     pub fill_factor: f64,
+    /// Hashing scheme of the private tables ([`hashed_index::private_table`]).
+    pub probing: Probing,
+    /// How the private tables map hashes to buckets.
+    pub buckets: BucketMap,
     /// Groups a table of all workers (`shared`) is first sized for: the estimate (tests force
     /// tiny values).
     pub initial_groups: usize,

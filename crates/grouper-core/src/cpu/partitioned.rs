@@ -558,6 +558,8 @@ mod tests {
         let params = Params {
             hash: HashFn::default(),
             fill_factor: 0.5,
+            probing: Default::default(),
+            buckets: Default::default(),
             initial_groups: 16,
             private_groups: 16,
         };

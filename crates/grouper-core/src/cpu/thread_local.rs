@@ -7,7 +7,6 @@
 
 use rayon::prelude::*;
 
-use super::group_index::{GroupIndex, Groups};
 use super::{new_accumulators, Accumulators, Chunk, Params};
 use crate::error::Result;
 use crate::hash::murmur3;
@@ -20,31 +19,6 @@ use crate::table::LinearTable;
 #[inline]
 pub(super) fn partition_of(word: u64, bits: u32) -> usize {
     (murmur3(word) & ((1u64 << bits) - 1)) as usize
-}
-
-impl GroupIndex for LinearTable {
-    fn intern(&mut self, words: &[u64], gids: &mut Vec<u32>) {
-        self.map(words, gids);
-    }
-
-    fn len(&self) -> usize {
-        LinearTable::len(self)
-    }
-
-    fn words(&self) -> Vec<u64> {
-        self.keys().to_vec()
-    }
-
-    fn into_groups(self: Box<Self>) -> Groups {
-        Groups {
-            words: self.into_keys(),
-            ids: None,
-        }
-    }
-
-    fn memory_bytes(&self) -> usize {
-        LinearTable::memory_bytes(self)
-    }
 }
 
 /// Merges per-worker groups (key words by group id, and their accumulators) by radix partition;
@@ -170,6 +144,8 @@ mod tests {
         let params = Params {
             hash: HashFn::Murmur3,
             fill_factor: 0.5,
+            probing: Default::default(),
+            buckets: Default::default(),
             initial_groups: 1,
             private_groups: 1,
         };

@@ -27,7 +27,7 @@ use crate::cpu::{dense, Params, Strategy};
 use crate::error::Result;
 use crate::hash::HashFn;
 use crate::profile::{KeyKind, Profile};
-use crate::table::check_fill_factor;
+use crate::table::{check_fill_factor, BucketMap, Probing};
 
 mod estimate;
 
@@ -125,6 +125,11 @@ pub struct Overrides {
     pub hash: Option<HashFn>,
     /// Force a fill factor.
     pub fill_factor: Option<f64>,
+    /// Force the hashing scheme of the private tables (`thread_local`, and `perfect` past its
+    /// domain); linear probing by default, Luan's fastest on CPUs.
+    pub probing: Option<Probing>,
+    /// Force how hashes map to buckets (high bits by default).
+    pub buckets: Option<BucketMap>,
     /// Force the initial table size in groups (tests use tiny values to exercise growth).
     pub initial_groups: Option<usize>,
     /// The query's memory budget in bytes, when it has one (its groups spill past it): the
@@ -286,6 +291,8 @@ pub fn choose(
         params: Params {
             hash: overrides.hash.unwrap_or_default(),
             fill_factor,
+            probing: overrides.probing.unwrap_or_default(),
+            buckets: overrides.buckets.unwrap_or_default(),
             initial_groups,
             private_groups,
         },

@@ -13,6 +13,7 @@ use grouper_core::compare::same_groups;
 use grouper_core::cpu::Strategy;
 use grouper_core::hash::HashFn;
 use grouper_core::planner::Overrides;
+use grouper_core::table::{BucketMap, Probing};
 use grouper_core::{aggregate, reference, GrouperError, InputBatch, QuerySpec};
 use proptest::prelude::*;
 
@@ -381,6 +382,17 @@ fn check_all(
     hash: HashFn,
     initial_groups: Option<usize>,
 ) {
+    check_all_with(spec, batches, hash, initial_groups, Default::default());
+}
+
+/// Every strategy, its private tables of `scheme`, against the reference; `auto` too.
+fn check_all_with(
+    spec: &QuerySpec,
+    batches: &[InputBatch],
+    hash: HashFn,
+    initial_groups: Option<usize>,
+    scheme: (Probing, BucketMap),
+) {
     let expected = reference::aggregate(spec, batches).unwrap();
     let keys = spec.key_types.len();
     for strategy in Strategy::ALL {
@@ -388,6 +400,8 @@ fn check_all(
             strategy: Some(strategy),
             hash: Some(hash),
             initial_groups,
+            probing: Some(scheme.0),
+            buckets: Some(scheme.1),
             ..Default::default()
         };
         match pool(3).install(|| aggregate(spec, batches, &opts)) {
@@ -398,7 +412,7 @@ fn check_all(
                     "{strategy}"
                 );
                 if let Err(e) = same_groups(&expected, &out.columns, keys) {
-                    panic!("{strategy} with {hash}: {e}");
+                    panic!("{strategy} with {hash}, {} {}: {e}", scheme.0, scheme.1);
                 }
             }
             Err(GrouperError::InvalidOption(m)) if strategy == Strategy::Perfect => {
@@ -452,11 +466,19 @@ proptest! {
         null_pct in prop_oneof![Just(0u32), 1u32..50],
         seed in any::<u64>(),
         batches in 1usize..5,
-        hash in prop_oneof![Just(HashFn::Murmur3), Just(HashFn::MultiplyShift), Just(HashFn::Fnv1a), Just(HashFn::Identity)],
+        hash in prop_oneof![
+            Just(HashFn::Murmur3),
+            Just(HashFn::MultiplyShift),
+            proptest::strategy::Strategy::prop_map(any::<u64>(), HashFn::random_multiply_shift),
+            Just(HashFn::Fnv1a),
+            Just(HashFn::Identity)
+        ],
         tiny_table in any::<bool>(),
+        probing in prop::sample::select(Probing::ALL.to_vec()),
+        buckets in prop::sample::select(BucketMap::ALL.to_vec()),
     ) {
         let (spec, input) = build(rows, groups, &keys, d, null_pct, seed, batches);
-        check_all(&spec, &input, hash, tiny_table.then_some(1));
+        check_all_with(&spec, &input, hash, tiny_table.then_some(1), (probing, buckets));
     }
 }
 

@@ -20,18 +20,21 @@ __device__ __forceinline__ u64 hash_key(const u64* key) {
 
 /// The key-word hash function `hash` as CUDA C: `__device__ u64 hash_word(u64)`.
 fn hash_word(hash: HashFn) -> String {
-    let body = match hash {
+    let body: String = match hash {
             HashFn::Murmur3 => {
                 "k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; \
                  k *= 0xc4ceb9fe1a85ec53ULL; return k ^ (k >> 33);"
+                    .into()
             }
-            HashFn::MultiplyShift => "return k * 0x9e3779b97f4a7c15ULL;",
+            HashFn::MultiplyShift => "return k * 0x9e3779b97f4a7c15ULL;".into(),
+            HashFn::MultiplyShiftBy(a) => format!("return k * {a:#x}ULL;"),
             HashFn::Fnv1a => {
                 "u64 h = 0xcbf29ce484222325ULL; \
                  for (int i = 0; i < 8; i++) { h ^= (k >> (8 * i)) & 0xff; h *= 0x100000001b3ULL; } \
                  return h;"
+                    .into()
             }
-            HashFn::Identity => "return __brevll(k);",
+            HashFn::Identity => "return __brevll(k);".into(),
         };
     format!("__device__ __forceinline__ u64 hash_word(u64 k) {{ {body} }}\n")
 }

@@ -2,37 +2,18 @@
 //!
 //! Slots hold `(key, group id)` side by side so a probe touches one cache line; group ids index
 //! the accumulators and `keys()` (the key word of each group, in insertion order). Slot index =
-//! the *high* bits of the hash, which all our hash functions fill well (`multiply_shift` only
-//! there). The table doubles when it passes its fill factor (Luan §3: linear probing is the
-//! fastest scheme below ~0.5–0.7 load on CPUs).
+//! the *high* bits of the hash by default, which all our hash functions fill well
+//! (`multiply_shift` only there), or the hash modulo the size ([`super::ByModulo`]). The table
+//! doubles when it passes its fill factor (Luan §3: linear probing is the fastest scheme below
+//! ~0.5–0.7 load on CPUs).
 
-use crate::error::{GrouperError, Result};
+use super::{Buckets, ByHighBits, EMPTY};
 use crate::hash::HashFn;
-
-const EMPTY: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
 struct Slot {
     key: u64,
     gid: u32,
-}
-
-/// Checks a fill factor given by a user or the tuner.
-pub fn check_fill_factor(fill: f64) -> Result<()> {
-    if fill > 0.0 && fill <= 0.95 {
-        Ok(())
-    } else {
-        Err(GrouperError::InvalidOption(format!(
-            "fill factor must be in (0, 0.95], got {fill}"
-        )))
-    }
-}
-
-/// Slots needed so that `groups` entries stay below `fill` load: a power of two, at least 16.
-pub fn capacity_for(groups: usize, fill: f64) -> usize {
-    ((groups as f64 / fill).ceil() as usize)
-        .max(16)
-        .next_power_of_two()
 }
 
 /// Linear-probing table from key words to dense group ids.
@@ -43,9 +24,9 @@ pub fn capacity_for(groups: usize, fill: f64) -> usize {
 /// found by one compare with the last word and no hash. Hashing scattered sorted keys over
 /// slots and states, one cache miss per group. The first word below the last builds the slots
 /// from the groups so far, and the table hashes from then on.
-pub struct LinearTable {
+pub struct LinearTable<M: Buckets = ByHighBits> {
     slots: Vec<Slot>,
-    shift: u32,
+    map: M,
     keys: Vec<u64>,
     hash: HashFn,
     fill: f64,
@@ -60,12 +41,19 @@ pub struct LinearTable {
 
 impl LinearTable {
     /// A table sized for `groups` groups at load `fill` (which must satisfy
-    /// [`check_fill_factor`]).
+    /// [`super::check_fill_factor`]), indexed by the hash's high bits.
     pub fn new(groups: usize, hash: HashFn, fill: f64) -> Self {
-        let cap = capacity_for(groups, fill);
+        Self::with_buckets(groups, hash, fill)
+    }
+}
+
+impl<M: Buckets> LinearTable<M> {
+    /// A table sized for `groups` groups at load `fill`, its buckets mapped by `M`.
+    pub fn with_buckets(groups: usize, hash: HashFn, fill: f64) -> Self {
+        let cap = M::capacity_for(groups, fill);
         Self {
             slots: vec![Slot { key: 0, gid: EMPTY }; cap],
-            shift: 64 - cap.trailing_zeros(),
+            map: M::with_capacity(cap),
             keys: Vec::with_capacity(groups.min(1 << 20)),
             hash,
             fill,
@@ -129,8 +117,7 @@ impl LinearTable {
         if self.keys.len() >= self.grow_at {
             self.grow();
         }
-        let mask = self.slots.len() - 1;
-        let mut i = (self.hash.hash(key) >> self.shift) as usize;
+        let mut i = self.map.bucket(self.hash.hash(key));
         loop {
             let slot = self.slots[i];
             if slot.gid == EMPTY {
@@ -142,7 +129,7 @@ impl LinearTable {
             if slot.key == key {
                 return slot.gid;
             }
-            i = (i + 1) & mask;
+            i = self.map.next(i);
         }
     }
 
@@ -156,16 +143,16 @@ impl LinearTable {
     /// otherwise reach it (each a fresh allocation and a rehash of every group so far).
     pub fn reserve(&mut self, groups: usize) {
         if self.ordered {
-            self.planned = self.planned.max(capacity_for(groups, self.fill));
+            self.planned = self.planned.max(M::capacity_for(groups, self.fill));
         } else if groups > self.grow_at {
-            self.rebuild(capacity_for(groups, self.fill));
+            self.rebuild(M::capacity_for(groups, self.fill));
         }
     }
 
     /// Builds the slots from the groups so far (with room to grow) and hashes from now on.
     fn leave_key_order(&mut self) {
         self.ordered = false;
-        self.rebuild(capacity_for(self.keys.len() * 2, self.fill).max(self.planned));
+        self.rebuild(M::capacity_for(self.keys.len() * 2, self.fill).max(self.planned));
     }
 
     fn grow(&mut self) {
@@ -175,13 +162,12 @@ impl LinearTable {
     /// Slots of `cap` entries holding every group so far.
     fn rebuild(&mut self, cap: usize) {
         self.slots = vec![Slot { key: 0, gid: EMPTY }; cap];
-        self.shift = 64 - cap.trailing_zeros();
+        self.map = M::with_capacity(cap);
         self.grow_at = (cap as f64 * self.fill) as usize;
-        let mask = cap - 1;
         for (gid, &key) in self.keys.iter().enumerate() {
-            let mut i = (self.hash.hash(key) >> self.shift) as usize;
+            let mut i = self.map.bucket(self.hash.hash(key));
             while self.slots[i].gid != EMPTY {
-                i = (i + 1) & mask;
+                i = self.map.next(i);
             }
             self.slots[i] = Slot {
                 key,
@@ -193,6 +179,7 @@ impl LinearTable {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{capacity_for, check_fill_factor};
     use super::*;
 
     #[test]

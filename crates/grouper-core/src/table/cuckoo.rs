@@ -1,0 +1,188 @@
+//! Cuckoo hashing (Pagh & Rodler; Luan §3's Cuckoo2 and Cuckoo4): `D` sub-tables, each with its
+//! own hash function, and a key in exactly one of its `D` slots, so a lookup reads at most `D`
+//! slots whatever the load. An insertion with no free slot among its `D` evicts a resident
+//! to one of that one's other slots, and so on (a random walk over the sub-tables); after
+//! [`max_kicks`] evictions it gives up and the table is rebuilt twice as large from the key
+//! words it keeps by group id (a static scheme: Luan's Cuckoo2 "only works" at 25% load and
+//! fails from 35%, his Cuckoo4 up to 70%; here a failure costs a rebuild, counted by
+//! [`CuckooTable::rebuilds`], never a wrong or lost group).
+//!
+//! Slots hold `(key, group id)`: evictions move those, the group ids and the accumulators they
+//! index stay put.
+
+use super::{Buckets, ByHighBits, EMPTY};
+use crate::hash::{murmur3, HashFn};
+
+#[derive(Clone, Copy)]
+struct Slot {
+    key: u64,
+    gid: u32,
+}
+
+const FREE: Slot = Slot { key: 0, gid: EMPTY };
+
+/// Salts of the sub-tables past the first: sub-table `i` hashes `murmur3(key ^ SALTS[i])`,
+/// independent of the table's own function, which the first uses (Luan pairs multiply-shift
+/// and murmur, plus `((a·k + b) mod p) mod B` for the third and fourth).
+const SALTS: [u64; 4] = [
+    0,
+    0x5851_f42d_4c95_7f2d,
+    0x1405_7b7e_f767_814f,
+    0xda94_2042_e4dd_58b5,
+];
+
+/// Evictions an insertion may make before the table is rebuilt: a few times the log of the
+/// sub-table size (Pagh & Rodler's bound is logarithmic).
+fn max_kicks(sub: usize) -> usize {
+    (8 * (usize::BITS - sub.leading_zeros()) as usize).max(32)
+}
+
+/// Cuckoo hashing over `D` sub-tables (2 or 4).
+pub struct CuckooTable<const D: usize, M: Buckets = ByHighBits> {
+    /// `D` sub-tables of `sub` slots, sub-table `i` at `i * sub`.
+    slots: Vec<Slot>,
+    sub: usize,
+    /// Buckets of one sub-table.
+    map: M,
+    keys: Vec<u64>,
+    hash: HashFn,
+    fill: f64,
+    grow_at: usize,
+    rebuilds: usize,
+}
+
+impl<const D: usize, M: Buckets> CuckooTable<D, M> {
+    /// A table of `groups / fill` slots in all, a `D`th in each sub-table.
+    pub fn new(groups: usize, hash: HashFn, fill: f64) -> Self {
+        debug_assert!((2..=SALTS.len()).contains(&D));
+        let mut t = Self {
+            slots: Vec::new(),
+            sub: 0,
+            map: M::with_capacity(1),
+            keys: Vec::with_capacity(groups.min(1 << 20)),
+            hash,
+            fill,
+            grow_at: 0,
+            rebuilds: 0,
+        };
+        t.rebuild(M::capacity_for(groups, fill).max(D * 4));
+        t.rebuilds = 0;
+        t
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the table holds no group.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Bytes the table holds (slots and keys).
+    pub fn memory_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Slot>() + self.keys.capacity() * 8
+    }
+
+    /// The key word of each group, in group-id order.
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+
+    /// Consumes the table, returning the key words by group id.
+    pub fn into_keys(self) -> Vec<u64> {
+        self.keys
+    }
+
+    /// Rebuilds forced by an insertion that found no place within [`max_kicks`] evictions
+    /// (growth at the fill factor not counted).
+    pub fn rebuilds(&self) -> usize {
+        self.rebuilds
+    }
+
+    /// Slot of `key` in sub-table `i`.
+    #[inline(always)]
+    fn slot_of(&self, i: usize, key: u64) -> usize {
+        let h = if i == 0 {
+            self.hash.hash(key)
+        } else {
+            murmur3(key ^ SALTS[i])
+        };
+        i * self.sub + self.map.bucket(h)
+    }
+
+    /// The group id of `key`, inserting it as a new group if absent.
+    #[inline]
+    pub fn find_or_insert(&mut self, key: u64) -> u32 {
+        for i in 0..D {
+            let slot = self.slots[self.slot_of(i, key)];
+            if slot.gid != EMPTY && slot.key == key {
+                return slot.gid;
+            }
+        }
+        if self.keys.len() >= self.grow_at {
+            self.rebuild(self.slots.len() * 2);
+        }
+        let gid = self.keys.len() as u32;
+        self.keys.push(key);
+        if !self.place(key, gid) {
+            self.rebuilds += 1;
+            self.rebuild(self.slots.len() * 2);
+        }
+        gid
+    }
+
+    /// Maps every key word to its group id, writing into `gids` (cleared first).
+    pub fn map(&mut self, words: &[u64], gids: &mut Vec<u32>) {
+        gids.clear();
+        gids.extend(words.iter().map(|&w| self.find_or_insert(w)));
+    }
+
+    /// Puts group `gid` (of `key`, absent from the table) into a free slot among its `D`, or
+    /// evicts: the evicted group tries its other slots, and so on. `false` when it gave up:
+    /// the group in hand then is in no slot (a rebuild from `keys` restores it).
+    fn place(&mut self, key: u64, gid: u32) -> bool {
+        let mut hand = Slot { key, gid };
+        // The sub-table the group in hand was just evicted from.
+        let mut from = usize::MAX;
+        for kick in 0..max_kicks(self.sub) {
+            for i in (0..D).filter(|&i| i != from) {
+                let s = self.slot_of(i, hand.key);
+                if self.slots[s].gid == EMPTY {
+                    self.slots[s] = hand;
+                    return true;
+                }
+            }
+            let mut t = kick % D;
+            if t == from {
+                t = (t + 1) % D;
+            }
+            let s = self.slot_of(t, hand.key);
+            hand = std::mem::replace(&mut self.slots[s], hand);
+            from = t;
+        }
+        false
+    }
+
+    /// Slots of `cap` entries in all holding every group so far; twice as many again while an
+    /// insertion fails.
+    fn rebuild(&mut self, cap: usize) {
+        let mut cap = cap;
+        'size: loop {
+            self.slots = vec![FREE; cap];
+            self.sub = cap / D;
+            self.map = M::with_capacity(self.sub);
+            self.grow_at = (cap as f64 * self.fill) as usize;
+            for gid in 0..self.keys.len() {
+                let key = self.keys[gid];
+                if !self.place(key, gid as u32) {
+                    self.rebuilds += 1;
+                    cap *= 2;
+                    continue 'size;
+                }
+            }
+            return;
+        }
+    }
+}
