@@ -11,6 +11,7 @@
 //! - [`files`]: whole queries over Parquet files, a fresh process each, as users run them
 //!   ([`answers`] compares their results with DuckDB's); [`harm`]: random cases, `auto` against
 //!   DataFusion alone in fresh processes (the timing twin of difftest);
+//! - [`seeds`]: a paper's experiments and a report of its findings beside ours;
 //! - [`common`]: timing, DuckDB, data and JSON helpers the sweeps share; [`plots`]: SVG.
 //!
 //! Method (docs/ARCHITECTURE.md, "Measuring"): data generated once per point and held in memory
@@ -28,6 +29,7 @@ pub mod plots;
 pub mod q1;
 pub mod radix_sort;
 pub mod regret;
+pub mod seeds;
 pub mod strategy_sweep;
 pub mod tuner;
 
@@ -66,6 +68,9 @@ pub enum BenchCommand {
     /// The db-benchmark group-by questions (q1-q10) on its G1 data in memory: auto, cpu and
     /// DataFusion alone against DuckDB, in-process timings, answers checked against DuckDB's.
     Groupby(groupby::GroupbyArgs),
+    /// A paper's key experiments on this machine: JSON, SVG plots and a report that puts each
+    /// of its findings beside what grouper measured here (bench/results/seeds/).
+    Seeds(seeds::SeedsArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> Result<()> {
@@ -80,5 +85,6 @@ pub async fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Files(a) => files::files(a).await,
         BenchCommand::Harm(a) => harm::harm(a).await,
         BenchCommand::Groupby(a) => groupby::groupby(a).await,
+        BenchCommand::Seeds(a) => seeds::seeds(a).await,
     }
 }

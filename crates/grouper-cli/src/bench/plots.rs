@@ -33,6 +33,19 @@ pub fn regions(
     series: &BTreeMap<String, Vec<(u32, f64)>>,
     auto: &[(u32, f64)],
 ) -> Result<()> {
+    lines(path, title, "log2 groups", series, Some(auto))
+}
+
+/// Runtime (ms, log scale) over an integer x (`x_desc`): one line per series, and with
+/// `marked` those points as large black dots labelled `auto`.
+pub fn lines(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    series: &BTreeMap<String, Vec<(u32, f64)>>,
+    marked: Option<&[(u32, f64)]>,
+) -> Result<()> {
+    let auto = marked.unwrap_or_default();
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -59,7 +72,7 @@ pub fn regions(
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("log2 groups")
+        .x_desc(x_desc)
         .y_desc("ms (log scale)")
         .draw()
         .map_err(err)?;
@@ -77,14 +90,16 @@ pub fn regions(
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;
     }
-    chart
-        .draw_series(
-            auto.iter()
-                .map(|&p| Circle::new(p, 6, BLACK.stroke_width(2))),
-        )
-        .map_err(err)?
-        .label("auto")
-        .legend(|(x, y)| Circle::new((x + 9, y), 5, BLACK.stroke_width(2)));
+    if marked.is_some() {
+        chart
+            .draw_series(
+                auto.iter()
+                    .map(|&p| Circle::new(p, 6, BLACK.stroke_width(2))),
+            )
+            .map_err(err)?
+            .label("auto")
+            .legend(|(x, y)| Circle::new((x + 9, y), 5, BLACK.stroke_width(2)));
+    }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))

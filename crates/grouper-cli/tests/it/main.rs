@@ -8,6 +8,7 @@
 //! - `serve`: the Flight SQL server with 32 Python ADBC clients against DuckDB's answers.
 //! - `distributed`: three `grouper worker` processes and a coordinator, against one process.
 //! - `python`: the Python package, built by maturin into the venv, against DuckDB's answers.
+//! - `seeds`: `bench seeds luan --quick`, its JSON, plots and report.
 //! - `venv`: the Python these tests drive; `process`: stopping a process with Ctrl-C.
 
 mod differential;
@@ -18,6 +19,7 @@ mod groupby_questions;
 mod harm;
 mod process;
 mod python;
+mod seeds;
 mod serve;
 mod shell;
 mod venv;
