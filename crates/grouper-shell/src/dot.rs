@@ -21,6 +21,9 @@ pub enum Dot {
     Explain(bool),
     /// `.backend auto|cpu|gpu|hybrid|datafusion`: which engine aggregates from now on.
     Backend(Backend),
+    /// `.coprocess on|off`: run the queries that follow one another as one batch, the CPU and
+    /// the GPU taking different queries at the same time.
+    Coprocess(bool),
     /// `.read FILE`: run the statements of a file.
     Read(PathBuf),
     /// `.help`.
@@ -37,6 +40,7 @@ pub const HELP: &str = "\
 .mode table|csv|json     how results print
 .explain on|off          print each query's plan, with grouper's choice and its metrics
 .backend NAME            auto, cpu, gpu, hybrid or datafusion (DataFusion's own aggregation)
+.coprocess on|off        run consecutive queries as a batch, CPU and GPU taking different ones
 .read FILE               run the statements in FILE
 .help                    this text
 .quit                    leave (or Ctrl-D)
@@ -66,6 +70,7 @@ pub fn parse(line: &str) -> Result<Dot, String> {
         ".schema" if args.len() <= 1 => Ok(Dot::Schema(args.first().map(|s| s.to_string()))),
         ".timer" => switch().map(Dot::Timer),
         ".explain" => switch().map(Dot::Explain),
+        ".coprocess" => switch().map(Dot::Coprocess),
         ".mode" => match one("table, csv or json")? {
             "table" => Ok(Dot::Mode(Format::Table)),
             "csv" => Ok(Dot::Mode(Format::Csv)),

@@ -3,6 +3,7 @@
 //! `grouper query` shares with them (tables from files, result formats, progress, plans).
 //! The library crate `grouper` stays free of all of this.
 
+pub mod batch;
 pub mod dot;
 pub mod explain;
 pub mod output;

@@ -52,6 +52,9 @@ pub struct Settings {
     /// process), and a spinner shows on stderr (a terminal) once a statement runs past half a
     /// second.
     pub prompt: bool,
+    /// Run the queries that follow one another as one batch, the CPU and the GPU taking
+    /// different queries at the same time ([`crate::batch`]).
+    pub coprocess: bool,
 }
 
 impl Default for Settings {
@@ -61,6 +64,7 @@ impl Default for Settings {
             timer: false,
             explain: false,
             prompt: false,
+            coprocess: false,
         }
     }
 }
@@ -73,6 +77,8 @@ pub struct Shell {
     pub settings: Settings,
     /// How deep `.read` has nested (a file reading itself stops at [`MOST_READS`]).
     reads: usize,
+    /// Whether a co-processed batch already said it found no GPU.
+    pub(crate) told_no_gpu: bool,
 }
 
 /// The deepest `.read` nesting.
@@ -86,6 +92,7 @@ impl Shell {
             config,
             settings: Settings::default(),
             reads: 0,
+            told_no_gpu: false,
         })
     }
 
@@ -102,17 +109,30 @@ impl Shell {
         if !rest.is_empty() {
             pieces.push(Piece::Sql(rest));
         }
+        // Queries waiting to run as one co-processed batch.
+        let mut batch = Vec::new();
         for piece in pieces {
+            if let Piece::Sql(sql) = &piece {
+                if self.settings.coprocess && crate::batch::is_query(sql) {
+                    batch.push(sql.clone());
+                    continue;
+                }
+            }
+            if !batch.is_empty() {
+                let done = self.run_batch(std::mem::take(&mut batch)).await;
+                handled(done.map(|()| Flow::Continue), stop_on_error)?;
+            }
             let done = match &piece {
                 Piece::Sql(sql) => self.run_sql(sql).await.map(|()| Flow::Continue),
                 Piece::Dot(line) => self.run_dot(line).await,
             };
-            match done {
-                Ok(Flow::Quit) => return Ok(Flow::Quit),
-                Ok(Flow::Continue) => {}
-                Err(e) if stop_on_error => return Err(e),
-                Err(e) => eprintln!("error: {}", crate::one_line(&e)),
+            if handled(done, stop_on_error)? == Flow::Quit {
+                return Ok(Flow::Quit);
             }
+        }
+        if !batch.is_empty() {
+            let done = self.run_batch(batch).await;
+            handled(done.map(|()| Flow::Continue), stop_on_error)?;
         }
         Ok(Flow::Continue)
     }
@@ -184,6 +204,7 @@ impl Shell {
             Dot::Mode(mode) => self.settings.mode = mode,
             Dot::Explain(on) => self.settings.explain = on,
             Dot::Backend(backend) => self.set_backend(backend).await?,
+            Dot::Coprocess(on) => self.settings.coprocess = on,
             Dot::Read(path) => {
                 if self.reads >= MOST_READS {
                     anyhow::bail!(".read nested {MOST_READS} deep (does a file read itself?)");
@@ -217,6 +238,15 @@ impl Shell {
     /// tables (the same providers, so in-memory tables keep their arrays, and with them the
     /// GPU's prepared inputs). Settings made with SQL `SET` start again from the defaults.
     async fn set_backend(&mut self, backend: grouper::Backend) -> Result<()> {
+        self.ctx = self.context_with(backend).await?;
+        self.config.backend = backend;
+        Ok(())
+    }
+
+    /// A context like the session's but aggregating with `backend`, holding the same tables
+    /// (the same providers, so in-memory tables keep their arrays, and with them the GPU's
+    /// prepared inputs).
+    pub(crate) async fn context_with(&self, backend: grouper::Backend) -> Result<SessionContext> {
         let config = GrouperConfig {
             backend,
             ..self.config.clone()
@@ -226,9 +256,20 @@ impl Shell {
             let provider = self.ctx.table_provider(name.as_str()).await?;
             ctx.register_table(name.as_str(), provider)?;
         }
-        self.ctx = ctx;
-        self.config = config;
-        Ok(())
+        Ok(ctx)
+    }
+}
+
+/// What [`Shell::run_text`] does with one step's outcome: an error ends a script (it is
+/// returned) and is printed at the prompt, which goes on.
+fn handled(done: Result<Flow>, stop_on_error: bool) -> Result<Flow> {
+    match done {
+        Err(e) if stop_on_error => Err(e),
+        Err(e) => {
+            eprintln!("error: {}", crate::one_line(&e));
+            Ok(Flow::Continue)
+        }
+        flow => flow,
     }
 }
 

@@ -23,6 +23,7 @@
 pub mod backend;
 pub mod codec;
 pub mod config;
+pub mod coprocess;
 #[cfg(feature = "gpu")]
 pub mod device_facts;
 pub mod exec;

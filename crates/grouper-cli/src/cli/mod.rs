@@ -57,6 +57,10 @@ pub struct ShellArgs {
     /// How results print (.mode changes it): table, csv or json.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Run the queries that follow one another as one batch, the CPU and the GPU taking
+    /// different queries at the same time, costliest on the GPU (.coprocess changes it).
+    #[arg(long)]
+    pub coprocess: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -23,6 +23,7 @@ pub fn run(args: ShellArgs, rt: &Runtime) -> Result<()> {
     }
     let mut shell = Shell::new(args.engine.config())?;
     shell.settings.mode = args.format;
+    shell.settings.coprocess = args.coprocess;
     rt.block_on(shell.register(&args.tables))?;
     if let Some(sql) = &args.command {
         return repl::script(rt, &mut shell, sql);

@@ -227,3 +227,55 @@ fn backend_switches_keep_the_tables() {
     let one = "k,s\n0,100500\n1,99700\n2,99900\n3,100100\n4,100300\n";
     assert_eq!(out, format!("{one}{one}"));
 }
+
+/// `--coprocess` (and `.coprocess on`): consecutive queries run as one batch, results in the
+/// script's order and equal to running them one by one; statements that change the session
+/// end a batch. Without a GPU the CPU runs the batch, saying so once; with one (the device
+/// machine, GROUPER_REQUIRE_GPU) the GPU takes the costliest query.
+#[test]
+fn a_coprocessed_batch_answers_in_order() {
+    let queries = "SELECT k, count(*) AS n FROM t GROUP BY k ORDER BY k;\n\
+                   SELECT sum(v) AS s FROM t;\n\
+                   SELECT k, max(v) AS m FROM big GROUP BY k ORDER BY k;\n";
+    let script = format!(
+        "CREATE TABLE t AS SELECT value % 3 AS k, value AS v FROM generate_series(1, 30);\n\
+         CREATE TABLE big AS SELECT value % 4 AS k, value AS v FROM generate_series(1, 200000);\n\
+         .mode csv\n{queries}\
+         CREATE TABLE u AS SELECT 1 AS x;\n\
+         SELECT x FROM u;\n"
+    );
+    let (code, alone, err) = grouper(&[], &script);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = grouper(&["--coprocess"], &script);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, alone);
+    assert!(
+        out.starts_with("k,n\n0,10\n1,10\n2,10\ns\n465\nk,m\n"),
+        "{out}"
+    );
+    if std::env::var("GROUPER_REQUIRE_GPU").is_err() && !err.is_empty() {
+        assert_eq!(err.lines().count(), 1, "said once: {err}");
+        assert!(err.contains("the batch runs on the CPU"), "{err}");
+    }
+    // With the timer: each query's side, and the batch.
+    let (code, out, err) = grouper(&[], &format!(".coprocess on\n.timer on\n{script}"));
+    assert_eq!(code, 0, "{err}");
+    let sides = out.lines().filter(|l| l.starts_with("Run Time:")).count();
+    assert!(sides >= 4, "{out}");
+    let batch = out
+        .lines()
+        .find(|l| l.starts_with("Batch: 3 queries"))
+        .unwrap_or_default();
+    let split = if std::env::var("GROUPER_REQUIRE_GPU").is_ok() {
+        "on the CPU and"
+    } else {
+        "all on the CPU (no GPU)"
+    };
+    assert!(batch.contains(split), "{out}");
+    if std::env::var("GROUPER_REQUIRE_GPU").is_ok() {
+        assert!(
+            out.contains("s on the gpu (estimated cost: 200000 rows"),
+            "{out}"
+        );
+    }
+}
