@@ -1,6 +1,7 @@
 //! `grouper bench seeds luan --quick`: every scheme measured (each answer's group count is
 //! checked inside), the JSON, the plots and a report with a verdict per finding; `--resume`
-//! keeps the points of the same commit and measures nothing again.
+//! keeps the points of the same commit and measures nothing again; co-processing says it
+//! needs a GPU.
 
 use std::process::Command;
 
@@ -18,7 +19,7 @@ fn seeds(out: &std::path::Path, resume: bool) -> String {
         "2",
     ];
     if resume {
-        args.push("--resume");
+        args.extend(["--resume", "--parts", "cpu"]);
     }
     let o = Command::new(env!("CARGO_BIN_EXE_grouper"))
         .args(args)
@@ -74,6 +75,13 @@ fn luan_seeds_measure_every_scheme_and_report_each_finding() {
         );
     }
     assert!(first.lines().filter(|l| l.ends_with(" ms")).count() >= points.len());
+    // Co-processing needs a GPU, and says so without one.
+    if std::env::var("GROUPER_REQUIRE_GPU").is_err() {
+        assert!(
+            first.contains("co-processing (Luan Fig. 15): not measured"),
+            "{first}"
+        );
+    }
     // Resumed: the same points, none measured again.
     let again = seeds(&out, true);
     assert_eq!(

@@ -7,13 +7,15 @@
 //! commit and machine (`--resume`), so a paper's run spreads over device calls.
 //!
 //! Built: [`luan`] on the CPU (hashing schemes × load factor × distribution, hash functions,
-//! data size, shared against independent tables). The GPU's and the other papers' experiments
-//! (Karnagel, Rosenfeld, the sort-based atomics paper, Tomé) are issue 28's next steps.
+//! data size, shared against independent tables) and [`luan_coprocess`] (operator-level
+//! co-processing, with a GPU). The GPU's schemes and the other papers' experiments (Karnagel,
+//! Rosenfeld, the sort-based atomics paper, Tomé) are issue 28's next steps.
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
 
 pub mod luan;
+pub mod luan_coprocess;
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +44,9 @@ pub struct SeedsArgs {
     /// measure only the others.
     #[arg(long)]
     pub resume: bool,
+    /// Only these parts of the paper's experiments (luan: cpu, coprocess; default all).
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    pub parts: Vec<String>,
 }
 
 /// The papers `bench seeds` reproduces so far.
@@ -53,6 +58,11 @@ pub enum Paper {
 }
 
 impl SeedsArgs {
+    /// Whether the part `name` runs.
+    pub fn wants(&self, name: &str) -> bool {
+        self.parts.is_empty() || self.parts.iter().any(|p| p == name)
+    }
+
     /// Worker threads.
     pub fn threads(&self) -> usize {
         self.threads
@@ -62,7 +72,15 @@ impl SeedsArgs {
 
 pub async fn seeds(a: SeedsArgs) -> Result<()> {
     match a.paper {
-        Paper::Luan => luan::run(&a),
+        Paper::Luan => {
+            if a.wants("cpu") {
+                luan::run(&a)?;
+            }
+            if a.wants("coprocess") {
+                luan_coprocess::run(&a).await?;
+            }
+            Ok(())
+        }
     }
 }
 
