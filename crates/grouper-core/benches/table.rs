@@ -22,7 +22,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingM
 use grouper_core::hash::HashFn;
 use grouper_core::input::MORSEL_ROWS;
 use grouper_core::planner::DEFAULT_FILL;
-use grouper_core::table::LinearTable;
+use grouper_core::table::{KeyTable, LinearTable};
 
 use common::{config, XorShift, ROWS};
 

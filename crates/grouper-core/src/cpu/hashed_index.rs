@@ -6,7 +6,7 @@ use super::group_index::{GroupIndex, Groups};
 use super::Params;
 use crate::table::{
     BucketMap, Buckets, ByHighBits, ByModulo, ChainedPlusTable, ChainedTable, CuckooTable,
-    LinearTable, Probing,
+    KeyTable, LinearTable, Probing,
 };
 
 /// A worker's private table of `params.probing`'s scheme and `params.buckets`' mapping, sized
@@ -38,15 +38,15 @@ macro_rules! hashed_index {
     ($($ty:ty),* $(,)?) => {$(
         impl<M: Buckets> GroupIndex for $ty {
             fn intern(&mut self, words: &[u64], gids: &mut Vec<u32>) {
-                self.map(words, gids);
+                KeyTable::map(self, words, gids);
             }
 
             fn len(&self) -> usize {
-                <$ty>::len(self)
+                KeyTable::len(self)
             }
 
             fn words(&self) -> Vec<u64> {
-                self.keys().to_vec()
+                KeyTable::keys(self).to_vec()
             }
 
             fn into_groups(self: Box<Self>) -> Groups {

@@ -35,7 +35,7 @@ use super::{new_accumulators, thread_local::partition_of, Accumulators, Chunk, P
 use crate::error::{GrouperError, Result};
 use crate::input::{InputBatch, QuerySpec};
 use crate::keys::{Dictionary, HashedValues, KeyCodec, KeyRows};
-use crate::table::LinearTable;
+use crate::table::{KeyTable, LinearTable};
 use crate::trace;
 
 /// Groups a partition's table is aimed at: a table of 2^16 groups (2 MiB of slots at load 0.5)

@@ -11,7 +11,7 @@ use super::{new_accumulators, Accumulators, Chunk, Params};
 use crate::error::Result;
 use crate::hash::murmur3;
 use crate::input::QuerySpec;
-use crate::table::LinearTable;
+use crate::table::{KeyTable, LinearTable};
 
 /// Partition of a key word, for this merge and for `partitioned`'s rows. Uses murmur3's low
 /// bits, independent of the high bits the partition tables index with, whatever hash function

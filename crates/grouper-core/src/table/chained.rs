@@ -18,7 +18,7 @@ pub struct ChainedTable<M: Buckets = ByHighBits> {
     heads: Vec<u32>,
     /// The group after each group in its bucket's chain, or `EMPTY`.
     next: Vec<u32>,
-    keys: Vec<u64>,
+    pub(super) keys: Vec<u64>,
     map: M,
     hash: HashFn,
     fill: f64,
@@ -40,24 +40,9 @@ impl<M: Buckets> ChainedTable<M> {
         }
     }
 
-    /// Number of groups.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Whether the table holds no group.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
     /// Bytes the table holds (directory, links and keys).
     pub fn memory_bytes(&self) -> usize {
         self.heads.capacity() * 4 + self.next.capacity() * 4 + self.keys.capacity() * 8
-    }
-
-    /// The key word of each group, in group-id order.
-    pub fn keys(&self) -> &[u64] {
-        &self.keys
     }
 
     /// Consumes the table, returning the key words by group id.
@@ -85,12 +70,6 @@ impl<M: Buckets> ChainedTable<M> {
         self.next.push(self.heads[b]);
         self.heads[b] = gid;
         gid
-    }
-
-    /// Maps every key word to its group id, writing into `gids` (cleared first).
-    pub fn map(&mut self, words: &[u64], gids: &mut Vec<u32>) {
-        gids.clear();
-        gids.extend(words.iter().map(|&w| self.find_or_insert(w)));
     }
 
     /// A directory of `cap` buckets over the same groups: only heads and links change.
@@ -127,7 +106,7 @@ pub struct ChainedPlusTable<M: Buckets = ByHighBits> {
     /// For groups past a bucket's first: the next one in its chain, or `EMPTY` (unused for
     /// inline groups).
     next: Vec<u32>,
-    keys: Vec<u64>,
+    pub(super) keys: Vec<u64>,
     map: M,
     hash: HashFn,
     fill: f64,
@@ -149,26 +128,11 @@ impl<M: Buckets> ChainedPlusTable<M> {
         }
     }
 
-    /// Number of groups.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Whether the table holds no group.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
     /// Bytes the table holds (directory, links and keys).
     pub fn memory_bytes(&self) -> usize {
         self.heads.capacity() * std::mem::size_of::<Head>()
             + self.next.capacity() * 4
             + self.keys.capacity() * 8
-    }
-
-    /// The key word of each group, in group-id order.
-    pub fn keys(&self) -> &[u64] {
-        &self.keys
     }
 
     /// Consumes the table, returning the key words by group id.
@@ -201,12 +165,6 @@ impl<M: Buckets> ChainedPlusTable<M> {
         self.next.push(EMPTY);
         self.link(self.map.bucket(h), key, gid);
         gid
-    }
-
-    /// Maps every key word to its group id, writing into `gids` (cleared first).
-    pub fn map(&mut self, words: &[u64], gids: &mut Vec<u32>) {
-        gids.clear();
-        gids.extend(words.iter().map(|&w| self.find_or_insert(w)));
     }
 
     /// Puts group `gid` into bucket `b`: inline if the bucket is empty, else at the head of

@@ -44,7 +44,7 @@ pub struct CuckooTable<const D: usize, M: Buckets = ByHighBits> {
     sub: usize,
     /// Buckets of one sub-table.
     map: M,
-    keys: Vec<u64>,
+    pub(super) keys: Vec<u64>,
     hash: HashFn,
     fill: f64,
     grow_at: usize,
@@ -70,24 +70,9 @@ impl<const D: usize, M: Buckets> CuckooTable<D, M> {
         t
     }
 
-    /// Number of groups.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Whether the table holds no group.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
     /// Bytes the table holds (slots and keys).
     pub fn memory_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>() + self.keys.capacity() * 8
-    }
-
-    /// The key word of each group, in group-id order.
-    pub fn keys(&self) -> &[u64] {
-        &self.keys
     }
 
     /// Consumes the table, returning the key words by group id.
@@ -131,12 +116,6 @@ impl<const D: usize, M: Buckets> CuckooTable<D, M> {
             self.rebuild(self.slots.len() * 2);
         }
         gid
-    }
-
-    /// Maps every key word to its group id, writing into `gids` (cleared first).
-    pub fn map(&mut self, words: &[u64], gids: &mut Vec<u32>) {
-        gids.clear();
-        gids.extend(words.iter().map(|&w| self.find_or_insert(w)));
     }
 
     /// Puts group `gid` (of `key`, absent from the table) into a free slot among its `D`, or

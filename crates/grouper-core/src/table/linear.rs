@@ -27,7 +27,7 @@ struct Slot {
 pub struct LinearTable<M: Buckets = ByHighBits> {
     slots: Vec<Slot>,
     map: M,
-    keys: Vec<u64>,
+    pub(super) keys: Vec<u64>,
     hash: HashFn,
     fill: f64,
     grow_at: usize,
@@ -76,24 +76,9 @@ impl<M: Buckets> LinearTable<M> {
         self.ordered
     }
 
-    /// Number of groups.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Whether the table holds no group.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
     /// Bytes the table holds (slots and keys), for memory accounting.
     pub fn memory_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot>() + self.keys.capacity() * 8
-    }
-
-    /// The key word of each group, in group-id order.
-    pub fn keys(&self) -> &[u64] {
-        &self.keys
     }
 
     /// Consumes the table, returning the key words by group id.
@@ -131,12 +116,6 @@ impl<M: Buckets> LinearTable<M> {
             }
             i = self.map.next(i);
         }
-    }
-
-    /// Maps every key word to its group id, writing into `gids` (cleared first).
-    pub fn map(&mut self, words: &[u64], gids: &mut Vec<u32>) {
-        gids.clear();
-        gids.extend(words.iter().map(|&w| self.find_or_insert(w)));
     }
 
     /// Makes room for `groups` groups in one rebuild, rather than the doublings that would
@@ -179,7 +158,7 @@ impl<M: Buckets> LinearTable<M> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{capacity_for, check_fill_factor};
+    use super::super::{capacity_for, check_fill_factor, KeyTable};
     use super::*;
 
     #[test]

@@ -26,6 +26,56 @@ use crate::error::{GrouperError, Result};
 /// A free slot's or an absent link's group id.
 const EMPTY: u32 = u32::MAX;
 
+/// What every scheme's table is to its users: dense group ids handed out in insertion order,
+/// and the key word of each group by id.
+pub trait KeyTable {
+    /// The group id of `key`, inserting it as a new group if absent.
+    fn find_or_insert(&mut self, key: u64) -> u32;
+
+    /// The key word of each group, in group-id order.
+    fn keys(&self) -> &[u64];
+
+    /// Number of groups.
+    fn len(&self) -> usize {
+        self.keys().len()
+    }
+
+    /// Whether the table holds no group.
+    fn is_empty(&self) -> bool {
+        self.keys().is_empty()
+    }
+
+    /// Maps every key word to its group id, writing into `gids` (cleared first).
+    fn map(&mut self, words: &[u64], gids: &mut Vec<u32>) {
+        gids.clear();
+        gids.extend(words.iter().map(|&w| self.find_or_insert(w)));
+    }
+}
+
+/// [`KeyTable`] for a table type with an inherent `find_or_insert` and a `keys` field.
+macro_rules! key_table {
+    ($($ty:ty),* $(,)?) => {$(
+        impl<M: Buckets> KeyTable for $ty {
+            #[inline]
+            fn find_or_insert(&mut self, key: u64) -> u32 {
+                <$ty>::find_or_insert(self, key)
+            }
+
+            fn keys(&self) -> &[u64] {
+                &self.keys
+            }
+        }
+    )*};
+}
+
+key_table!(
+    LinearTable<M>,
+    ChainedTable<M>,
+    ChainedPlusTable<M>,
+    CuckooTable<2, M>,
+    CuckooTable<4, M>,
+);
+
 /// Checks a fill factor given by a user or the tuner.
 pub fn check_fill_factor(fill: f64) -> Result<()> {
     if fill > 0.0 && fill <= 0.95 {

@@ -29,7 +29,7 @@ use arrow::datatypes::DataType;
 use grouper_core::agg::{AggKind, AggregateSpec};
 use grouper_core::cpu::Strategy;
 use grouper_core::hash::HashFn;
-use grouper_core::table::{ByHighBits, CuckooTable, Probing};
+use grouper_core::table::{ByHighBits, CuckooTable, KeyTable, Probing};
 use grouper_core::{aggregate, InputBatch, Options, QuerySpec};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
