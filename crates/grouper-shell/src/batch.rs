@@ -8,10 +8,10 @@
 use std::time::Instant;
 
 use anyhow::Result;
+use datafusion::prelude::SessionContext;
 use grouper::coprocess::{self, Side};
-use grouper::Backend;
 
-use crate::session::Shell;
+use crate::output::Format;
 use crate::{explain, output};
 
 /// Whether `sql` is a query (it reads and changes nothing): `SELECT`, `WITH`, `VALUES`.
@@ -29,76 +29,69 @@ pub fn is_query(sql: &str) -> bool {
     matches!(word.as_str(), "select" | "with" | "values")
 }
 
-impl Shell {
-    /// Runs `queries` as one co-processed batch and prints their results in order.
-    pub(crate) async fn run_batch(&mut self, queries: Vec<String>) -> Result<()> {
-        let cpu = self.context_with(Backend::Cpu).await?;
-        let gpu = match self.context_with(Backend::Gpu).await {
-            Ok(ctx) => Some(ctx),
-            Err(e) => {
-                if !self.told_no_gpu {
-                    eprintln!(
-                        "note: {}: the batch runs on the CPU",
-                        crate::one_line(&e).trim_start_matches("Error during planning: ")
-                    );
-                    self.told_no_gpu = true;
-                }
-                None
-            }
-        };
-        let start = Instant::now();
-        let ran = coprocess::run_batch(&cpu, gpu.as_ref(), &queries).await?;
-        let wall = start.elapsed();
-        let threads = cpu.state().config().target_partitions();
-        for r in &ran {
-            if self.settings.explain {
-                let ctx = match r.side {
-                    Side::Gpu => gpu.as_ref().unwrap_or(&cpu),
-                    Side::Cpu => &cpu,
-                };
-                print!(
-                    "{}",
-                    explain::explain(&r.plan, &grouper::harm::take_kept(ctx))
-                );
-            }
-            if !r.plan.schema().fields().is_empty() {
-                output::write(&r.batches, self.settings.mode, None, threads)?;
-            }
-            if self.settings.timer {
-                let declined = r
-                    .declined
-                    .as_deref()
-                    .map(|why| format!("; the GPU declined it: {why}"))
-                    .unwrap_or_default();
-                println!(
-                    "Run Time: {:.3} s on the {} (estimated cost: {} rows scanned; aggregation: {}){declined}",
-                    r.time.as_secs_f64(),
-                    r.side.name(),
-                    r.cost,
-                    explain::where_it_ran(&r.plan)
-                );
-            }
-        }
-        if self.settings.timer {
-            let on = |s: Side| ran.iter().filter(|r| r.side == s).count();
-            let own: f64 = ran.iter().map(|r| r.time.as_secs_f64()).sum();
-            let split = if gpu.is_some() {
-                format!(
-                    "{} on the CPU and {} on the GPU at the same time",
-                    on(Side::Cpu),
-                    on(Side::Gpu)
-                )
-            } else {
-                "all on the CPU (no GPU)".to_string()
+/// Runs `queries` as one co-processed batch on `cpu` and `gpu` (`None`: no GPU) and prints
+/// their results in order, as `mode`; with `timer` each query's side and time and the batch's,
+/// with `explain` each plan.
+pub async fn run(
+    cpu: &SessionContext,
+    gpu: Option<&SessionContext>,
+    queries: &[String],
+    mode: Format,
+    timer: bool,
+    explain: bool,
+) -> Result<()> {
+    let start = Instant::now();
+    let ran = coprocess::run_batch(cpu, gpu, queries).await?;
+    let wall = start.elapsed();
+    let threads = cpu.state().config().target_partitions();
+    for r in &ran {
+        if explain {
+            let ctx = match r.side {
+                Side::Gpu => gpu.unwrap_or(cpu),
+                Side::Cpu => cpu,
             };
-            println!(
-                "Batch: {} queries in {:.3} s, {split} (their own times add up to {own:.3} s)",
-                ran.len(),
-                wall.as_secs_f64(),
+            print!(
+                "{}",
+                explain::explain(&r.plan, &grouper::harm::take_kept(ctx))
             );
         }
-        Ok(())
+        if !r.plan.schema().fields().is_empty() {
+            output::write(&r.batches, mode, None, threads)?;
+        }
+        if timer {
+            let declined = r
+                .declined
+                .as_deref()
+                .map(|why| format!("; the GPU declined it: {why}"))
+                .unwrap_or_default();
+            println!(
+                "Run Time: {:.3} s on the {} (estimated cost: {} rows scanned; aggregation: {}){declined}",
+                r.time.as_secs_f64(),
+                r.side.name(),
+                r.cost,
+                explain::where_it_ran(&r.plan)
+            );
+        }
     }
+    if timer {
+        let on = |s: Side| ran.iter().filter(|r| r.side == s).count();
+        let own: f64 = ran.iter().map(|r| r.time.as_secs_f64()).sum();
+        let split = if gpu.is_some() {
+            format!(
+                "{} on the CPU and {} on the GPU at the same time",
+                on(Side::Cpu),
+                on(Side::Gpu)
+            )
+        } else {
+            "all on the CPU (no GPU)".to_string()
+        };
+        println!(
+            "Batch: {} queries in {:.3} s, {split} (their own times add up to {own:.3} s)",
+            ran.len(),
+            wall.as_secs_f64(),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

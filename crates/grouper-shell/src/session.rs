@@ -78,7 +78,7 @@ pub struct Shell {
     /// How deep `.read` has nested (a file reading itself stops at [`MOST_READS`]).
     reads: usize,
     /// Whether a co-processed batch already said it found no GPU.
-    pub(crate) told_no_gpu: bool,
+    told_no_gpu: bool,
 }
 
 /// The deepest `.read` nesting.
@@ -234,6 +234,28 @@ impl Shell {
         names
     }
 
+    /// Runs `queries` as one co-processed batch ([`crate::batch`]): on a session over the
+    /// same tables aggregating on the CPU and one on the GPU, or without a GPU (said once) on
+    /// the CPU alone.
+    async fn run_batch(&mut self, queries: Vec<String>) -> Result<()> {
+        let cpu = self.context_with(grouper::Backend::Cpu).await?;
+        let gpu = match self.context_with(grouper::Backend::Gpu).await {
+            Ok(ctx) => Some(ctx),
+            Err(e) => {
+                if !self.told_no_gpu {
+                    eprintln!(
+                        "note: {}: the batch runs on the CPU",
+                        crate::one_line(&e).trim_start_matches("Error during planning: ")
+                    );
+                    self.told_no_gpu = true;
+                }
+                None
+            }
+        };
+        let s = self.settings;
+        crate::batch::run(&cpu, gpu.as_ref(), &queries, s.mode, s.timer, s.explain).await
+    }
+
     /// Switches the aggregating engine: a new context with the new backend, holding the same
     /// tables (the same providers, so in-memory tables keep their arrays, and with them the
     /// GPU's prepared inputs). Settings made with SQL `SET` start again from the defaults.
@@ -246,7 +268,7 @@ impl Shell {
     /// A context like the session's but aggregating with `backend`, holding the same tables
     /// (the same providers, so in-memory tables keep their arrays, and with them the GPU's
     /// prepared inputs).
-    pub(crate) async fn context_with(&self, backend: grouper::Backend) -> Result<SessionContext> {
+    async fn context_with(&self, backend: grouper::Backend) -> Result<SessionContext> {
         let config = GrouperConfig {
             backend,
             ..self.config.clone()
