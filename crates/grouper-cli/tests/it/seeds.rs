@@ -94,3 +94,50 @@ fn luan_seeds_measure_every_scheme_and_report_each_finding() {
     assert_eq!(json2["points"].as_array().unwrap().len(), points.len());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn sort_atomics_seeds_time_every_variant_over_the_five_distributions() {
+    let out = std::env::temp_dir().join(format!("grouper-seeds-sa-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_grouper"))
+        .args([
+            "bench",
+            "seeds",
+            "sort-atomics",
+            "--quick",
+            "--reps",
+            "1",
+            "--threads",
+            "2",
+        ])
+        .arg("--out-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sort-atomics-cpu.json")).unwrap())
+            .unwrap();
+    let points = json["points"].as_array().unwrap();
+    assert_eq!(points.len(), 5 * 4, "five distributions, four variants");
+    for p in points {
+        assert!(p["ms"].as_f64().is_some_and(|t| t > 0.0), "{p}");
+    }
+    // Random keys: 10,001 values at most; Weibull and normal near-unique over 2^20 rows.
+    let groups = |d: &str| {
+        points.iter().find(|p| p["dist"] == d).unwrap()["groups"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(groups("random") <= 10_001 && groups("random") > 9_000);
+    assert!(groups("normal") > 100_000, "{}", groups("normal"));
+    let md = std::fs::read_to_string(out.join("sort-atomics-cpu.md")).unwrap();
+    let verdicts = md
+        .lines()
+        .filter(|l| l.starts_with("| Fig. 10"))
+        .filter(|l| l.contains("| yes |") || l.contains("| **no** |"))
+        .count();
+    assert_eq!(verdicts, 3, "{md}");
+    assert!(out.join("sort-atomics-cpu-distributions.svg").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}

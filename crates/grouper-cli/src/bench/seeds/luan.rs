@@ -50,10 +50,10 @@ const SEED: u64 = 0x4c75_616e;
 
 /// A table configuration: the scheme of the private tables, or the shared table.
 #[derive(Clone, Copy)]
-struct Table {
-    name: &'static str,
-    strategy: Strategy,
-    probing: Probing,
+pub(super) struct Table {
+    pub(super) name: &'static str,
+    pub(super) strategy: Strategy,
+    pub(super) probing: Probing,
 }
 
 const TABLES: [Table; 6] = [
@@ -129,7 +129,7 @@ fn spec() -> QuerySpec {
 
 /// `rows` rows over `groups` groups drawn by `dist`, keys scattered over the positive 64-bit
 /// range; and how many distinct keys there are.
-fn input(rows: usize, groups: u64, dist: Dist) -> Result<(Vec<InputBatch>, usize)> {
+pub(super) fn input(rows: usize, groups: u64, dist: Dist) -> Result<(Vec<InputBatch>, usize)> {
     let spec = spec();
     let sampler = Sampler::new(dist, groups, rows)?;
     let chunks: Vec<(Vec<i64>, Vec<f64>)> = (0..rows.div_ceil(BATCH_ROWS))
@@ -162,17 +162,17 @@ fn input(rows: usize, groups: u64, dist: Dist) -> Result<(Vec<InputBatch>, usize
 
 /// One point's input: its batches, their distinct keys, and the groups and load factor every
 /// table is sized for.
-struct Input<'a> {
-    batches: &'a [InputBatch],
-    distinct: usize,
-    groups: usize,
-    load: f64,
+pub(super) struct Input<'a> {
+    pub(super) batches: &'a [InputBatch],
+    pub(super) distinct: usize,
+    pub(super) groups: usize,
+    pub(super) load: f64,
 }
 
 /// Median milliseconds of each configuration (`table` and `hash`) over `reps` rounds, after a
 /// warm-up round: a round runs every configuration once, starting one further each time, so
 /// a noisy moment of a shared machine falls on all of them alike, not on one.
-fn time(
+pub(super) fn time(
     pool: &rayon::ThreadPool,
     input: &Input<'_>,
     configs: &[(Table, HashFn)],

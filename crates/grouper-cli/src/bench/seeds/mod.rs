@@ -8,14 +8,16 @@
 //!
 //! Built: [`luan`] on the CPU (hashing schemes × load factor × distribution, hash functions,
 //! data size, shared against independent tables) and [`luan_coprocess`] (operator-level
-//! co-processing, with a GPU). The GPU's schemes and the other papers' experiments (Karnagel,
-//! Rosenfeld, the sort-based atomics paper, Tomé) are issue 28's next steps.
+//! co-processing, with a GPU); [`sort_atomics`] on the CPU (the five distributions across the
+//! CPU's counterparts of the paper's variants). The GPU's schemes and variants and the other
+//! papers' experiments (Karnagel, Rosenfeld, Tomé) are issue 28's next steps.
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
 
 pub mod luan;
 pub mod luan_coprocess;
+pub mod sort_atomics;
 
 use std::path::{Path, PathBuf};
 
@@ -55,6 +57,10 @@ pub enum Paper {
     /// Luan et al., "Group-by and aggregation on CPU-GPU processors": hashing schemes, load
     /// factors, hash functions, distributions, data sizes, shared and independent tables.
     Luan,
+    /// "Sort-based aggregation with GPU atomics": the five distributions across the variants
+    /// (on the CPU so far).
+    #[value(name = "sort-atomics")]
+    SortAtomics,
 }
 
 impl SeedsArgs {
@@ -81,6 +87,7 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
             }
             Ok(())
         }
+        Paper::SortAtomics => sort_atomics::run(&a),
     }
 }
 
