@@ -110,9 +110,17 @@ impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "strategy={} hash={} fill={} {}; {}",
-            self.strategy, self.params.hash, self.params.fill_factor, self.estimate, self.reason
-        )
+            "strategy={} hash={} fill={}",
+            self.strategy, self.params.hash, self.params.fill_factor
+        )?;
+        // The private tables' scheme and mapping, where they are not the defaults.
+        if self.params.probing != Probing::Linear {
+            write!(f, " probing={}", self.params.probing)?;
+        }
+        if self.params.buckets != BucketMap::HighBits {
+            write!(f, " buckets={}", self.params.buckets)?;
+        }
+        write!(f, " {}; {}", self.estimate, self.reason)
     }
 }
 
@@ -455,6 +463,28 @@ mod tests {
             ..Default::default()
         };
         assert!(choose(e, &bad, limit, 2, None).is_err());
+        // A forced scheme and mapping reach the parameters and the explanation; the defaults
+        // are not printed.
+        let cuckoo = Overrides {
+            probing: Some(Probing::Cuckoo2),
+            buckets: Some(BucketMap::Modulo),
+            ..Default::default()
+        };
+        let d = choose(wide, &cuckoo, limit, 2, None).unwrap();
+        assert_eq!(
+            (d.params.probing, d.params.buckets),
+            (Probing::Cuckoo2, BucketMap::Modulo)
+        );
+        assert!(
+            d.to_string()
+                .contains("fill=0.5 probing=cuckoo2 buckets=modulo"),
+            "{d}"
+        );
+        let plain = choose(wide, &auto, limit, 2, None).unwrap().to_string();
+        assert!(
+            !plain.contains("probing=") && !plain.contains("buckets="),
+            "{plain}"
+        );
         // A wide domain that the sample fills sparsely goes to hashing; a dense one stays direct.
         let sparse = Estimate {
             rows: 1 << 16,
