@@ -253,7 +253,16 @@ impl Shell {
             }
         };
         let s = self.settings;
-        crate::batch::run(&cpu, gpu.as_ref(), &queries, s.mode, s.timer, s.explain).await
+        let work = crate::batch::run(&cpu, gpu.as_ref(), &queries, s.mode, s.timer, s.explain);
+        // At the prompt Ctrl-C cancels the batch, as it cancels a statement.
+        if s.prompt {
+            tokio::select! {
+                r = work => r,
+                _ = tokio::signal::ctrl_c() => Err(Cancelled.into()),
+            }
+        } else {
+            work.await
+        }
     }
 
     /// Switches the aggregating engine: a new context with the new backend, holding the same

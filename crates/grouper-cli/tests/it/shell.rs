@@ -130,6 +130,26 @@ fn a_person_types_statements_cancels_one_and_goes_on() {
         .unwrap();
     p.exp_string(PROMPT).unwrap();
 
+    // A co-processed batch is cancelled by Ctrl-C too.
+    type_line(&mut p, ".coprocess on");
+    p.exp_string(PROMPT).unwrap();
+    type_line(
+        &mut p,
+        "SELECT value % 7 AS k, count(*) AS n FROM generate_series(1, 100000000000) GROUP BY k;",
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let pressed = Instant::now();
+    p.send_control('c').unwrap();
+    p.exp_string("error: cancelled").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    assert!(
+        pressed.elapsed() < Duration::from_secs(10),
+        "cancelling the batch took {:?}",
+        pressed.elapsed()
+    );
+    type_line(&mut p, ".coprocess off");
+    p.exp_string(PROMPT).unwrap();
+
     type_line(&mut p, ".quit");
     p.exp_eof().unwrap();
     let kept = std::fs::read_to_string(&history).unwrap();
