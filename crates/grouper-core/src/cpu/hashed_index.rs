@@ -32,41 +32,29 @@ fn scheme<M: Buckets>(p: &Params) -> Box<dyn GroupIndex> {
     }
 }
 
-/// The [`GroupIndex`] of a table type: every scheme hands out dense ids in insertion order and
-/// keeps the key word of each, so the impls differ only in the type.
-macro_rules! hashed_index {
-    ($($ty:ty),* $(,)?) => {$(
-        impl<M: Buckets> GroupIndex for $ty {
-            fn intern(&mut self, words: &[u64], gids: &mut Vec<u32>) {
-                KeyTable::map(self, words, gids);
-            }
+/// Every scheme's table is a [`GroupIndex`]: each hands out dense ids in insertion order and
+/// keeps the key word of each group ([`KeyTable`]).
+impl<T: KeyTable + Send> GroupIndex for T {
+    fn intern(&mut self, words: &[u64], gids: &mut Vec<u32>) {
+        KeyTable::map(self, words, gids);
+    }
 
-            fn len(&self) -> usize {
-                KeyTable::len(self)
-            }
+    fn len(&self) -> usize {
+        KeyTable::len(self)
+    }
 
-            fn words(&self) -> Vec<u64> {
-                KeyTable::keys(self).to_vec()
-            }
+    fn words(&self) -> Vec<u64> {
+        KeyTable::keys(self).to_vec()
+    }
 
-            fn into_groups(self: Box<Self>) -> Groups {
-                Groups {
-                    words: self.into_keys(),
-                    ids: None,
-                }
-            }
-
-            fn memory_bytes(&self) -> usize {
-                <$ty>::memory_bytes(self)
-            }
+    fn into_groups(self: Box<Self>) -> Groups {
+        Groups {
+            words: KeyTable::into_keys(*self),
+            ids: None,
         }
-    )*};
-}
+    }
 
-hashed_index!(
-    LinearTable<M>,
-    ChainedTable<M>,
-    ChainedPlusTable<M>,
-    CuckooTable<2, M>,
-    CuckooTable<4, M>,
-);
+    fn memory_bytes(&self) -> usize {
+        KeyTable::memory_bytes(self)
+    }
+}

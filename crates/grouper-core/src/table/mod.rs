@@ -35,6 +35,12 @@ pub trait KeyTable {
     /// The key word of each group, in group-id order.
     fn keys(&self) -> &[u64];
 
+    /// Consumes the table, returning the key words by group id.
+    fn into_keys(self) -> Vec<u64>;
+
+    /// Bytes the table holds (its slots or directory, links and keys), for memory accounting.
+    fn memory_bytes(&self) -> usize;
+
     /// Number of groups.
     fn len(&self) -> usize {
         self.keys().len()
@@ -52,7 +58,8 @@ pub trait KeyTable {
     }
 }
 
-/// [`KeyTable`] for a table type with an inherent `find_or_insert` and a `keys` field.
+/// [`KeyTable`] for a table type with inherent `find_or_insert`, `into_keys` and
+/// `memory_bytes` and a `keys` field.
 macro_rules! key_table {
     ($($ty:ty),* $(,)?) => {$(
         impl<M: Buckets> KeyTable for $ty {
@@ -63,6 +70,14 @@ macro_rules! key_table {
 
             fn keys(&self) -> &[u64] {
                 &self.keys
+            }
+
+            fn into_keys(self) -> Vec<u64> {
+                <$ty>::into_keys(self)
+            }
+
+            fn memory_bytes(&self) -> usize {
+                <$ty>::memory_bytes(self)
             }
         }
     )*};
