@@ -211,7 +211,7 @@ impl Sampler {
 
 /// `Random`'s key for group `k`: a bijection of the key type's positive range (multiplying by
 /// an odd constant modulo 2^31 or 2^63), so `groups` groups stay `groups` distinct keys.
-fn scatter(k: u64, key_type: KeyType) -> u64 {
+pub(crate) fn scatter(k: u64, key_type: KeyType) -> u64 {
     match key_type {
         KeyType::I32 => k.wrapping_mul(0x9e37_79b1) & 0x7fff_ffff,
         KeyType::I64 | KeyType::Str => k.wrapping_mul(0x9e37_79b9_7f4a_7c15) & (i64::MAX as u64),

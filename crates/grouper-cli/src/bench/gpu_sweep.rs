@@ -113,9 +113,15 @@ pub(crate) fn draws(rows: usize) -> (Vec<u32>, Vec<f32>) {
 /// The sweep's keys at `g` groups from the draws `r`: `r % g` as u32, and how many distinct.
 pub(crate) fn dense_keys(r: &[u32], g: u64) -> (Vec<u32>, usize) {
     let dense: Vec<u32> = r.par_iter().map(|&x| (x as u64 % g) as u32).collect();
+    let distinct = distinct_below(dense.iter().map(|&d| d as usize), g);
+    (dense, distinct)
+}
+
+/// How many distinct values `keys`, all below `g`, hold.
+pub(crate) fn distinct_below(keys: impl Iterator<Item = usize>, g: u64) -> usize {
     let mut seen = vec![false; g as usize];
-    dense.iter().for_each(|&d| seen[d as usize] = true);
-    (dense, seen.iter().filter(|&&s| s).count())
+    keys.for_each(|k| seen[k] = true);
+    seen.iter().filter(|&&s| s).count()
 }
 
 /// Keys of `rows` rows over `g` groups drawn by `dist` (u32), and how many distinct.
@@ -131,9 +137,8 @@ fn drawn_keys(dist: Dist, g: u64, rows: usize) -> Result<(Vec<u32>, usize)> {
                 *k = sampler.group(&mut rng, c * CHUNK + j) as u32;
             }
         });
-    let mut seen = vec![false; g as usize];
-    keys.iter().for_each(|&d| seen[d as usize] = true);
-    Ok((keys, seen.iter().filter(|&&s| s).count()))
+    let distinct = distinct_below(keys.iter().map(|&k| k as usize), g);
+    Ok((keys, distinct))
 }
 
 /// The sweep's input for one key kind, and the kind's name: the dense keys as they are (u32),

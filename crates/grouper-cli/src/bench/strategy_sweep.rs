@@ -117,9 +117,8 @@ fn ranks(p: &PointSpec) -> Result<(Vec<i32>, usize)> {
             .collect::<std::collections::HashSet<_>>()
             .len()
     } else {
-        let mut seen = vec![false; 1usize << p.groups_log2];
-        out.iter().for_each(|&k| seen[k as usize] = true);
-        seen.iter().filter(|&&s| s).count()
+        let keys = out.iter().map(|&k| k as usize);
+        crate::bench::gpu_sweep::distinct_below(keys, 1 << p.groups_log2)
     };
     Ok((out, distinct))
 }

@@ -36,10 +36,10 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::{earlier_points, write_report, Finding, SeedsArgs};
-use crate::bench::common::{device, git_commit, median, write_json};
+use super::{earlier_points, meta, write_report, Finding, SeedsArgs};
+use crate::bench::common::{median, write_json};
 use crate::bench::plots;
-use crate::synthetic::{Dist, Sampler};
+use crate::synthetic::{scatter, Dist, KeyType, Sampler};
 
 /// Rows per input batch.
 const BATCH_ROWS: usize = 1 << 16;
@@ -139,10 +139,7 @@ pub(super) fn input(rows: usize, groups: u64, dist: Dist) -> Result<(Vec<InputBa
             let lo = c * BATCH_ROWS;
             let n = BATCH_ROWS.min(rows - lo);
             let keys = (lo..lo + n)
-                .map(|i| {
-                    let g = sampler.group(&mut rng, i);
-                    (g.wrapping_mul(0x9e37_79b9_7f4a_7c15) & i64::MAX as u64) as i64
-                })
+                .map(|i| scatter(sampler.group(&mut rng, i), KeyType::I64) as i64)
                 .collect();
             let vals = (0..n).map(|_| rng.random_range(0..1000) as f64).collect();
             (keys, vals)
@@ -221,20 +218,9 @@ pub(super) fn time(
 pub fn run(a: &SeedsArgs) -> Result<()> {
     let threads = a.threads();
     let plan = Plan::new(a.quick);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()?;
+    let pool = a.pool()?;
     let json_path = a.out_dir.join("luan-cpu.json");
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let meta = json!({
-        "benchmark": "seeds/luan",
-        "device": device(threads),
-        "commit": git_commit(),
-        "command": command,
-        "threads": threads,
-        "rows": plan.rows,
-        "json": json_path.display().to_string(),
-    });
+    let meta = meta("seeds/luan", threads, json!(plan.rows), &json_path);
     let mut points = if a.resume {
         earlier_points(&json_path, &meta)
     } else {
@@ -247,25 +233,34 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
         r["points"] = json!(points);
         write_json(&json_path, &r)
     };
-    // One point: skipped when an earlier run of this commit measured it.
-    // One data set's configurations, those an earlier run measured left out: timed together.
-    let measure =
-        |points: &mut Vec<Value>, input: &Input<'_>, todo: Vec<(Value, Table, HashFn)>| {
-            let todo: Vec<_> = todo
-                .into_iter()
-                .filter(|(key, ..)| !points.iter().any(|p| &p["key"] == key))
-                .collect();
-            if todo.is_empty() {
-                return Ok::<(), anyhow::Error>(());
-            }
-            let configs: Vec<(Table, HashFn)> = todo.iter().map(|(_, t, h)| (*t, *h)).collect();
-            let ms = time(&pool, input, &configs, a.reps)?;
-            for ((key, ..), ms) in todo.into_iter().zip(ms) {
-                println!("{key} {ms:.2} ms");
-                points.push(json!({ "key": key, "ms": ms }));
-            }
-            save(points)
+    // One data set's configurations, timed together: those an earlier run measured left out,
+    // and the data set (`rows` rows over `groups` groups of `dist`, every table sized for them
+    // at `load`) generated only if any is left.
+    let measure = |points: &mut Vec<Value>,
+                   todo: Vec<(Value, Table, HashFn)>,
+                   (rows, groups, dist, load): (usize, usize, Dist, f64)| {
+        let todo: Vec<_> = todo
+            .into_iter()
+            .filter(|(key, ..)| !points.iter().any(|p| &p["key"] == key))
+            .collect();
+        if todo.is_empty() {
+            return Ok::<(), anyhow::Error>(());
+        }
+        let (batches, distinct) = input(rows, groups as u64, dist)?;
+        let input = Input {
+            batches: &batches,
+            distinct,
+            groups,
+            load,
         };
+        let configs: Vec<(Table, HashFn)> = todo.iter().map(|(_, t, h)| (*t, *h)).collect();
+        let ms = time(&pool, &input, &configs, a.reps)?;
+        for ((key, ..), ms) in todo.into_iter().zip(ms) {
+            println!("{key} {ms:.2} ms");
+            points.push(json!({ "key": key, "ms": ms }));
+        }
+        save(points)
+    };
     let dists = [Dist::Random, Dist::Zipf(1.1), Dist::Zipf(3.0)];
     for &rows in &plan.rows {
         for &log2 in &plan.slots_log2 {
@@ -292,20 +287,7 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
                             todo.push((key, table, hash));
                         }
                     }
-                    if todo
-                        .iter()
-                        .all(|(key, ..)| points.iter().any(|p| &p["key"] == key))
-                    {
-                        continue;
-                    }
-                    let (batches, distinct) = input(rows, groups as u64, dist)?;
-                    let input = Input {
-                        batches: &batches,
-                        distinct,
-                        groups,
-                        load,
-                    };
-                    measure(&mut points, &input, todo)?;
+                    measure(&mut points, todo, (rows, groups, dist, load))?;
                 }
             }
         }
@@ -321,22 +303,8 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
                 (key, table, ms_hash)
             })
             .collect();
-        if todo
-            .iter()
-            .all(|(key, ..)| points.iter().any(|p| &p["key"] == key))
-        {
-            continue;
-        }
-        let (batches, distinct) = input(rows, groups as u64, Dist::Random)?;
-        let input = Input {
-            batches: &batches,
-            distinct,
-            groups,
-            load: 0.5,
-        };
-        measure(&mut points, &input, todo)?;
+        measure(&mut points, todo, (rows, groups, Dist::Random, 0.5))?;
     }
-    save(&points)?;
     let rebuilds = cuckoo_rebuilds(&plan, ms_hash);
     let mut r = meta.clone();
     r["hash"] = json!(ms_hash.to_string());
@@ -353,9 +321,7 @@ fn cuckoo_rebuilds(plan: &Plan, hash: HashFn) -> Value {
     let mut out = serde_json::Map::new();
     for &load in &plan.loads {
         let groups = (slots as f64 * load) as u64;
-        let keys: Vec<u64> = (0..groups)
-            .map(|g| g.wrapping_mul(0x9e37_79b9_7f4a_7c15) & i64::MAX as u64)
-            .collect();
+        let keys: Vec<u64> = (0..groups).map(|g| scatter(g, KeyType::I64)).collect();
         let mut gids = Vec::new();
         let mut two = CuckooTable::<2, ByHighBits>::new(groups as usize, hash, load);
         two.map(&keys, &mut gids);

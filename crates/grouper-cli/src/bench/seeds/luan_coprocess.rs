@@ -24,8 +24,8 @@ use grouper::coprocess::{run_batch, Side};
 use grouper::{Backend, GrouperConfig};
 use serde_json::{json, Value};
 
-use super::{write_report, Finding, SeedsArgs};
-use crate::bench::common::{device, git_commit, median, write_json};
+use super::{meta, write_report, Finding, SeedsArgs};
+use crate::bench::common::{median, write_json};
 use crate::synthetic::{self, Dist, KeyType, Spec};
 
 /// One workload: its name, key distribution, largest table's rows and group range (log2).
@@ -108,17 +108,9 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
     };
     let cpu = grouper::session_context(&config(Backend::Cpu))?;
     let json_path = a.out_dir.join("luan-coprocess.json");
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let mut meta = json!({
-        "benchmark": "seeds/luan-coprocess",
-        "device": device(threads),
-        "commit": git_commit(),
-        "command": command,
-        "threads": threads,
-        "json": json_path.display().to_string(),
-    });
     let workloads = workloads(a.quick);
-    meta["rows"] = json!(workloads.iter().map(|w| w.rows).collect::<Vec<_>>());
+    let rows = json!(workloads.iter().map(|w| w.rows).collect::<Vec<_>>());
+    let mut meta = meta("seeds/luan-coprocess", threads, rows, &json_path);
     let mut points = Vec::new();
     for w in workloads {
         let queries = register(&w, [&cpu, &gpu])?;

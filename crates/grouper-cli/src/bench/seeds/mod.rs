@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use serde_json::Value;
+use serde_json::{json, Value};
+
+use crate::bench::common::{device, git_commit};
 
 #[derive(Args, Debug)]
 pub struct SeedsArgs {
@@ -74,6 +76,13 @@ impl SeedsArgs {
         self.threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
+
+    /// The pool of [`SeedsArgs::threads`] workers the engine's runs are timed on.
+    pub fn pool(&self) -> Result<rayon::ThreadPool> {
+        Ok(rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads())
+            .build()?)
+    }
 }
 
 pub async fn seeds(a: SeedsArgs) -> Result<()> {
@@ -89,6 +98,20 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
         }
         Paper::SortAtomics => sort_atomics::run(&a),
     }
+}
+
+/// The head of an experiment's JSON: the benchmark, the machine, commit and command, the
+/// threads and rows, and where the JSON is (the report names it).
+pub fn meta(benchmark: &str, threads: usize, rows: Value, json_path: &Path) -> Value {
+    json!({
+        "benchmark": benchmark,
+        "device": device(threads),
+        "commit": git_commit(),
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "threads": threads,
+        "rows": rows,
+        "json": json_path.display().to_string(),
+    })
 }
 
 /// One of a paper's findings beside what this machine showed.

@@ -24,8 +24,8 @@ use grouper_core::table::Probing;
 use serde_json::{json, Value};
 
 use super::luan::{input, time, Input, Table};
-use super::{write_report, Finding, SeedsArgs};
-use crate::bench::common::{device, git_commit, write_json};
+use super::{meta, write_report, Finding, SeedsArgs};
+use crate::bench::common::write_json;
 use crate::bench::plots;
 use crate::synthetic::Dist;
 
@@ -66,20 +66,10 @@ fn domain(dist: Dist, rows: usize) -> u64 {
 pub fn run(a: &SeedsArgs) -> Result<()> {
     let threads = a.threads();
     let rows: usize = if a.quick { 1 << 20 } else { 1 << 25 };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()?;
+    let pool = a.pool()?;
     let json_path = a.out_dir.join("sort-atomics-cpu.json");
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let mut meta = json!({
-        "benchmark": "seeds/sort-atomics",
-        "device": device(threads),
-        "commit": git_commit(),
-        "command": command,
-        "threads": threads,
-        "rows": rows,
-        "json": json_path.display().to_string(),
-    });
+    let mut meta = meta("seeds/sort-atomics", threads, json!(rows), &json_path);
+    let configs: Vec<(Table, HashFn)> = VARIANTS.iter().map(|&t| (t, HashFn::Murmur3)).collect();
     let mut points = Vec::new();
     for dist in Dist::SORT_PAPER {
         let groups = domain(dist, rows);
@@ -90,8 +80,6 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
             groups: distinct,
             load: 0.5,
         };
-        let configs: Vec<(Table, HashFn)> =
-            VARIANTS.iter().map(|&t| (t, HashFn::Murmur3)).collect();
         let ms = time(&pool, &input, &configs, a.reps)?;
         for ((t, _), ms) in configs.iter().zip(ms) {
             let p = json!({ "dist": dist.name(), "groups": distinct, "variant": t.name, "ms": ms });
