@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arrow::datatypes::DataType;
 
 use crate::codegen::MAX_COLUMNS;
-use crate::strategy::{GpuParams, GpuStrategy, Probing};
+use crate::strategy::{GpuParams, GpuStrategy, Placement, Probing};
 use grouper_core::agg::layout::Layout;
 use grouper_core::agg::AggregateSpec;
 use grouper_core::error::{GrouperError, Result};
@@ -37,12 +37,7 @@ impl GpuQuery {
     pub fn check(&self, opts: &GpuOptions) -> Result<Layout> {
         let query = self;
         check_fill_factor(opts.params.fill_factor)?;
-        if opts.params.probing != Probing::Linear {
-            return Err(GrouperError::InvalidOption(format!(
-                "the GPU's hash tables probe linearly; '{}' runs on the CPU's private tables (--backend cpu --strategy thread_local)",
-                opts.params.probing
-            )));
-        }
+        check_probing(opts)?;
         for &k in &query.keys {
             let t = query.columns.get(k).ok_or_else(|| {
                 GrouperError::InvalidInput(format!("key column {k} out of range"))
@@ -104,6 +99,23 @@ impl GpuQuery {
             }
         }
         Ok(layout)
+    }
+}
+
+/// Cuckoo hashing runs in `thread_private`'s per-thread tables only (`codegen/probing`): a
+/// table all threads share would hold keys in flight between two slots, in neither, where
+/// another thread looks for them (why Luan ran no shared cuckoo table). Linear probing and
+/// chaining run everywhere.
+fn check_probing(opts: &GpuOptions) -> Result<()> {
+    let private = opts
+        .strategy
+        .is_some_and(|s| s.placement() == Placement::Private && !s.is_perfect());
+    match opts.params.probing {
+        Probing::Cuckoo2 | Probing::Cuckoo4 if !private => Err(GrouperError::InvalidOption(format!(
+            "'{}' runs on the GPU in thread_private's per-thread tables only: add --strategy thread_private (or run it on the CPU: --backend cpu)",
+            opts.params.probing
+        ))),
+        _ => Ok(()),
     }
 }
 

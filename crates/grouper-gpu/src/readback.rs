@@ -27,11 +27,11 @@ pub(crate) fn read_partial(
 ) -> Result<PartialGroups> {
     let stream = &input.gpu.stream;
     let err = gpu_err("reading the table back");
-    let cap = table.cap as usize;
+    let entries = table.entries as usize;
     let slots = stream.clone_dtoh(&table.slots).map_err(&err)?;
     let perfect = planned.spec.strategy.is_perfect();
     let gk = if perfect { 0 } else { planned.spec.key_count() };
-    let mut selected: Vec<usize> = (0..cap)
+    let mut selected: Vec<usize> = (0..entries)
         .filter(|&s| slots[s * width + gk + ROWS_WORD] != 0)
         .collect();
     if selected.is_empty() && input.query.keys.is_empty() {

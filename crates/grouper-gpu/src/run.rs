@@ -26,7 +26,7 @@ use crate::replan::Replan;
 use crate::report::{GpuOutput, GpuReport};
 use crate::strategy::GpuConfig;
 use crate::stream::{Batches, Chunker};
-use crate::table::{pow2_at_least, ColPtrs, DeviceTable, TableKernels};
+use crate::table::{pow2_at_least, ColPtrs, DeviceTable, GlobalScheme, TableKernels};
 use crate::trap::{kernel_error, run_chunk};
 use crate::tuning::Tuning;
 use crate::variant::{Scratch, Variant};
@@ -178,9 +178,15 @@ impl Prepared {
             true => 0,
             false => planned.spec.key_count(),
         };
+        let scheme = GlobalScheme::of(opts.params.probing, planned.spec.strategy.is_perfect());
         let table = TableKernels {
             init_table: compiled.function("init_table")?,
             merge_entries: compiled.function("merge_entries")?,
+            scheme,
+            init_directory: match scheme {
+                GlobalScheme::Slots => None,
+                _ => Some(compiled.function("init_directory")?),
+            },
             width: key_words + input.layout.words,
             fill: opts.params.fill_factor,
             grid: planned.launch_cfg(0),

@@ -10,6 +10,7 @@ use cudarc::driver::{
 
 use crate::budget::Budget;
 use crate::device::gpu_err;
+use crate::strategy::Probing;
 use grouper_core::error::{GrouperError, Result};
 
 /// The smallest power of two at least `n` (and at least 1): table capacities.
@@ -31,24 +32,100 @@ pub struct ColPtrs(pub [u64; 64]);
 // SAFETY: a plain array of 64-bit device addresses, the layout of `struct ColPtrs` in codegen.
 unsafe impl DeviceRepr for ColPtrs {}
 
-/// A hash or direct table on the device, array of structs: slot `s` holds its key words then
-/// its state words at `slots[s * width ..]` (none of the former for direct tables), so one
-/// row's update touches one or two cache lines.
+/// How the global table's hashing scheme lays it out (`codegen/probing`): the entries the
+/// kernels, the read-back and the merges address — slots of `width` words, key words then
+/// state words — and the directory words after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GlobalScheme {
+    /// Its slots are its entries: linear probing, and direct tables.
+    Slots,
+    /// Luan's Chain: `cap` entries, then `cap` 32-bit bucket heads and `cap` 32-bit links.
+    Chained,
+    /// Luan's Chain+: `cap` buckets' first entries inline and `cap` further entries, then a
+    /// 32-bit link per entry and the count of further entries taken.
+    ChainedPlus,
+}
+
+impl GlobalScheme {
+    /// The global table's scheme for `probing`: a direct table (`perfect`) has no hash, and
+    /// cuckoo hashing runs in private tables only, over a linearly probed global table.
+    pub(crate) fn of(probing: Probing, perfect: bool) -> Self {
+        match probing {
+            _ if perfect => GlobalScheme::Slots,
+            Probing::Chained => GlobalScheme::Chained,
+            Probing::ChainedPlus => GlobalScheme::ChainedPlus,
+            Probing::Linear | Probing::Cuckoo2 | Probing::Cuckoo4 => GlobalScheme::Slots,
+        }
+    }
+
+    /// Entries of a table of `cap` slots (buckets).
+    pub(crate) fn entries(self, cap: u64) -> u64 {
+        match self {
+            GlobalScheme::ChainedPlus => 2 * cap,
+            GlobalScheme::Slots | GlobalScheme::Chained => cap,
+        }
+    }
+
+    /// Directory words after the entries.
+    pub(crate) fn directory_words(self, cap: u64) -> u64 {
+        match self {
+            GlobalScheme::Slots => 0,
+            GlobalScheme::Chained => cap,
+            GlobalScheme::ChainedPlus => cap + 1,
+        }
+    }
+
+    /// Words of a table of `cap` slots, `width` words an entry.
+    pub(crate) fn words(self, width: usize, cap: u64) -> u64 {
+        (width as u64)
+            .saturating_mul(self.entries(cap))
+            .saturating_add(self.directory_words(cap))
+    }
+
+    /// Whether a table of `cap` slots fits the scheme: a chain's 32-bit entry numbers (two
+    /// kept as NIL and the latch) address every entry.
+    pub(crate) fn holds(self, cap: u64) -> bool {
+        self == GlobalScheme::Slots || self.entries(cap) < u64::from(u32::MAX) - 1
+    }
+}
+
+/// A hash or direct table on the device, array of structs: entry `e` holds its key words then
+/// its state words at `slots[e * width ..]` (none of the former for direct tables), so one
+/// row's update touches one or two cache lines; a chained table's directory follows its
+/// entries ([`GlobalScheme`]).
 pub struct DeviceTable {
-    /// `cap * width` words.
+    /// The entries' words, then the directory's.
     pub slots: CudaSlice<u64>,
-    /// Slots.
+    /// Slots (buckets of a chained table): the capacity kernels are passed.
     pub cap: u64,
+    /// Entries (of `width` words): what read-back and merges scan.
+    pub entries: u64,
 }
 
 impl DeviceTable {
-    /// Allocates an uninitialised table (the caller launches `init_table`).
+    /// Allocates an uninitialised table of `cap` slots, entries only (the caller launches
+    /// `init_table`).
     pub fn alloc(stream: &Arc<CudaStream>, width: usize, cap: u64) -> Result<Self> {
-        let n = (width * cap as usize).max(1);
-        // SAFETY: `init_table` writes every element before use.
+        Self::alloc_in(stream, width, cap, GlobalScheme::Slots)
+    }
+
+    /// Allocates an uninitialised table of `cap` slots laid out as `scheme` says.
+    fn alloc_in(
+        stream: &Arc<CudaStream>,
+        width: usize,
+        cap: u64,
+        scheme: GlobalScheme,
+    ) -> Result<Self> {
+        let n = usize::try_from(scheme.words(width, cap).max(1))
+            .map_err(|_| GrouperError::Gpu("the aggregation table is too large".into()))?;
+        // SAFETY: `init_table` (and `init_directory`) write every element before use.
         let slots = unsafe { stream.alloc::<u64>(n) }
             .map_err(gpu_err("allocating the aggregation table"))?;
-        Ok(Self { slots, cap })
+        Ok(Self {
+            slots,
+            cap,
+            entries: scheme.entries(cap),
+        })
     }
 }
 
@@ -57,6 +134,9 @@ impl DeviceTable {
 pub(crate) struct TableKernels {
     pub(crate) init_table: CudaFunction,
     pub(crate) merge_entries: CudaFunction,
+    /// The global table's layout, and the kernel that empties its directory where it has one.
+    pub(crate) scheme: GlobalScheme,
+    pub(crate) init_directory: Option<CudaFunction>,
     /// Words per slot: key words (none for a direct table), then state words.
     pub(crate) width: usize,
     /// Fill factor of hash tables before they grow.
@@ -66,19 +146,53 @@ pub(crate) struct TableKernels {
 }
 
 impl TableKernels {
-    /// A new table of `cap` slots, initialised empty, taken from `budget`.
+    /// A new global table of `cap` slots laid out as its scheme says, initialised empty,
+    /// taken from `budget`.
     pub(crate) fn new_table(
         &self,
         stream: &Arc<CudaStream>,
         cap: u64,
         budget: &Budget,
     ) -> Result<DeviceTable> {
-        budget.take(8 * self.width as u64 * cap, "the aggregation table")?;
-        let mut t = DeviceTable::alloc(stream, self.width, cap)?;
+        self.new_in(stream, cap, self.scheme, budget)
+    }
+
+    /// A new table of `cap` slots, entries only (private tables), initialised empty.
+    pub(crate) fn new_slots(
+        &self,
+        stream: &Arc<CudaStream>,
+        cap: u64,
+        budget: &Budget,
+    ) -> Result<DeviceTable> {
+        self.new_in(stream, cap, GlobalScheme::Slots, budget)
+    }
+
+    fn new_in(
+        &self,
+        stream: &Arc<CudaStream>,
+        cap: u64,
+        scheme: GlobalScheme,
+        budget: &Budget,
+    ) -> Result<DeviceTable> {
+        if !scheme.holds(cap) {
+            return Err(GrouperError::Gpu(format!(
+                "a chained table of {cap} buckets: its 32-bit entry numbers address fewer (--probing linear has no such bound)"
+            )));
+        }
+        budget.take(8 * scheme.words(self.width, cap), "the aggregation table")?;
+        let mut t = DeviceTable::alloc_in(stream, self.width, cap, scheme)?;
+        let entries = t.entries;
         let mut b = stream.launch_builder(&self.init_table);
-        b.arg(&mut t.slots).arg(&cap);
-        // SAFETY: init_table(u64*, u64) writes cap * GS words, which the table holds.
+        b.arg(&mut t.slots).arg(&entries);
+        // SAFETY: init_table(u64*, u64) writes entries * GS words, which the table holds.
         unsafe { b.launch(self.grid) }.map_err(gpu_err("launching init_table"))?;
+        if let (Some(f), true) = (&self.init_directory, scheme != GlobalScheme::Slots) {
+            let mut b = stream.launch_builder(f);
+            b.arg(&mut t.slots).arg(&cap);
+            // SAFETY: init_directory(u64*, u64) writes the directory words after the entries
+            // of a table of `cap` slots of the kernels' scheme, which `scheme.words` counted.
+            unsafe { b.launch(self.grid) }.map_err(gpu_err("launching init_directory"))?;
+        }
         Ok(t)
     }
 
@@ -137,7 +251,14 @@ impl TableKernels {
             .map_err(gpu_err("resetting counters"))?;
         let cap_list = scratch.len() as u64;
         self.merge(
-            stream, table, table.cap, None, &mut grown, ctrl, scratch, cap_list,
+            stream,
+            table,
+            table.entries,
+            None,
+            &mut grown,
+            ctrl,
+            scratch,
+            cap_list,
         )?;
         let c = stream
             .clone_dtoh(ctrl)
@@ -145,7 +266,7 @@ impl TableKernels {
         if c[1] != 0 {
             return Err(GrouperError::Gpu("growing the table lost entries".into()));
         }
-        budget.give(8 * self.width as u64 * table.cap);
+        budget.give(8 * self.scheme.words(self.width, table.cap));
         *table = grown;
         Ok(())
     }

@@ -356,7 +356,7 @@ impl Scratch {
         }
         let held = self.private.as_ref().map_or(0, |t| t.cap);
         if private > held {
-            let private_table = table.new_table(stream, private, budget)?;
+            let private_table = table.new_slots(stream, private, budget)?;
             budget.give(8 * width * held);
             self.private = Some(private_table);
         }

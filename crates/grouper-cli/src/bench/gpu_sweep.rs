@@ -265,7 +265,7 @@ impl Totals {
 }
 
 /// One full run of `p` (warming it up), checked to find `groups` groups that total `totals`.
-fn check_groups(p: &mut Prepared, groups: usize, totals: &Totals) -> Result<()> {
+pub(crate) fn check_groups(p: &mut Prepared, groups: usize, totals: &Totals) -> Result<()> {
     let first = p.run()?;
     anyhow::ensure!(
         first.num_rows == groups,
@@ -377,13 +377,13 @@ pub(crate) fn paired_ratios(
 
 /// One timed run's kernel milliseconds, after an untimed run of the same kernels (so it does
 /// not inherit the L2 and clocks another strategy left).
-fn timed_run(p: &mut Prepared) -> Result<f64> {
+pub(crate) fn timed_run(p: &mut Prepared) -> Result<f64> {
     p.run_kernels()?;
     Ok(p.run_kernels()?.kernel_ms)
 }
 
 /// The order of turn `rep` over `len` runs: all of them, starting at `rep` (mod `len`).
-fn turn(len: usize, rep: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn turn(len: usize, rep: usize) -> impl Iterator<Item = usize> {
     (0..len).map(move |i| (i + rep) % len)
 }
 

@@ -107,8 +107,10 @@ pub struct EngineArgs {
     /// multiplier, multiply_shift:0x... for a given one), fnv1a or identity.
     #[arg(long)]
     pub hash: Option<HashFn>,
-    /// Hashing scheme of the CPU's private tables (thread_local, perfect past its domain):
-    /// linear, chained, chained_plus, cuckoo2 or cuckoo4. The GPU's tables probe linearly.
+    /// Hashing scheme: linear, chained, chained_plus, cuckoo2 or cuckoo4. On the CPU, of the
+    /// private tables (thread_local, perfect past its domain); on the GPU, chained and
+    /// chained_plus chain the device-memory table every strategy shares, and cuckoo2 and cuckoo4
+    /// index thread_private's per-thread tables (that strategy only).
     #[arg(long)]
     pub probing: Option<Probing>,
     /// How hashes pick a bucket of the CPU's private tables: high_bits (power-of-two tables)

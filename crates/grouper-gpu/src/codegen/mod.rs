@@ -7,7 +7,9 @@
 //!               (the fused filter + projection + key packing of Tomé)
 //!  update_slot  the aggregate algebra's update, one op per state word (layout.rs)
 //!  merge_slot   its merge, the same ops on another state's words
-//!  find_or_insert  linear probing with CAS (one key word) or a latch on word 0 (several words)
+//!  find_or_insert  linear probing with CAS (one key word) or a latch on word 0 (several words);
+//!                  the global table's global_find_or_insert probes linearly or chains
+//!                  (codegen/probing)
 //!  agg_rows     the strategy: where the table lives and how a row reaches it
 //!  merge_entries / init_table  grow (rehash), merge spilled partial states, initialize
 //! ```
@@ -150,7 +152,7 @@ pub fn generate(spec: &KernelSpec) -> String {
         }
     }
     s.push_str(&hash::source(spec.hash));
-    s.push_str(probing::source(spec.probing));
+    s.push_str(&probing::source(spec));
     s.push_str(&update_merge(&spec.layout, &spec.non_null_args));
     s.push_str(&eval_row(spec));
     match spec.strategy.placement() {
@@ -526,7 +528,7 @@ extern "C" __global__ void merge_entries(const u64* src, const u64 n, const unsi
     const u64 e = list ? (u64)list[i] : i;
     const u64* slot = src + e * GS;
     if (slot[GK] == 0) continue;
-    const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, slot, &ctrl->groups);
+    const i64 g = global_find_or_insert(gt, gcap, glimit, slot, &ctrl->groups);
     if (g < 0) { const u64 o = atomicAdd(&ctrl->overflow, 1ULL); if (o < ocap) overflow[o] = (unsigned)e; }
     else merge_slot<true>(gt + (u64)g * GS + GK, 1, 0, slot + GK, 1, 0);
   }

@@ -31,7 +31,7 @@ pub(crate) const ROW_LOOP_TAIL: &str = "    }\n  }\n";
 /// cache lines), or listing the row for after the table has grown.
 pub(crate) const GLOBAL_UPDATE: &str = r#"
       {
-        const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, key, &ctrl->groups);
+        const i64 g = global_find_or_insert(gt, gcap, glimit, key, &ctrl->groups);
         if (g < 0) { const u64 o = atomicAdd(&ctrl->overflow, 1ULL); overflow[o] = (unsigned)row; }
         else update_slot<true>(gt + (u64)g * GS + GK, 1, 0, in, mask);
       }
@@ -44,7 +44,7 @@ pub(crate) const FLUSH_SLOT: &str = r#"
       {
         u64 k[K];
         for (int w = 0; w < K; w++) k[w] = LKEY(w);
-        const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, k, &ctrl->groups);
+        const i64 g = global_find_or_insert(gt, gcap, glimit, k, &ctrl->groups);
         if (g >= 0) merge_slot<true, false, LN>(gt + (u64)g * GS + GK, 1, 0, lslot, lst, lss);
         else {
           const u64 o = atomicAdd(&ctrl->spill, 1ULL);

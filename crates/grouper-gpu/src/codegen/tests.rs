@@ -27,12 +27,14 @@ unsigned long long atomicAdd(unsigned long long*, unsigned long long);
 unsigned atomicAdd(unsigned*, unsigned);
 double atomicAdd(double*, double);
 unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long);
+unsigned atomicCAS(unsigned*, unsigned, unsigned);
 long long atomicMin(long long*, long long);
 long long atomicMax(long long*, long long);
 unsigned long long atomicMin(unsigned long long*, unsigned long long);
 unsigned long long atomicMax(unsigned long long*, unsigned long long);
 unsigned long long atomicOr(unsigned long long*, unsigned long long);
 unsigned long long atomicExch(unsigned long long*, unsigned long long);
+unsigned atomicExch(unsigned*, unsigned);
 void __syncthreads();
 void __threadfence();
 long long __double_as_longlong(double);
@@ -280,6 +282,37 @@ fn every_generated_kernel() -> Vec<(String, String)> {
             }
             let name = format!("{}_{key_words}", strategy.name());
             kernels.push((name, generate(&spec(strategy, key_words))));
+        }
+    }
+    // The hashing schemes (`codegen/probing`): chained global tables under each hashed
+    // placement, cuckoo private tables, with one and two key words.
+    for probing in [
+        Probing::Chained,
+        Probing::ChainedPlus,
+        Probing::Cuckoo2,
+        Probing::Cuckoo4,
+    ] {
+        for strategy in GpuStrategy::ALL.into_iter().filter(|s| !s.is_perfect()) {
+            let cuckoo = matches!(probing, Probing::Cuckoo2 | Probing::Cuckoo4);
+            if cuckoo && strategy != GpuStrategy::THREAD_PRIVATE {
+                continue;
+            }
+            for key_words in [1, 2] {
+                let spec = KernelSpec {
+                    probing,
+                    local_slots: if cuckoo { 64 } else { 256 },
+                    ..spec(strategy, key_words)
+                };
+                let name = format!("{}_{probing}_{key_words}", strategy.name());
+                let src = generate(&spec);
+                let want = if cuckoo {
+                    "find_or_insert_cuckoo("
+                } else {
+                    "chain_find_or_insert("
+                };
+                assert!(src.contains(want), "{name}: {want}");
+                kernels.push((name, src));
+            }
         }
     }
     // The sweep's query under the partitioned strategies: a count and SUM(CAST(f32 AS DOUBLE))

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use super::{Room, Sizing};
+use crate::codegen::probing;
 use crate::codegen::rows::{FLUSH_SLOT, GLOBAL_UPDATE, ROW_LOOP_HEAD, ROW_LOOP_TAIL};
 use crate::codegen::spec::KernelSpec;
 use crate::table::{fill_limit, pow2_at_least};
@@ -51,10 +52,22 @@ pub(super) fn body(spec: &KernelSpec) -> String {
          u64* mine = aux + tid * PC * GS; u64 lcount = 0;\n\
          #define LKEY(w) mine[ls * GS + (w)]"
     );
+    // A cuckoo table's index of entry numbers lives in the thread's local memory for the
+    // launch (codegen/probing/cuckoo.rs).
+    let find = match probing::private_cuckoo(spec) {
+        Some(_) => {
+            let _ = writeln!(
+                s,
+                "  unsigned char cindex[PC];\n  for (u64 i = 0; i < PC; i++) cindex[i] = CNIL;"
+            );
+            format!("find_or_insert_cuckoo(mine, GS, PC, {limit}ULL, key, &lcount, cindex)")
+        }
+        None => format!("find_or_insert_private(mine, GS, PC, {limit}ULL, key, &lcount)"),
+    };
     s.push_str(ROW_LOOP_HEAD);
     let _ = writeln!(
         s,
-        "      const i64 l = find_or_insert_private(mine, GS, PC, {limit}ULL, key, &lcount);\n\
+        "      const i64 l = {find};\n\
          if (l >= 0) {{ update_slot<false>(mine + (u64)l * GS + GK, 1, 0, in, mask); continue; }}"
     );
     s.push_str(GLOBAL_UPDATE);

@@ -60,7 +60,7 @@ pub(crate) fn sort_keys_kernel(spec: &KernelSpec) -> String {
 pub(super) fn body(spec: &KernelSpec) -> String {
     let merge = match spec.strategy.index() {
         Index::Direct => "    merge_slot<true>(gt + rk[0] * GS, 1, 0, rs, 1, 0);\n",
-        Index::Hashed => "    const i64 g = find_or_insert(gt, GS, 1, gcap, glimit, rk, &ctrl->groups);\n\
+        Index::Hashed => "    const i64 g = global_find_or_insert(gt, gcap, glimit, rk, &ctrl->groups);\n\
              if (g >= 0) { merge_slot<true>(gt + (u64)g * GS + GK, 1, 0, rs, 1, 0); return; }\n\
              // The table is full: the run's rows are listed, in order, for after it grows.\n\
              const u64 o = atomicAdd(&ctrl->overflow, end - start);\n\

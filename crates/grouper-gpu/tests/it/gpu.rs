@@ -28,7 +28,7 @@ use grouper_core::tune::Hyper;
 use grouper_core::{reference, GrouperError, InputBatch, QuerySpec};
 use grouper_gpu::{
     gpu_required, ColumnBounds, Gpu, GpuOptions, GpuOutput, GpuParams, GpuQuery, GpuStrategy,
-    Prepared,
+    Prepared, Probing,
 };
 use proptest::prelude::*;
 
@@ -64,7 +64,7 @@ pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum KeyKind {
+pub(crate) enum KeyKind {
     I16,
     I64,
     U64Scattered,
@@ -128,7 +128,7 @@ fn key_column(kind: KeyKind, idx: &[u64], valid: &[bool]) -> ArrayRef {
 }
 
 /// Value columns and the aggregates over them (GPU-supported types only).
-fn values(
+pub(crate) fn values(
     rows: usize,
     null_pct: u64,
     seed: u64,
@@ -212,14 +212,14 @@ fn values(
 }
 
 /// A query over keys and values as one record batch per slice, and its reference input.
-struct Case {
-    query: GpuQuery,
-    batches: Vec<RecordBatch>,
-    spec: QuerySpec,
-    reference: Vec<InputBatch>,
+pub(crate) struct Case {
+    pub(crate) query: GpuQuery,
+    pub(crate) batches: Vec<RecordBatch>,
+    pub(crate) spec: QuerySpec,
+    pub(crate) reference: Vec<InputBatch>,
 }
 
-fn case(
+pub(crate) fn case(
     keys: Vec<ArrayRef>,
     vals: Vec<ArrayRef>,
     aggs: &[(AggregateSpec, Option<usize>)],
@@ -311,7 +311,7 @@ pub(crate) fn in_key_ranges(strategy: GpuStrategy, key_ranges: Option<u32>) -> G
 }
 
 /// Runs `query` with `strategy` (None: auto); `None` when the strategy does not apply.
-fn run_gpu(
+pub(crate) fn run_gpu(
     query: &GpuQuery,
     batches: &[RecordBatch],
     strategy: Option<GpuStrategy>,
@@ -369,7 +369,7 @@ fn check_all(c: &Case, expected: &[ArrayRef], params: GpuParams, batch_rows: usi
     assert!(ran >= 3, "only {ran} strategies ran");
 }
 
-fn keyed(
+pub(crate) fn keyed(
     kinds: &[KeyKind],
     rows: usize,
     groups: u64,
@@ -423,6 +423,7 @@ proptest! {
         skew in any::<bool>(),
         slices in 1usize..4,
         hash in prop::sample::select(HashFn::ALL.to_vec()),
+        probing in prop::sample::select(vec![Probing::Linear, Probing::Chained, Probing::ChainedPlus]),
         seed in any::<u64>(),
     ) {
         if !have_gpu() {
@@ -432,7 +433,7 @@ proptest! {
         let (vals, aggs) = values(rows, null_pct, seed ^ 0xabc);
         let c = case(keys, vals, &aggs, slices);
         let expected = reference::aggregate(&c.spec, &c.reference).unwrap();
-        let params = GpuParams { hash, threads_per_block: Some(128), ..Default::default() };
+        let params = GpuParams { hash, probing, threads_per_block: Some(128), ..Default::default() };
         check_all(&c, &expected, params, 4096);
     }
 }

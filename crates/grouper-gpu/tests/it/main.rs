@@ -4,4 +4,5 @@
 mod gpu;
 mod narrow_rows;
 mod parquet_pages;
+mod schemes;
 mod sort;

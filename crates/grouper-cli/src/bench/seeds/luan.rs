@@ -14,7 +14,8 @@
 //! `hash` (Fig. 11, Tables 2–3: multiply-shift against murmur3 at LF 50%), `distribution`
 //! (Fig. 12: zipf 1.1 and 3), `data_size` (Fig. 8–9: rows at a fixed table), `rebuilds`
 //! (cuckoo's failures by load factor, §5.1: Cuckoo2 "only works" at 25%, Cuckoo4 up to 70%).
-//! Co-processing (Fig. 15–16) needs the GPU's schemes: not measured yet.
+//! The GPU's configurations are [`super::luan_gpu`], co-processing (Fig. 15)
+//! [`super::luan_coprocess`].
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
@@ -46,7 +47,7 @@ const BATCH_ROWS: usize = 1 << 16;
 
 /// The multiply-shift multiplier of every run: drawn once from a fixed seed, so reruns and
 /// machines compare the same function.
-const SEED: u64 = 0x4c75_616e;
+pub(super) const SEED: u64 = 0x4c75_616e;
 
 /// A table configuration: the scheme of the private tables, or the shared table.
 #[derive(Clone, Copy)]
@@ -336,7 +337,10 @@ fn cuckoo_rebuilds(plan: &Plan, hash: HashFn) -> Value {
 }
 
 /// The `ms` of the points matching `want` on every given field, by `slots_log2`.
-fn series(points: &[Value], want: &[(&str, Value)]) -> BTreeMap<String, Vec<(u32, f64)>> {
+pub(super) fn series(
+    points: &[Value],
+    want: &[(&str, Value)],
+) -> BTreeMap<String, Vec<(u32, f64)>> {
     let mut out: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
     for p in points {
         let k = &p["key"];
@@ -351,7 +355,13 @@ fn series(points: &[Value], want: &[(&str, Value)]) -> BTreeMap<String, Vec<(u32
 }
 
 /// The fraction of matched points (same key but `table`) where table `a` is faster than `b`.
-fn share_faster(points: &[Value], exp: &str, a: &str, b: &str, hash: &str) -> (usize, usize) {
+pub(super) fn share_faster(
+    points: &[Value],
+    exp: &str,
+    a: &str,
+    b: &str,
+    hash: &str,
+) -> (usize, usize) {
     let find = |p: &Value, t: &str| {
         let mut k = p["key"].clone();
         k["table"] = json!(t);

@@ -7,16 +7,18 @@
 //! commit and machine (`--resume`), so a paper's run spreads over device calls.
 //!
 //! Built: [`luan`] on the CPU (hashing schemes × load factor × distribution, hash functions,
-//! data size, shared against independent tables) and [`luan_coprocess`] (operator-level
-//! co-processing, with a GPU); [`sort_atomics`] on the CPU (the five distributions across the
-//! CPU's counterparts of the paper's variants). The GPU's schemes and variants and the other
-//! papers' experiments (Karnagel, Rosenfeld, Tomé) are issue 28's next steps.
+//! data size, shared against independent tables), [`luan_gpu`] (the GPU's schemes, shared and
+//! independent tables) and [`luan_coprocess`] (operator-level co-processing, with a GPU);
+//! [`sort_atomics`] on the CPU (the five distributions across the CPU's counterparts of the
+//! paper's variants). The sort-based paper's GPU variants and the other papers' experiments
+//! (Karnagel, Rosenfeld, Tomé) are issue 28's next steps.
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
 
 pub mod luan;
 pub mod luan_coprocess;
+pub mod luan_gpu;
 pub mod sort_atomics;
 
 use std::path::{Path, PathBuf};
@@ -48,7 +50,7 @@ pub struct SeedsArgs {
     /// measure only the others.
     #[arg(long)]
     pub resume: bool,
-    /// Only these parts of the paper's experiments (luan: cpu, coprocess; default all).
+    /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub parts: Vec<String>,
 }
@@ -90,6 +92,9 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
         Paper::Luan => {
             if a.wants("cpu") {
                 luan::run(&a)?;
+            }
+            if a.wants("gpu") {
+                luan_gpu::run(&a)?;
             }
             if a.wants("coprocess") {
                 luan_coprocess::run(&a).await?;

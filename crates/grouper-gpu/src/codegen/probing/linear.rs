@@ -1,24 +1,15 @@
-//! The probing schemes of hashed indexes as CUDA C. Each defines the same two functions, which
-//! every placement calls:
+//! Linear probing: the functions every hashed table's code calls — the global table's where
+//! it probes linearly, and every shared-memory, partition and private table's (these probe
+//! linearly under every scheme).
 //!
 //! - `find_or_insert(keys, sst, kst, cap, limit, key, count)`: a table many threads share
 //!   (atomics);
 //! - `find_or_insert_private(keys, sst, cap, limit, key, count)`: a table one thread owns.
 //!
 //! Both return the key's slot, or -1 when the key is absent and may not be inserted (the table
-//! reached `limit` entries; the caller lists the row: Karnagel's trap). A new scheme is one
-//! more source here, and [`crate::GpuQuery::check`] letting its [`Probing`] through.
+//! reached `limit` entries; the caller lists the row: Karnagel's trap).
 
-use crate::strategy::Probing;
-
-/// The source of `probing`'s two functions: linear probing's, the one scheme
-/// [`crate::GpuQuery::check`] lets reach code generation.
-pub fn source(probing: Probing) -> &'static str {
-    debug_assert_eq!(probing, Probing::Linear, "GpuQuery::check refuses it");
-    LINEAR
-}
-
-const LINEAR: &str = r#"
+pub(super) const LINEAR: &str = r#"
 // Linear probing over `cap` slots (>= 16) whose key word w is at keys[slot * sst + w * kst]
 // (sst = 1: struct of arrays; kst = 1: array of structs).
 // Claims an empty slot only while *count < limit; returns -1 when the key is absent and may
@@ -94,5 +85,13 @@ __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 ca
     slot = probe_next<false>(slot, cap);
   }
   return -1;
+}
+"#;
+
+/// The global table's `global_find_or_insert` where it probes linearly: its slots are its
+/// entries, array of structs.
+pub(super) const GLOBAL_LINEAR: &str = r#"
+__device__ __forceinline__ i64 global_find_or_insert(u64* gt, const u64 gcap, const u64 glimit, const u64* key, u64* count) {
+  return find_or_insert(gt, GS, 1, gcap, glimit, key, count);
 }
 "#;
