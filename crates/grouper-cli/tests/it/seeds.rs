@@ -92,6 +92,108 @@ fn luan_seeds_measure_every_scheme_and_report_each_finding() {
     let json2: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("luan-cpu.json")).unwrap()).unwrap();
     assert_eq!(json2["points"].as_array().unwrap().len(), points.len());
+    // --report-only writes the same report again from the JSON, measuring nothing.
+    std::fs::remove_file(out.join("luan-cpu.md")).unwrap();
+    let o = grouper(
+        &[
+            "bench",
+            "seeds",
+            "luan",
+            "--quick",
+            "--report-only",
+            "--parts",
+            "cpu",
+        ],
+        &out,
+    );
+    assert_eq!(o.lines().filter(|l| l.ends_with(" ms")).count(), 0, "{o}");
+    let md2 = std::fs::read_to_string(out.join("luan-cpu.md")).unwrap();
+    let table = |md: &str| {
+        md.lines()
+            .filter(|l| l.starts_with("| "))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(table(&md2), table(&md), "{md2}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Runs the grouper binary with `args` and `--out-dir out`; its stdout.
+fn grouper(args: &[&str], out: &std::path::Path) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_grouper"))
+        .args(args)
+        .arg("--out-dir")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The GPU part's report from a stored JSON (no GPU needed): a verdict for each of its five
+/// findings, computed from the points — here linear beats chaining everywhere and Chain+ never
+/// beats Chain, so those two verdicts are "yes" and "no" — and its plots.
+#[test]
+fn luan_gpu_report_only_computes_each_verdict_from_the_stored_points() {
+    let out = std::env::temp_dir().join(format!("grouper-seeds-gpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let times = [
+        ("Linear-S-GPU", 1.0),
+        ("Chain-S-GPU", 1.2),
+        ("Chain+-S-GPU", 1.5),
+        ("Linear-I-GPU", 2.0),
+        ("Cuckoo2-I-GPU", 2.5),
+        ("Cuckoo4-I-GPU", 3.0),
+        ("grouper auto", 0.9),
+    ];
+    let mut points = Vec::new();
+    for log2 in [8, 12, 16, 20] {
+        for load in [0.25, 0.5, 0.9] {
+            for (table, ms) in times {
+                points.push(
+                    serde_json::json!({ "key": { "exp": "schemes", "rows": 1 << 20,
+                    "slots_log2": log2, "load": load, "dist": "random", "table": table,
+                    "hash": "multiply_shift" }, "ms": ms * f64::from(log2) }),
+                );
+            }
+        }
+    }
+    let json = serde_json::json!({ "benchmark": "seeds/luan-gpu", "device": "a test GPU",
+        "commit": "abc1234", "command": "grouper bench seeds luan --parts gpu --quick",
+        "threads": 16, "rows": [1 << 20], "points": points });
+    std::fs::write(out.join("luan-gpu.json"), json.to_string()).unwrap();
+    grouper(
+        &[
+            "bench",
+            "seeds",
+            "luan",
+            "--quick",
+            "--report-only",
+            "--parts",
+            "gpu",
+        ],
+        &out,
+    );
+    let md = std::fs::read_to_string(out.join("luan-gpu.md")).unwrap();
+    assert!(
+        md.contains("Machine: a test GPU") && md.contains("Commit: abc1234"),
+        "{md}"
+    );
+    let row = |figure: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {figure} ")))
+            .unwrap_or_else(|| panic!("no {figure}:\n{md}"))
+            .to_string()
+    };
+    assert!(
+        row("Fig. 5-6, conclusion (3)").contains("at 12 of 12 points; Chain-S-GPU's time 1.20x")
+    );
+    assert!(row("Fig. 5-6, conclusion (3)").contains("| yes |"));
+    assert!(row("Fig. 10").contains("at 0 of 12 points") && row("Fig. 10").contains("| **no** |"));
+    assert!(row("Fig. 5-6, conclusion (4)").contains("| yes |"));
+    let svg = std::fs::read_to_string(out.join("luan-gpu-schemes-lf50.svg")).unwrap();
+    assert!(svg.contains("Chain+-S-GPU") && svg.contains("grouper auto"));
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -37,7 +37,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::{earlier_points, meta, write_report, Finding, SeedsArgs};
+use super::{earlier_points, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{median, write_json};
 use crate::bench::plots;
 use crate::synthetic::{scatter, Dist, KeyType, Sampler};
@@ -221,6 +221,10 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
     let plan = Plan::new(a.quick);
     let pool = a.pool()?;
     let json_path = a.out_dir.join("luan-cpu.json");
+    if a.report_only {
+        let (r, points) = stored(&json_path)?;
+        return report(a, &r, &plan, &points, &r["cuckoo_rebuilds"]);
+    }
     let meta = meta("seeds/luan", threads, json!(plan.rows), &json_path);
     let mut points = if a.resume {
         earlier_points(&json_path, &meta)

@@ -24,7 +24,7 @@ use grouper::coprocess::{run_batch, Side};
 use grouper::{Backend, GrouperConfig};
 use serde_json::{json, Value};
 
-use super::{meta, write_report, Finding, SeedsArgs};
+use super::{meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{median, write_json};
 use crate::synthetic::{self, Dist, KeyType, Spec};
 
@@ -93,6 +93,11 @@ async fn alone(ctx: &SessionContext, sql: &str) -> Result<f64> {
 
 /// Runs the co-processing experiment; without a GPU, says so.
 pub async fn run(a: &SeedsArgs) -> Result<()> {
+    let json_path = a.out_dir.join("luan-coprocess.json");
+    if a.report_only {
+        let (meta, points) = stored(&json_path)?;
+        return report(a, &meta, &points);
+    }
     let threads = a.threads();
     let config = |backend| GrouperConfig {
         backend,
@@ -107,7 +112,6 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
         }
     };
     let cpu = grouper::session_context(&config(Backend::Cpu))?;
-    let json_path = a.out_dir.join("luan-coprocess.json");
     let workloads = workloads(a.quick);
     let rows = json!(workloads.iter().map(|w| w.rows).collect::<Vec<_>>());
     let mut meta = meta("seeds/luan-coprocess", threads, rows, &json_path);

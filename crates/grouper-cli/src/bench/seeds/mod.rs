@@ -23,7 +23,7 @@ pub mod sort_atomics;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
@@ -50,6 +50,11 @@ pub struct SeedsArgs {
     /// measure only the others.
     #[arg(long)]
     pub resume: bool,
+    /// Write the reports and plots again from the JSON already in --out-dir, measuring nothing
+    /// (no GPU needed): after the analysis changed, or away from the machine that measured.
+    /// Pass the measuring run's --quick.
+    #[arg(long)]
+    pub report_only: bool,
     /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub parts: Vec<String>,
@@ -175,6 +180,18 @@ pub fn write_report(
     }
     std::fs::write(path, md)?;
     Ok(())
+}
+
+/// For `--report-only`: the JSON an earlier run wrote at `path`, whose head names the machine,
+/// commit and command that measured, and its points.
+pub fn stored(path: &Path) -> Result<(Value, Vec<Value>)> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--report-only: no {} to report from", path.display()))?;
+    let mut r: Value = serde_json::from_str(&text)
+        .with_context(|| format!("--report-only: {} is not JSON", path.display()))?;
+    r["json"] = json!(path.display().to_string()); // where it is now, not where it was written
+    let points = r["points"].as_array().cloned().unwrap_or_default();
+    Ok((r, points))
 }
 
 /// The points of an earlier run in `path` when it was of this commit and machine.

@@ -24,7 +24,7 @@ use grouper_core::table::Probing;
 use serde_json::{json, Value};
 
 use super::luan::{input, time, Input, Table};
-use super::{meta, write_report, Finding, SeedsArgs};
+use super::{meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::write_json;
 use crate::bench::plots;
 use crate::synthetic::Dist;
@@ -68,6 +68,10 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
     let rows: usize = if a.quick { 1 << 20 } else { 1 << 25 };
     let pool = a.pool()?;
     let json_path = a.out_dir.join("sort-atomics-cpu.json");
+    if a.report_only {
+        let (meta, points) = stored(&json_path)?;
+        return report(a, &meta, &points);
+    }
     let mut meta = meta("seeds/sort-atomics", threads, json!(rows), &json_path);
     let configs: Vec<(Table, HashFn)> = VARIANTS.iter().map(|&t| (t, HashFn::Murmur3)).collect();
     let mut points = Vec::new();

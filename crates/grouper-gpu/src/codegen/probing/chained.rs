@@ -107,7 +107,11 @@ __device__ __forceinline__ i64 global_find_or_insert(u64* gt, const u64 gcap, co
     cur = prev;
     if (K > 1) while (cur == BUSY) cur = *kp;
   }
-  if (cur == key[0] && entry_holds(gt + b * GS, key)) return (i64)b;
+  if (cur == key[0]) {  // the first word was read: the others only (as linear probing does)
+    bool eq = true;
+    for (int w = 1; w < K; w++) eq = eq && kp[w] == key[w];
+    if (eq) return (i64)b;
+  }
   return chain_find_or_insert(gt, next, next + b, glimit, key, count, taken, gcap, gcap);
 }
 // Every link (a bucket's first is its chain's head) NIL, no further entry taken.
