@@ -53,8 +53,8 @@ pub struct Target {
 }
 
 /// Every configuration: DataFusion's own aggregation, grouper's CPU planner and each CPU
-/// strategy (hash tables also started at one group, so they must grow), and with a GPU its
-/// planner and each GPU strategy.
+/// strategy (hash tables also started at one group, so they must grow), every CPU hashing
+/// scheme, and with a GPU its planner, each GPU strategy and every GPU hashing scheme.
 pub fn targets(gpu: bool, threads: usize) -> Result<Vec<Target>> {
     let mut configs: Vec<(String, bool, GrouperConfig)> = Vec::new();
     let base = GrouperConfig {
@@ -131,6 +131,23 @@ pub fn targets(gpu: bool, threads: usize) -> Result<Vec<Target>> {
             true,
             gpu(Some(GpuStrategy::GLOBAL), Some(1)),
         ));
+        // The GPU's hashing schemes grown from one group: chained global tables under two
+        // placements, cuckoo private tables (their only placement).
+        for (s, probing) in [
+            (GpuStrategy::GLOBAL, Probing::Chained),
+            (GpuStrategy::SORTED, Probing::ChainedPlus),
+            (GpuStrategy::BLOCK_LOCAL, Probing::Chained),
+            (GpuStrategy::THREAD_PRIVATE, Probing::Cuckoo2),
+            (GpuStrategy::THREAD_PRIVATE, Probing::Cuckoo4),
+        ] {
+            let mut config = gpu(Some(s), Some(1));
+            config.gpu.params.probing = probing;
+            configs.push((
+                format!("gpu:{}/{probing}/initial=1", s.name()),
+                true,
+                config,
+            ));
+        }
     }
     configs
         .into_iter()

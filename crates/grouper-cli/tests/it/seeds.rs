@@ -243,3 +243,89 @@ fn sort_atomics_seeds_time_every_variant_over_the_five_distributions() {
     assert!(out.join("sort-atomics-cpu-distributions.svg").exists());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Karnagel's report from a stored JSON (no GPU needed): points shaped as his findings say
+/// (contention at one group, a rise past the L2, sort overtaking hashing past 200,000 groups,
+/// his rules beating his first configuration) give those verdicts "yes", and FNV-1a as smooth
+/// as murmur3 gives Fig. 6's "no", with the reason.
+#[test]
+fn karnagel_report_only_computes_each_verdict_from_the_stored_points() {
+    let out = std::env::temp_dir().join(format!("grouper-seeds-k-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let l2: u64 = 50 << 20;
+    let slot = 32u64;
+    let mut points = Vec::new();
+    let mut push = |g: u64, config: &str, ms: f64| {
+        points.push(serde_json::json!({ "key": { "groups": g, "config": config }, "distinct": g, "ms": ms }));
+    };
+    for i in 0..=52u32 {
+        let g = 2f64.powf(f64::from(i) / 2.0).round() as u64;
+        let table = (2 * g).max(16).next_power_of_two() * slot;
+        // Contention below 100 groups, flat in the L2, three times slower far past it.
+        let global = if g < 100 {
+            10.0 / (g as f64).sqrt()
+        } else if table <= l2 {
+            1.0
+        } else {
+            3.0
+        };
+        push(g, "regions/global", global);
+        push(
+            g,
+            "regions/sorted",
+            if g >= 200_000 {
+                global * 0.5
+            } else {
+                global * 2.0
+            },
+        );
+        push(g, "hash/fnv1a", 1.0);
+        push(g, "hash/murmur3", 1.1);
+        push(g, "optimizer/initial", global * 1.5);
+        push(g, "optimizer/rules", global);
+        push(g, "optimizer/auto", global * 0.9);
+    }
+    let json = serde_json::json!({ "benchmark": "seeds/karnagel", "device": "a test GPU",
+        "commit": "abc1234", "command": "grouper bench seeds karnagel", "threads": 16,
+        "rows": 1 << 26, "l2_bytes": l2, "sms": 132, "slot_bytes": slot, "points": points });
+    std::fs::write(out.join("karnagel-gpu.json"), json.to_string()).unwrap();
+    grouper(&["bench", "seeds", "karnagel", "--report-only"], &out);
+    let md = std::fs::read_to_string(out.join("karnagel-gpu.md")).unwrap();
+    let row = |figure: &str| -> String {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {figure} |")))
+            .unwrap_or_else(|| panic!("no {figure}:\n{md}"))
+            .to_string()
+    };
+    for (figure, verdict) in [
+        ("Fig. 4-5, region I", "| yes |"),
+        ("Fig. 4-5, region III", "| yes |"),
+        ("Fig. 6", "| **no** |"),
+        ("Fig. 10", "| yes |"),
+        ("Fig. 10 (grouper)", "| yes |"),
+    ] {
+        assert!(row(figure).contains(verdict), "{figure}: {}", row(figure));
+    }
+    assert!(row("Fig. 6").contains("high bits"), "{}", row("Fig. 6"));
+    assert!(
+        row("Fig. 10").contains("at most 1.50x"),
+        "{}",
+        row("Fig. 10")
+    );
+    // Fig. 13 appears twice (hash below 200,000, sort above): both hold here.
+    let fig13: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| Fig. 13 |"))
+        .collect();
+    assert_eq!(fig13.len(), 2, "{md}");
+    assert!(fig13.iter().all(|l| l.contains("| yes |")), "{fig13:?}");
+    for plot in [
+        "karnagel-regions.svg",
+        "karnagel-hash.svg",
+        "karnagel-optimizer.svg",
+    ] {
+        assert!(out.join(plot).exists(), "{plot}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -23,16 +23,16 @@ use arrow::array::{ArrayRef, Float32Array, Int64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use grouper_core::hash::HashFn;
-use grouper_gpu::{Gpu, GpuOptions, GpuParams, GpuStrategy, Prepared, Probing};
+use grouper_gpu::{Gpu, GpuOptions, GpuParams, GpuStrategy, Probing};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
+use super::gpu_time::time_configs;
 use super::luan::{series, share_faster, SEED};
 use super::{earlier_points, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{median, write_json};
-use crate::bench::gpu_sweep::{check_groups, sweep_query, timed_run, turn, Totals};
 use crate::bench::plots;
 use crate::synthetic::{scatter, Dist, KeyType, Sampler};
 
@@ -102,36 +102,25 @@ fn time(
     configs: &[Config],
     reps: usize,
 ) -> Result<Vec<f64>> {
-    let totals = Totals::of(batch)?;
-    let mut prepared = Vec::with_capacity(configs.len());
-    for &(name, strategy, probing) in configs {
-        let opts = GpuOptions {
-            strategy,
-            params: GpuParams {
-                probing,
-                hash,
-                fill_factor: load,
-                initial_groups: Some(groups as u64),
-                ..GpuParams::default()
-            },
-            resident: true,
-            ..GpuOptions::default()
-        };
-        let mut p = Prepared::new(
-            &sweep_query(DataType::Int64),
-            std::slice::from_ref(batch),
-            &opts,
-        )?;
-        check_groups(&mut p, distinct, &totals).map_err(|e| e.context(name))?;
-        prepared.push(p);
-    }
-    let mut runs = vec![Vec::with_capacity(reps); configs.len()];
-    for rep in 0..reps {
-        for i in turn(configs.len(), rep) {
-            runs[i].push(timed_run(&mut prepared[i])?);
-        }
-    }
-    Ok(runs.iter().map(|r| median(r)).collect())
+    let named: Vec<(String, GpuOptions)> = configs
+        .iter()
+        .map(|&(name, strategy, probing)| {
+            let opts = GpuOptions {
+                strategy,
+                params: GpuParams {
+                    probing,
+                    hash,
+                    fill_factor: load,
+                    initial_groups: Some(groups as u64),
+                    ..GpuParams::default()
+                },
+                resident: true,
+                ..GpuOptions::default()
+            };
+            (name.to_string(), opts)
+        })
+        .collect();
+    time_configs(batch, distinct, &named, reps)
 }
 
 /// Runs Luan's GPU configurations and writes JSON, plots and the report; says so and

@@ -10,12 +10,16 @@
 //! data size, shared against independent tables), [`luan_gpu`] (the GPU's schemes, shared and
 //! independent tables) and [`luan_coprocess`] (operator-level co-processing, with a GPU);
 //! [`sort_atomics`] on the CPU (the five distributions across the CPU's counterparts of the
-//! paper's variants). The sort-based paper's GPU variants and the other papers' experiments
-//! (Karnagel, Rosenfeld, Tomé) are issue 28's next steps.
+//! paper's variants); [`karnagel`] on the GPU (regions over the group count for every
+//! placement, hash functions, fill factors, sort against hash, his rule-based optimizer).
+//! The sort-based paper's GPU variants and Rosenfeld's and Tomé's experiments are issue 28's
+//! next steps.
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
 
+pub mod gpu_time;
+pub mod karnagel;
 pub mod luan;
 pub mod luan_coprocess;
 pub mod luan_gpu;
@@ -55,7 +59,8 @@ pub struct SeedsArgs {
     /// Pass the measuring run's --quick.
     #[arg(long)]
     pub report_only: bool,
-    /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; default all).
+    /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; karnagel:
+    /// regions, hash, fill, sort, optimizer; default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub parts: Vec<String>,
 }
@@ -66,6 +71,10 @@ pub enum Paper {
     /// Luan et al., "Group-by and aggregation on CPU-GPU processors": hashing schemes, load
     /// factors, hash functions, distributions, data sizes, shared and independent tables.
     Luan,
+    /// Karnagel et al., "Optimizing GPU-accelerated group-by and aggregation": performance
+    /// regions over the group count for every placement, hash functions, fill factors, sort
+    /// against hash, his rule-based optimizer (GPU).
+    Karnagel,
     /// "Sort-based aggregation with GPU atomics": the five distributions across the variants
     /// (on the CPU so far).
     #[value(name = "sort-atomics")]
@@ -107,6 +116,7 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
             Ok(())
         }
         Paper::SortAtomics => sort_atomics::run(&a),
+        Paper::Karnagel => karnagel::run(&a),
     }
 }
 
