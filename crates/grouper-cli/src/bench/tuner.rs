@@ -47,9 +47,10 @@ pub struct TunerArgs {
     /// Timed passes per configuration in the exhaustive search (the median counts).
     #[arg(long, default_value_t = 3)]
     reps: usize,
-    /// Similarity s (plateaus).
-    #[arg(long, default_value_t = 0.06)]
-    similarity: f64,
+    /// Similarity s (plateaus). Several (e.g. 0.06,0: Rosenfeld's two scenarios) tune and
+    /// judge each from the same exhaustive search; the summary is the first's.
+    #[arg(long, default_value = "0.06", value_delimiter = ',', num_args = 1..)]
+    similarity: Vec<f64>,
     /// Pruning factor p.
     #[arg(long, default_value_t = 1.07)]
     prune: f64,
@@ -78,6 +79,41 @@ pub struct TunerArgs {
     /// Folder of the SVG plots of each exhaustive search (Rosenfeld's Fig. 2).
     #[arg(long, default_value = "bench/results/plots")]
     plots: PathBuf,
+    /// Keep the points of an earlier run in --out of the same commit and device and measure
+    /// only the others: a long sweep spread over several device calls.
+    #[arg(long)]
+    resume: bool,
+}
+
+impl TunerArgs {
+    /// The defaults, over `rows_log2` rows and the group counts `groups_log2`, tuned with each
+    /// of `similarity`, writing `out` and plots under `plots`, resuming an earlier run there
+    /// when `resume` (`bench seeds rosenfeld`).
+    pub(crate) fn for_seeds(
+        rows_log2: u32,
+        groups_log2: Vec<u32>,
+        similarity: Vec<f64>,
+        (out, plots): (PathBuf, PathBuf),
+        resume: bool,
+    ) -> Self {
+        TunerArgs {
+            rows_log2,
+            batch_rows_log2: rows_log2.saturating_sub(5).max(16),
+            groups_log2,
+            reps: 3,
+            similarity,
+            prune: 1.07,
+            v_max: 0.019,
+            b_max: 10,
+            patience: 8,
+            max_passes: 40,
+            keys: Vec::new(),
+            strategies: Vec::new(),
+            out,
+            plots,
+            resume,
+        }
+    }
 }
 
 /// The sweep's key kinds.
@@ -88,6 +124,9 @@ enum TunerKeys {
     /// u64 keys spread over the 64-bit range: hash tables only.
     Scattered,
 }
+
+/// A tuned run's quality, cost, overhead and effort.
+type Metrics = (f64, f64, f64, f64);
 
 /// One tuned run judged against the exhaustive times of the configurations it could pick.
 struct Judged {
@@ -173,11 +212,12 @@ fn tuned(
     a: &TunerArgs,
     strategy: Option<GpuStrategy>,
     distinct: usize,
+    similarity: f64,
 ) -> Result<(TuneReport, usize, usize)> {
     let opts = GpuOptions {
         strategy,
         tune: Some(Hyper {
-            similarity: a.similarity,
+            similarity,
             prune: a.prune,
             v_max: a.v_max,
             b_max: a.b_max,
@@ -211,6 +251,27 @@ fn tuned(
         .tuning
         .ok_or_else(|| anyhow::anyhow!("the tuner did not run"))?;
     Ok((t, passes, chunks))
+}
+
+/// Tunes from `strategy` with each similarity of `a` and judges each against `table`: the
+/// first one's judgement, and every one's JSON by s.
+fn tuned_by_s(
+    planned: &Prepared,
+    a: &TunerArgs,
+    strategy: Option<GpuStrategy>,
+    distinct: usize,
+    table: &HashMap<GpuConfig, f64>,
+) -> Result<(Judged, Value)> {
+    let mut by_s = serde_json::Map::new();
+    let mut first = None;
+    for &similarity in &a.similarity {
+        let (t, passes, chunks) = tuned(planned, a, strategy, distinct, similarity)?;
+        let j = judge(&t, passes, chunks, table);
+        by_s.insert(similarity.to_string(), j.json.clone());
+        first.get_or_insert(j);
+    }
+    let first = first.ok_or_else(|| anyhow::anyhow!("--similarity: none given"))?;
+    Ok((first, Value::Object(by_s)))
 }
 
 /// Rosenfeld's four metrics of tuner run `t` against the exhaustive `table` (one pass of
@@ -305,14 +366,24 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
         "effort",
         "meas"
     );
-    let mut points = Vec::new();
-    let mut all: Vec<(f64, f64, f64, f64)> = Vec::new();
+    let (mut points, mut all) = match a.resume {
+        true => earlier(&a.out, &gpu),
+        false => (Vec::new(), Vec::new()),
+    };
     for &gl in &a.groups_log2 {
         let g = 1u64 << gl;
         let (dense, distinct) = dense_keys(&r, g);
         for keys in [TunerKeys::Dense, TunerKeys::Scattered] {
             if !a.keys.is_empty() && !a.keys.contains(&keys) {
                 continue;
+            }
+            let kind = if keys == TunerKeys::Scattered {
+                "scattered_u64"
+            } else {
+                "dense_u32"
+            };
+            if points.iter().any(|p| p["groups"] == g && p["keys"] == kind) {
+                continue; // measured by the run resumed
             }
             let (batch, kind) = sweep_batch(&dense, keys == TunerKeys::Scattered, &values)?;
             let query: GpuQuery = sweep_query(batch.schema().field(0).data_type().clone());
@@ -354,8 +425,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                 if table.is_empty() {
                     continue;
                 }
-                let (t, passes, chunks) = tuned(&planned, &a, Some(s), distinct)?;
-                let j = judge(&t, passes, chunks, &table);
+                let (j, by_s) = tuned_by_s(&planned, &a, Some(s), distinct, &table)?;
                 row(s.name(), &j);
                 all.push((j.quality, j.cost, j.overhead, j.effort));
                 let mut shapes: Vec<(&GpuConfig, &f64)> = table.iter().collect();
@@ -384,6 +454,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                         "compile_s": compile_s,
                         "exhaustive": shapes.iter().map(|(c, ms)| json!([c.blocks_per_sm, c.threads, c.items, ms])).collect::<Vec<_>>(),
                         "tuner": j.json,
+                        "tuner_by_s": by_s,
                     }),
                 );
                 tables.push((s, table));
@@ -402,13 +473,13 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
             let auto = if family.is_empty() || !a.strategies.is_empty() {
                 Value::Null
             } else {
-                let (t, passes, chunks) = tuned(&planned, &a, None, distinct)?;
-                let j = judge(&t, passes, chunks, &family);
+                let (j, by_s) = tuned_by_s(&planned, &a, None, distinct, &family)?;
                 row(&format!("auto={planned_strategy}"), &j);
                 all.push((j.quality, j.cost, j.overhead, j.effort));
                 let mut v = j.json;
                 v["found_vs_best_of_all_strategies"] =
                     json!(v["found_pass_ms"].as_f64().unwrap_or(f64::NAN) / overall);
+                v["tuner_by_s"] = by_s;
                 v
             };
             points.push(json!({
@@ -424,8 +495,45 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
     Ok(())
 }
 
+/// An earlier run's points in `out` when it was of this commit and device, and the metrics of
+/// its tuned runs (for the summary).
+fn earlier(out: &std::path::Path, gpu: &Gpu) -> (Vec<Value>, Vec<Metrics>) {
+    let Some(old) = std::fs::read_to_string(out)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+    else {
+        return (Vec::new(), Vec::new());
+    };
+    if old["commit"] != json!(git_commit()) || old["device"] != json!(gpu.info.name) {
+        return (Vec::new(), Vec::new());
+    }
+    let points = old["points"].as_array().cloned().unwrap_or_default();
+    let metrics = |t: &Value| {
+        Some((
+            t["quality"].as_f64()?,
+            t["cost_batches"].as_f64()?,
+            t["overhead"].as_f64()?,
+            t["effort"].as_f64()?,
+        ))
+    };
+    let all = points
+        .iter()
+        .flat_map(|p| {
+            let strategies = p["strategies"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values());
+            strategies
+                .filter_map(|s| metrics(&s["tuner"]))
+                .chain(metrics(&p["auto"]))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    (points, all)
+}
+
 /// The four metrics over every tuned run, against the targets.
-fn summarize(all: &[(f64, f64, f64, f64)]) -> Value {
+fn summarize(all: &[Metrics]) -> Value {
     let n = all.len().max(1) as f64;
     let within5 = all.iter().filter(|x| x.0 <= 1.05).count() as f64 / n;
     let within1 = all.iter().filter(|x| x.0 <= 1.01).count() as f64 / n;
@@ -448,7 +556,7 @@ fn write_result(
     gpu: &Gpu,
     space: &Space,
     points: &[Value],
-    all: &[(f64, f64, f64, f64)],
+    all: &[Metrics],
 ) -> Result<Value> {
     let summary = summarize(all);
     let result = json!({

@@ -329,3 +329,72 @@ fn karnagel_report_only_computes_each_verdict_from_the_stored_points() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Rosenfeld's report over two GPUs' stored tuner runs (no GPU needed): Fig. 4's penalty of
+/// one GPU's fastest shapes on the other, computed from their exhaustive tables both ways,
+/// and the tuner's two similarity scenarios side by side.
+#[test]
+fn rosenfeld_report_compares_two_gpus_shapes_and_both_similarities() {
+    let out = std::env::temp_dir().join(format!("grouper-seeds-r-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    // On GPU "a" the shape (1, 256, 1) is fastest, on "b" (4, 1024, 1); each runs the other's
+    // three times slower than its own.
+    let run = |device: &str, fast: [u64; 3], slow: [u64; 3]| {
+        let table = serde_json::json!([
+            [fast[0], fast[1], fast[2], 1.0],
+            [slow[0], slow[1], slow[2], 3.0]
+        ]);
+        let judged =
+            |q: f64| serde_json::json!({ "quality": q, "effort": 0.005, "overhead": 0.01 });
+        let points: Vec<serde_json::Value> = [1u64, 1 << 20]
+            .iter()
+            .map(|&g| {
+                serde_json::json!({ "groups": g, "keys": "scattered_u64", "distinct": g,
+                    "strategies": { "global": { "exhaustive": table,
+                        "tuner": judged(1.0),
+                        "tuner_by_s": { "0.06": judged(1.0), "0": judged(1.2) } } },
+                    "auto": serde_json::Value::Null })
+            })
+            .collect();
+        serde_json::json!({ "benchmark": "tuner", "device": device, "commit": "abc1234",
+            "command": "grouper bench tuner", "rows": 1 << 26, "hyper": { "s": [0.06, 0.0] },
+            "points": points })
+    };
+    for (file, json) in [
+        (
+            "rosenfeld-tuner-a.json",
+            run("GPU a", [1, 256, 1], [4, 1024, 1]),
+        ),
+        (
+            "rosenfeld-tuner-b.json",
+            run("GPU b", [4, 1024, 1], [1, 256, 1]),
+        ),
+    ] {
+        std::fs::write(out.join(file), json.to_string()).unwrap();
+    }
+    grouper(&["bench", "seeds", "rosenfeld", "--report-only"], &out);
+    let md = std::fs::read_to_string(out.join("rosenfeld-gpu.md")).unwrap();
+    let fig4 = md.lines().find(|l| l.starts_with("| Fig. 4 |")).unwrap();
+    assert!(
+        fig4.contains("GPU a shapes on the GPU b: up to 3.00x"),
+        "{fig4}"
+    );
+    assert!(
+        fig4.contains("GPU b shapes on the GPU a: up to 3.00x"),
+        "{fig4}"
+    );
+    assert!(fig4.contains("| yes |"), "{fig4}");
+    let fig8 = md
+        .lines()
+        .find(|l| l.starts_with("| Fig. 8 | with plateaus"))
+        .unwrap();
+    assert!(
+        fig8.contains("s = 0.06: fastest in 100% of 4 runs")
+            && fig8.contains("s = 0: fastest in 0% of 4 runs, worst 1.200x"),
+        "{fig8}"
+    );
+    assert!(fig8.contains("| yes |"), "{fig8}");
+    assert!(md.contains("Machine: GPU a and GPU b"), "{md}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -12,8 +12,9 @@
 //! [`sort_atomics`] on the CPU (the five distributions across the CPU's counterparts of the
 //! paper's variants); [`karnagel`] on the GPU (regions over the group count for every
 //! placement, hash functions, fill factors, sort against hash, his rule-based optimizer).
-//! The sort-based paper's GPU variants and Rosenfeld's and Tomé's experiments are issue 28's
-//! next steps.
+//! [`rosenfeld`] through `bench tuner` (strategies and shapes by group count, the penalty
+//! across GPUs, the tuner with s = 0 and 0.06). The sort-based paper's GPU variants and Tomé's
+//! experiments are issue 28's next steps.
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
@@ -23,6 +24,7 @@ pub mod karnagel;
 pub mod luan;
 pub mod luan_coprocess;
 pub mod luan_gpu;
+pub mod rosenfeld;
 pub mod sort_atomics;
 
 use std::path::{Path, PathBuf};
@@ -75,6 +77,10 @@ pub enum Paper {
     /// regions over the group count for every placement, hash functions, fill factors, sort
     /// against hash, his rule-based optimizer (GPU).
     Karnagel,
+    /// Rosenfeld et al., "Performance analysis and automatic tuning of hash aggregation on
+    /// GPUs": strategies and launch shapes by group count, the penalty of one GPU's shapes on
+    /// another, the tuner's four metrics with s = 0 and s = 0.06 (GPU).
+    Rosenfeld,
     /// "Sort-based aggregation with GPU atomics": the five distributions across the variants
     /// (on the CPU so far).
     #[value(name = "sort-atomics")]
@@ -117,6 +123,7 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
         }
         Paper::SortAtomics => sort_atomics::run(&a),
         Paper::Karnagel => karnagel::run(&a),
+        Paper::Rosenfeld => rosenfeld::run(&a).await,
     }
 }
 
@@ -164,8 +171,8 @@ pub fn write_report(
         meta["device"].as_str().unwrap_or("?"),
         meta["commit"].as_str().unwrap_or("?"),
         meta["command"].as_str().unwrap_or("?"),
-        meta["rows"],
-        meta["threads"],
+        plain(&meta["rows"]),
+        plain(&meta["threads"]),
         meta["json"].as_str().unwrap_or("?"),
     );
     for f in findings {
@@ -202,6 +209,11 @@ pub fn stored(path: &Path) -> Result<(Value, Vec<Value>)> {
     r["json"] = json!(path.display().to_string()); // where it is now, not where it was written
     let points = r["points"].as_array().cloned().unwrap_or_default();
     Ok((r, points))
+}
+
+/// A JSON value as the report shows it: a string without its quotes.
+fn plain(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
 }
 
 /// The points of an earlier run in `path` when it was of this commit and machine.
