@@ -125,7 +125,7 @@ pub(crate) fn distinct_below(keys: impl Iterator<Item = usize>, g: u64) -> usize
 }
 
 /// Keys of `rows` rows over `g` groups drawn by `dist` (u32), and how many distinct.
-fn drawn_keys(dist: Dist, g: u64, rows: usize) -> Result<(Vec<u32>, usize)> {
+pub(crate) fn drawn_keys(dist: Dist, g: u64, rows: usize) -> Result<(Vec<u32>, usize)> {
     const CHUNK: usize = 1 << 20;
     let sampler = Sampler::new(dist, g, rows)?;
     let mut keys = vec![0u32; rows];

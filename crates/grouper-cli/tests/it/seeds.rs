@@ -398,3 +398,74 @@ fn rosenfeld_report_compares_two_gpus_shapes_and_both_similarities() {
     assert!(md.contains("Machine: GPU a and GPU b"), "{md}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The sort-based atomics paper's GPU report from a stored JSON (no GPU needed): naive
+/// atomics slow on few groups and the sort variants ahead of them there give "yes"; a variant
+/// that did not apply (no time) is left out of the plot and the verdicts.
+#[test]
+fn sort_atomics_gpu_report_only_computes_each_verdict() {
+    let out = std::env::temp_dir().join(format!("grouper-seeds-sag-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let mut points = Vec::new();
+    for (dist, naive, sorted, hashing) in [
+        ("heavy_hitter0.9", 40.0, 5.0, 6.0),
+        ("random", 30.0, 5.0, 4.0),
+        ("exponential", 10.0, 6.0, 20.0),
+        ("weibull2", 8.0, 7.0, 30.0),
+        ("normal", 8.0, 7.0, 40.0),
+    ] {
+        for (variant, ms) in [
+            (
+                "naive global atomics (perfect_global)",
+                serde_json::json!(naive),
+            ),
+            (
+                "naive local atomics (perfect_shared)",
+                serde_json::Value::Null,
+            ),
+            (
+                "sort + private variable (perfect_sorted)",
+                serde_json::json!(sorted),
+            ),
+            (
+                "sort + private array (perfect_partitioned)",
+                serde_json::json!(sorted * 1.1),
+            ),
+            ("hashing (global)", serde_json::json!(hashing)),
+            ("auto", serde_json::json!(sorted)),
+        ] {
+            points.push(
+                serde_json::json!({ "dist": dist, "groups": 10, "variant": variant, "ms": ms }),
+            );
+        }
+    }
+    let json = serde_json::json!({ "benchmark": "seeds/sort-atomics-gpu", "device": "a test GPU",
+        "commit": "abc1234", "command": "x", "threads": 16, "rows": 1 << 27, "points": points });
+    std::fs::write(out.join("sort-atomics-gpu.json"), json.to_string()).unwrap();
+    grouper(
+        &[
+            "bench",
+            "seeds",
+            "sort-atomics",
+            "--report-only",
+            "--parts",
+            "gpu",
+        ],
+        &out,
+    );
+    let md = std::fs::read_to_string(out.join("sort-atomics-gpu.md")).unwrap();
+    let verdicts: Vec<&str> = md.lines().filter(|l| l.starts_with("| Fig.")).collect();
+    assert_eq!(verdicts.len(), 3, "{md}");
+    assert!(
+        verdicts.iter().all(|l| l.contains("| yes |")),
+        "{verdicts:?}"
+    );
+    assert!(verdicts[1].contains("up to 8.00x"), "{}", verdicts[1]);
+    let svg = std::fs::read_to_string(out.join("sort-atomics-gpu-distributions.svg")).unwrap();
+    assert!(
+        !svg.contains("perfect_shared"),
+        "a variant with no time is not plotted"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -6,36 +6,53 @@
 
 use anyhow::{Context, Result};
 use arrow::record_batch::RecordBatch;
+use grouper_core::GrouperError;
 use grouper_gpu::{GpuOptions, Prepared};
 
 use crate::bench::common::median;
 use crate::bench::gpu_sweep::{check_groups, sweep_query, timed_run, turn, Totals};
 
 /// Median kernel milliseconds of each named configuration (all resident) on `batch`, the
-/// sweep's query over its key and f32 value columns, which has `distinct` groups.
+/// sweep's query over its key and f32 value columns, which has `distinct` groups; `None` for
+/// a configuration that does not apply there (a direct table past its room, say).
 pub fn time_configs(
     batch: &RecordBatch,
     distinct: usize,
     configs: &[(String, GpuOptions)],
     reps: usize,
-) -> Result<Vec<f64>> {
+) -> Result<Vec<Option<f64>>> {
     let totals = Totals::of(batch)?;
     let query = sweep_query(batch.schema().field(0).data_type().clone());
-    let mut prepared: Vec<Prepared> = Vec::with_capacity(configs.len());
+    // The input is uploaded once, for the first configuration that applies.
+    let mut prepared: Vec<Option<Prepared>> = Vec::with_capacity(configs.len());
     for (name, opts) in configs {
-        let p = match prepared.first() {
+        let p = match prepared.iter().flatten().next() {
             Some(first) => first.retarget(opts),
             None => Prepared::new(&query, std::slice::from_ref(batch), opts),
         };
-        let mut p = p.with_context(|| name.clone())?;
+        let mut p = match p {
+            Ok(p) => p,
+            Err(GrouperError::InvalidOption(why)) => {
+                println!("{name}: does not apply ({why})");
+                prepared.push(None);
+                continue;
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(name.clone())),
+        };
         check_groups(&mut p, distinct, &totals).with_context(|| name.clone())?;
-        prepared.push(p);
+        prepared.push(Some(p));
     }
     let mut runs = vec![Vec::with_capacity(reps); configs.len()];
     for rep in 0..reps.max(1) {
         for i in turn(configs.len(), rep) {
-            runs[i].push(timed_run(&mut prepared[i])?);
+            if let (Some(Some(p)), Some(r)) = (prepared.get_mut(i), runs.get_mut(i)) {
+                r.push(timed_run(p)?);
+            }
         }
     }
-    Ok(runs.iter().map(|r| median(r)).collect())
+    Ok(runs
+        .iter()
+        .zip(&prepared)
+        .map(|(r, p)| p.as_ref().map(|_| median(r)))
+        .collect())
 }

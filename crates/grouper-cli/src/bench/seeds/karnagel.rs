@@ -265,7 +265,12 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
         let (batch, _) = sweep_batch(&dense, false, &values)?;
         let ms = time_configs(&batch, distinct, &todo, a.reps)?;
         for ((name, _), ms) in todo.iter().zip(ms) {
-            println!("{} {ms:.3} ms", key(name));
+            // One that does not apply is kept without a time: a resumed run skips it.
+            println!(
+                "{} {} ms",
+                key(name),
+                ms.map_or("-".into(), |t| format!("{t:.3}"))
+            );
             points.push(json!({ "key": key(name), "distinct": distinct, "ms": ms }));
         }
         meta["points"] = json!(points);

@@ -101,7 +101,7 @@ fn time(
     (groups, load, hash): (usize, f64, HashFn),
     configs: &[Config],
     reps: usize,
-) -> Result<Vec<f64>> {
+) -> Result<Vec<Option<f64>>> {
     let named: Vec<(String, GpuOptions)> = configs
         .iter()
         .map(|&(name, strategy, probing)| {
@@ -173,7 +173,13 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
                     let (b, distinct) = batch(rows, groups as u64, dist)?;
                     let ms = time(&b, distinct, (groups, load, hash), &todo, a.reps)?;
                     for (c, ms) in todo.iter().zip(ms) {
-                        println!("{} {ms:.3} ms", key(c.0));
+                        // A configuration that does not apply is kept, without a time, so a
+                        // resumed run does not try it again.
+                        println!(
+                            "{} {} ms",
+                            key(c.0),
+                            ms.map_or("-".into(), |t| format!("{t:.3}"))
+                        );
                         points.push(json!({ "key": key(c.0), "ms": ms }));
                     }
                     let mut r = meta.clone();

@@ -9,12 +9,12 @@
 //! Built: [`luan`] on the CPU (hashing schemes × load factor × distribution, hash functions,
 //! data size, shared against independent tables), [`luan_gpu`] (the GPU's schemes, shared and
 //! independent tables) and [`luan_coprocess`] (operator-level co-processing, with a GPU);
-//! [`sort_atomics`] on the CPU (the five distributions across the CPU's counterparts of the
-//! paper's variants); [`karnagel`] on the GPU (regions over the group count for every
+//! [`sort_atomics`] and [`sort_atomics_gpu`] (the five distributions across the CPU's and the
+//! GPU's counterparts of the paper's variants); [`karnagel`] on the GPU (regions over the group count for every
 //! placement, hash functions, fill factors, sort against hash, his rule-based optimizer).
 //! [`rosenfeld`] through `bench tuner` (strategies and shapes by group count, the penalty
-//! across GPUs, the tuner with s = 0 and 0.06). The sort-based paper's GPU variants and Tomé's
-//! experiments are issue 28's next steps.
+//! across GPUs, the tuner with s = 0 and 0.06). The sort-based paper's atomics microbenchmark
+//! and Tomé's experiments are issue 28's next steps.
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
@@ -26,6 +26,7 @@ pub mod luan_coprocess;
 pub mod luan_gpu;
 pub mod rosenfeld;
 pub mod sort_atomics;
+pub mod sort_atomics_gpu;
 
 use std::path::{Path, PathBuf};
 
@@ -61,8 +62,8 @@ pub struct SeedsArgs {
     /// Pass the measuring run's --quick.
     #[arg(long)]
     pub report_only: bool,
-    /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; karnagel:
-    /// regions, hash, fill, sort, optimizer; default all).
+    /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; sort-atomics:
+    /// cpu, gpu; karnagel: regions, hash, fill, sort, optimizer; default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub parts: Vec<String>,
 }
@@ -81,8 +82,8 @@ pub enum Paper {
     /// GPUs": strategies and launch shapes by group count, the penalty of one GPU's shapes on
     /// another, the tuner's four metrics with s = 0 and s = 0.06 (GPU).
     Rosenfeld,
-    /// "Sort-based aggregation with GPU atomics": the five distributions across the variants
-    /// (on the CPU so far).
+    /// "Sort-based aggregation with GPU atomics": the five distributions across the variants,
+    /// on the CPU and the GPU.
     #[value(name = "sort-atomics")]
     SortAtomics,
 }
@@ -121,7 +122,15 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
             }
             Ok(())
         }
-        Paper::SortAtomics => sort_atomics::run(&a),
+        Paper::SortAtomics => {
+            if a.wants("cpu") {
+                sort_atomics::run(&a)?;
+            }
+            if a.wants("gpu") {
+                sort_atomics_gpu::run(&a)?;
+            }
+            Ok(())
+        }
         Paper::Karnagel => karnagel::run(&a),
         Paper::Rosenfeld => rosenfeld::run(&a).await,
     }

@@ -9,7 +9,7 @@
 //! The paper's group counts at 2^27 values are scaled to the rows here: heavy hitter and
 //! exponential over a domain of rows / 20 (6.7M and 6.5M of 134M there), random over 10,001
 //! values (as there), Weibull and normal over a domain as large as the rows (almost every value
-//! unique there). The GPU's variants and the atomics microbenchmark are to come.
+//! unique there). The GPU's variants are [`super::sort_atomics_gpu`].
 
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
@@ -54,7 +54,7 @@ const VARIANTS: [Table; 4] = [
 ];
 
 /// The key domain of `dist` at `rows` rows, scaled from the paper's group counts.
-fn domain(dist: Dist, rows: usize) -> u64 {
+pub(super) fn domain(dist: Dist, rows: usize) -> u64 {
     match dist {
         Dist::Random => 10_001,
         Dist::HeavyHitter(_) | Dist::Exponential => (rows / 20).max(1) as u64,
@@ -97,7 +97,7 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
 }
 
 /// The spread of a variant's times over the distributions: slowest over fastest.
-fn spread(points: &[Value], variant: &str) -> Option<f64> {
+pub(super) fn spread(points: &[Value], variant: &str) -> Option<f64> {
     let t: Vec<f64> = points
         .iter()
         .filter(|p| p["variant"] == variant)
