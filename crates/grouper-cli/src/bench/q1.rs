@@ -177,7 +177,7 @@ fn same_q1(ours: &[Vec<String>], theirs: &[Vec<String>]) -> std::result::Result<
     Ok(())
 }
 
-fn context(
+pub(crate) fn context(
     backend: Backend,
     gpu: GpuOptions,
     threads: usize,
@@ -441,7 +441,7 @@ pub async fn q1(a: Q1Args) -> Result<()> {
 /// Times Q1 on `ctx` (median of `reps` after a warm-up), checks its answer against
 /// `reference` (the first mode's, which becomes the reference), prints a table row and
 /// returns the mode's JSON entry.
-async fn measure(
+pub(crate) async fn measure(
     name: &str,
     backend: Backend,
     ctx: &SessionContext,

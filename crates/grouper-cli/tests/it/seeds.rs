@@ -469,3 +469,77 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Tomé's report from a stored JSON (no GPU needed): co-processing 1.5x ahead of the best
+/// single processor and filter precomputation within 3% give Table 2's verdicts "yes"; Table 3
+/// names each placement's fastest shape, and a run that did not match the CPU is left out.
+#[test]
+fn tome_report_only_computes_each_verdict() {
+    let out = std::env::temp_dir().join(format!("grouper-seeds-t-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let ok = |wall: f64, kernel: f64| serde_json::json!({ "wall_ms": wall, "matches_cpu": true, "gpu": { "kernel_ms": kernel } });
+    let mut points = vec![
+        serde_json::json!({ "key": { "exp": "table2", "config": "cpu" }, "result": ok(900.0, 0.0) }),
+    ];
+    for placement in [
+        "global",
+        "local_mem",
+        "shared_mem_per_thread",
+        "in_registers",
+        "auto",
+    ] {
+        for (cpu_filter, f) in [(false, 1.0), (true, 0.98)] {
+            for (backend, wall) in [("gpu", 600.0), ("hybrid", 400.0)] {
+                points.push(
+                    serde_json::json!({ "key": { "exp": "table2", "placement": placement,
+                    "cpu_filter": cpu_filter, "backend": backend }, "result": ok(wall * f, 50.0) }),
+                );
+            }
+        }
+    }
+    for (placement, base) in [
+        ("global", 90.0),
+        ("local_mem", 80.0),
+        ("shared_mem_per_thread", 40.0),
+        ("in_registers", 60.0),
+    ] {
+        for (threads, blocks, ms) in [(256u32, 4u32, base), (1024, 1, base * 1.5)] {
+            points.push(
+                serde_json::json!({ "key": { "exp": "table3", "placement": placement,
+                "threads": threads, "blocks_per_sm": blocks }, "result": ok(100.0, ms) }),
+            );
+        }
+    }
+    points.push(serde_json::json!({ "key": { "exp": "table3", "placement": "global", "threads": 32,
+        "blocks_per_sm": 1 }, "result": { "wall_ms": 1.0, "matches_cpu": false, "gpu": { "kernel_ms": 1.0 } } }));
+    let json = serde_json::json!({ "benchmark": "seeds/tome", "device": "a test GPU", "commit": "abc1234",
+        "command": "x", "threads": 16, "rows": 600_000_000u64, "sf": 100.0, "points": points });
+    std::fs::write(out.join("tome-gpu.json"), json.to_string()).unwrap();
+    grouper(&["bench", "seeds", "tome", "--report-only"], &out);
+    let md = std::fs::read_to_string(out.join("tome-gpu.md")).unwrap();
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| Table")).collect();
+    assert_eq!(rows.len(), 3, "{md}");
+    assert!(
+        rows[0].contains("1.50x") && rows[0].contains("| yes |"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[1].contains("0.98x-0.98x") && rows[1].contains("| yes |"),
+        "{}",
+        rows[1]
+    );
+    assert!(
+        rows[2].contains("shared_mem_per_thread 40.0 ms (4 blocks/SM x 256 threads)"),
+        "{}",
+        rows[2]
+    );
+    assert!(
+        rows[2].contains("global 90.0 ms") && rows[2].contains("| yes |"),
+        "{}",
+        rows[2]
+    );
+    assert!(out.join("tome-table2.svg").exists() && out.join("tome-table3-global.svg").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -13,8 +13,9 @@
 //! GPU's counterparts of the paper's variants); [`karnagel`] on the GPU (regions over the group count for every
 //! placement, hash functions, fill factors, sort against hash, his rule-based optimizer).
 //! [`rosenfeld`] through `bench tuner` (strategies and shapes by group count, the penalty
-//! across GPUs, the tuner with s = 0 and 0.06). The sort-based paper's atomics microbenchmark
-//! and Tomé's experiments are issue 28's next steps.
+//! across GPUs, the tuner with s = 0 and 0.06). [`tome`] (TPC-H Q1's
+//! placements, filter precomputation and co-processing; threads × blocks per placement). The
+//! sort-based paper's atomics microbenchmark is issue 28's next step.
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
@@ -27,6 +28,7 @@ pub mod luan_gpu;
 pub mod rosenfeld;
 pub mod sort_atomics;
 pub mod sort_atomics_gpu;
+pub mod tome;
 
 use std::path::{Path, PathBuf};
 
@@ -63,7 +65,8 @@ pub struct SeedsArgs {
     #[arg(long)]
     pub report_only: bool,
     /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; sort-atomics:
-    /// cpu, gpu; karnagel: regions, hash, fill, sort, optimizer; default all).
+    /// cpu, gpu; karnagel: regions, hash, fill, sort, optimizer; tome: table2, table3;
+    /// default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub parts: Vec<String>,
 }
@@ -82,6 +85,10 @@ pub enum Paper {
     /// GPUs": strategies and launch shapes by group count, the penalty of one GPU's shapes on
     /// another, the tuner's four metrics with s = 0 and s = 0.06 (GPU).
     Rosenfeld,
+    /// Tomé et al., "Optimizing group-by and aggregation using GPU-CPU co-processing": TPC-H
+    /// Q1 over placements × filter precomputation × co-processing (Table 2), and threads ×
+    /// blocks per placement (Table 3) (GPU).
+    Tome,
     /// "Sort-based aggregation with GPU atomics": the five distributions across the variants,
     /// on the CPU and the GPU.
     #[value(name = "sort-atomics")]
@@ -133,6 +140,7 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
         }
         Paper::Karnagel => karnagel::run(&a),
         Paper::Rosenfeld => rosenfeld::run(&a).await,
+        Paper::Tome => tome::run(&a).await,
     }
 }
 
