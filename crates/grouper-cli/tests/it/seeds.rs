@@ -21,14 +21,7 @@ fn seeds(out: &std::path::Path, resume: bool) -> String {
     if resume {
         args.extend(["--resume", "--parts", "cpu"]);
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_grouper"))
-        .args(args)
-        .arg("--out-dir")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    grouper(&args, out)
 }
 
 #[test]
@@ -201,8 +194,8 @@ fn luan_gpu_report_only_computes_each_verdict_from_the_stored_points() {
 fn sort_atomics_seeds_time_every_variant_over_the_five_distributions() {
     let out = std::env::temp_dir().join(format!("grouper-seeds-sa-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let o = Command::new(env!("CARGO_BIN_EXE_grouper"))
-        .args([
+    grouper(
+        &[
             "bench",
             "seeds",
             "sort-atomics",
@@ -211,12 +204,9 @@ fn sort_atomics_seeds_time_every_variant_over_the_five_distributions() {
             "1",
             "--threads",
             "2",
-        ])
-        .arg("--out-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ],
+        &out,
+    );
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("sort-atomics-cpu.json")).unwrap())
             .unwrap();

@@ -30,11 +30,11 @@ use anyhow::Result;
 use arrow::array::{ArrayRef, Float32Array};
 use arrow::datatypes::DataType;
 use grouper_core::hash::HashFn;
-use grouper_gpu::{Gpu, GpuOptions, GpuParams, GpuStrategy};
+use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy};
 use serde_json::{json, Value};
 
 use super::gpu_time::time_configs;
-use super::{earlier_points, meta, stored, write_report, Finding, SeedsArgs};
+use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::write_json;
 use crate::bench::gpu_sweep::{dense_keys, draws, sweep_batch, sweep_query};
 use crate::bench::plots;
@@ -223,12 +223,8 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
         let (meta, points) = stored(&json_path)?;
         return report(a, &meta, &points);
     }
-    let gpu = match Gpu::get() {
-        Ok(g) => g,
-        Err(e) => {
-            println!("seeds karnagel: no GPU here ({e}); nothing measured");
-            return Ok(());
-        }
+    let Some(gpu) = gpu_here("seeds karnagel") else {
+        return Ok(());
     };
     let rows_log2 = if a.quick { 22 } else { 26 };
     let rows = 1usize << rows_log2;

@@ -358,6 +358,51 @@ pub(super) fn series(
     out
 }
 
+/// The schemes' plots of one processor (`on`, "cpu" or "gpu") at `rows` rows: one per load
+/// factor of uniform keys (Fig. 5-6) and one per zipf skew at LF 50% (Fig. 12), over the table
+/// size; a plot with no points (a run of uniform keys only) is left out. Titles and files.
+pub(super) fn scheme_plots(
+    a: &SeedsArgs,
+    points: &[Value],
+    (on, rows, loads): (&str, usize, &[f64]),
+    hash: &str,
+) -> Result<Vec<(String, String)>> {
+    let mut plot_files = Vec::new();
+    let upper = on.to_uppercase();
+    let wanted = loads
+        .iter()
+        .map(|&load| (load, "random"))
+        .chain([(0.5, "zipf1.1"), (0.5, "zipf3")]);
+    for (load, dist) in wanted {
+        let s = series(
+            points,
+            &[
+                ("exp", json!("schemes")),
+                ("rows", json!(rows)),
+                ("load", json!(load)),
+                ("dist", json!(dist)),
+                ("hash", json!(hash)),
+            ],
+        );
+        if s.is_empty() {
+            continue;
+        }
+        let (file, title) = match dist {
+            "random" => (
+                format!("luan-{on}-schemes-lf{}.svg", (load * 100.0).round()),
+                format!("Luan Fig. 5-6 on the {upper}: {rows} rows, LF {load}"),
+            ),
+            _ => (
+                format!("luan-{on}-{dist}.svg"),
+                format!("Luan Fig. 12 on the {upper}: {dist}, {rows} rows, LF 0.5"),
+            ),
+        };
+        plots::lines(&a.out_dir.join(&file), &title, "log2 table slots", &s, None)?;
+        plot_files.push((title, file));
+    }
+    Ok(plot_files)
+}
+
 /// The fraction of matched points (same key but `table`) where table `a` is faster than `b`.
 pub(super) fn share_faster(
     points: &[Value],
@@ -398,39 +443,7 @@ fn report(
 ) -> Result<()> {
     let ms = "multiply_shift";
     let rows = plan.rows.last().copied().unwrap_or(1 << 20);
-    let mut plot_files = Vec::new();
-    for &load in &plan.loads {
-        let s = series(
-            points,
-            &[
-                ("exp", json!("schemes")),
-                ("rows", json!(rows)),
-                ("load", json!(load)),
-                ("dist", json!("random")),
-                ("hash", json!(ms)),
-            ],
-        );
-        let file = format!("luan-cpu-schemes-lf{}.svg", (load * 100.0).round());
-        let title = format!("Luan Fig. 5-6 on the CPU: {rows} rows, LF {load}");
-        plots::lines(&a.out_dir.join(&file), &title, "log2 table slots", &s, None)?;
-        plot_files.push((title, file));
-    }
-    for dist in ["zipf1.1", "zipf3"] {
-        let s = series(
-            points,
-            &[
-                ("exp", json!("schemes")),
-                ("rows", json!(rows)),
-                ("load", json!(0.5)),
-                ("dist", json!(dist)),
-                ("hash", json!(ms)),
-            ],
-        );
-        let file = format!("luan-cpu-{dist}.svg");
-        let title = format!("Luan Fig. 12 on the CPU: {dist}, {rows} rows, LF 0.5");
-        plots::lines(&a.out_dir.join(&file), &title, "log2 table slots", &s, None)?;
-        plot_files.push((title, file));
-    }
+    let mut plot_files = scheme_plots(a, points, ("cpu", rows, &plan.loads), ms)?;
     // Data size: x is log2 rows.
     let mut size: BTreeMap<String, Vec<(u32, f64)>> = BTreeMap::new();
     for p in points.iter().filter(|p| p["key"]["exp"] == "data_size") {

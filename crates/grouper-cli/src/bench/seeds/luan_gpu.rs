@@ -23,17 +23,16 @@ use arrow::array::{ArrayRef, Float32Array, Int64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use grouper_core::hash::HashFn;
-use grouper_gpu::{Gpu, GpuOptions, GpuParams, GpuStrategy, Probing};
+use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy, Probing};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use super::gpu_time::time_configs;
-use super::luan::{series, share_faster, SEED};
-use super::{earlier_points, meta, stored, write_report, Finding, SeedsArgs};
+use super::luan::{scheme_plots, share_faster, SEED};
+use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{median, write_json};
-use crate::bench::plots;
 use crate::synthetic::{scatter, Dist, KeyType, Sampler};
 
 /// A GPU configuration: Luan's name, grouper's strategy (`None`: auto) and scheme.
@@ -141,8 +140,7 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
         let (meta, points) = stored(&json_path)?;
         return report(a, &meta, (&rows_set, &loads), &points, hash);
     }
-    if let Err(e) = Gpu::get() {
-        println!("seeds luan gpu: no GPU here ({e}); nothing measured");
+    if gpu_here("seeds luan gpu").is_none() {
         return Ok(());
     }
     let meta = meta("seeds/luan-gpu", a.threads(), json!(rows_set), &json_path);
@@ -202,42 +200,7 @@ fn report(
 ) -> Result<()> {
     let h = hash.name();
     let rows = rows_set.last().copied().unwrap_or(1 << 20);
-    let mut plot_files = Vec::new();
-    for &load in loads {
-        let s = series(
-            points,
-            &[
-                ("exp", json!("schemes")),
-                ("rows", json!(rows)),
-                ("load", json!(load)),
-                ("dist", json!("random")),
-                ("hash", json!(h)),
-            ],
-        );
-        let file = format!("luan-gpu-schemes-lf{}.svg", (load * 100.0).round());
-        let title = format!("Luan Fig. 5-6 on the GPU: {rows} rows, LF {load}");
-        plots::lines(&a.out_dir.join(&file), &title, "log2 table slots", &s, None)?;
-        plot_files.push((title, file));
-    }
-    for dist in ["zipf1.1", "zipf3"] {
-        let s = series(
-            points,
-            &[
-                ("exp", json!("schemes")),
-                ("rows", json!(rows)),
-                ("load", json!(0.5)),
-                ("dist", json!(dist)),
-                ("hash", json!(h)),
-            ],
-        );
-        if s.is_empty() {
-            continue; // a run of uniform keys only
-        }
-        let file = format!("luan-gpu-{dist}.svg");
-        let title = format!("Luan Fig. 12 on the GPU: {dist}, {rows} rows, LF 0.5");
-        plots::lines(&a.out_dir.join(&file), &title, "log2 table slots", &s, None)?;
-        plot_files.push((title, file));
-    }
+    let plot_files = scheme_plots(a, points, ("gpu", rows, loads), h)?;
     let frac = |(k, n): (usize, usize)| format!("{k} of {n} points");
     let most = |(k, n): (usize, usize)| (n > 0).then_some(k * 2 > n);
     let faster = |x: &str, y: &str| share_faster(points, "schemes", x, y, h);

@@ -144,6 +144,17 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
     }
 }
 
+/// This machine's GPU, or `None` after saying that `what` measures nothing without one.
+pub fn gpu_here(what: &str) -> Option<std::sync::Arc<grouper_gpu::Gpu>> {
+    match grouper_gpu::Gpu::get() {
+        Ok(g) => Some(g),
+        Err(e) => {
+            println!("{what}: no GPU here ({e}); nothing measured");
+            None
+        }
+    }
+}
+
 /// The head of an experiment's JSON: the benchmark, the machine, commit and command, the
 /// threads and rows, and where the JSON is (the report names it).
 pub fn meta(benchmark: &str, threads: usize, rows: Value, json_path: &Path) -> Value {

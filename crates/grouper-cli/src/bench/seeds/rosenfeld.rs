@@ -19,10 +19,9 @@
 use std::collections::BTreeMap;
 
 use anyhow::{ensure, Result};
-use grouper_gpu::Gpu;
 use serde_json::{json, Value};
 
-use super::{write_report, Finding, SeedsArgs};
+use super::{gpu_here, write_report, Finding, SeedsArgs};
 use crate::bench::common::median;
 use crate::bench::plots;
 use crate::bench::tuner::{tuner, TunerArgs};
@@ -37,27 +36,19 @@ const STRATEGIES: [(&str, &str); 3] = [
 /// Measures on this GPU (unless `--report-only`), then reports over every GPU's JSON.
 pub async fn run(a: &SeedsArgs) -> Result<()> {
     if !a.report_only {
-        match Gpu::get() {
-            Ok(gpu) => {
-                let out = a
-                    .out_dir
-                    .join(format!("rosenfeld-tuner-{}.json", slug(&gpu.info.name)));
-                let (rows_log2, groups) = if a.quick {
-                    (22, vec![0, 8, 16])
-                } else {
-                    (26, vec![0, 4, 8, 12, 16, 20, 24])
-                };
-                let plots = a.out_dir.join("rosenfeld-space");
-                let args = TunerArgs::for_seeds(
-                    rows_log2,
-                    groups,
-                    vec![0.06, 0.0],
-                    (out, plots),
-                    a.resume,
-                );
-                tuner(args).await?;
-            }
-            Err(e) => println!("seeds rosenfeld: no GPU here ({e}); nothing measured"),
+        if let Some(gpu) = gpu_here("seeds rosenfeld") {
+            let out = a
+                .out_dir
+                .join(format!("rosenfeld-tuner-{}.json", slug(&gpu.info.name)));
+            let (rows_log2, groups) = if a.quick {
+                (22, vec![0, 8, 16])
+            } else {
+                (26, vec![0, 4, 8, 12, 16, 20, 24])
+            };
+            let plots = a.out_dir.join("rosenfeld-space");
+            let args =
+                TunerArgs::for_seeds(rows_log2, groups, vec![0.06, 0.0], (out, plots), a.resume);
+            tuner(args).await?;
         }
     }
     report(a)

@@ -20,12 +20,12 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use arrow::array::{ArrayRef, Float32Array};
-use grouper_gpu::{Gpu, GpuOptions, GpuStrategy};
+use grouper_gpu::{GpuOptions, GpuStrategy};
 use serde_json::{json, Value};
 
 use super::gpu_time::time_configs;
 use super::sort_atomics::{domain, spread};
-use super::{earlier_points, meta, stored, write_report, Finding, SeedsArgs};
+use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::write_json;
 use crate::bench::gpu_sweep::{drawn_keys, draws, sweep_batch};
 use crate::bench::plots;
@@ -61,8 +61,7 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
         let (meta, points) = stored(&json_path)?;
         return report(a, &meta, &points);
     }
-    if let Err(e) = Gpu::get() {
-        println!("seeds sort-atomics gpu: no GPU here ({e}); nothing measured");
+    if gpu_here("seeds sort-atomics gpu").is_none() {
         return Ok(());
     }
     let rows: usize = if a.quick { 1 << 22 } else { 1 << 27 };

@@ -23,10 +23,10 @@ use std::sync::Arc;
 use anyhow::Result;
 use datafusion::catalog::MemTable;
 use grouper::{Backend, Split};
-use grouper_gpu::{Gpu, GpuOptions, GpuStrategy};
+use grouper_gpu::{GpuOptions, GpuStrategy};
 use serde_json::{json, Value};
 
-use super::{earlier_points, meta, stored, write_report, Finding, SeedsArgs};
+use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{q1_lineitem, write_json};
 use crate::bench::plots;
 use crate::bench::q1::{context, measure};
@@ -51,12 +51,8 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
         let (meta, points) = stored(&json_path)?;
         return report(a, &meta, &points);
     }
-    let gpu = match Gpu::get() {
-        Ok(g) => g,
-        Err(e) => {
-            println!("seeds tome: no GPU here ({e}); nothing measured");
-            return Ok(());
-        }
+    let Some(gpu) = gpu_here("seeds tome") else {
+        return Ok(());
     };
     let sf = if a.quick { 1.0 } else { 100.0 };
     let threads = a.threads();
