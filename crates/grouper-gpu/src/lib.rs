@@ -56,5 +56,5 @@ pub use prepare::Piece;
 pub use query::{ColumnBounds, GpuOptions, GpuQuery};
 pub use report::{GpuOutput, GpuReport, TuneReport};
 pub use run::Prepared;
-pub use strategy::{GpuConfig, GpuParams, GpuStrategy, Index, Placement, Probing};
+pub use strategy::{BucketMap, GpuConfig, GpuParams, GpuStrategy, Index, Placement, Probing};
 pub use stream::Batches;

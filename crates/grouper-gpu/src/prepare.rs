@@ -355,6 +355,7 @@ impl PreparedInput {
             items_per_thread: p.items_per_thread,
             hash: p.hash,
             probing: p.probing,
+            buckets: p.buckets,
             domain,
             copies: 0,
             local_slots: 0,

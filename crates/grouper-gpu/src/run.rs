@@ -26,7 +26,7 @@ use crate::replan::Replan;
 use crate::report::{GpuOutput, GpuReport};
 use crate::strategy::GpuConfig;
 use crate::stream::{Batches, Chunker};
-use crate::table::{pow2_at_least, ColPtrs, DeviceTable, GlobalScheme, TableKernels};
+use crate::table::{ColPtrs, DeviceTable, GlobalScheme, TableKernels};
 use crate::trap::{kernel_error, run_chunk};
 use crate::tuning::Tuning;
 use crate::variant::{Scratch, Variant};
@@ -183,6 +183,7 @@ impl Prepared {
             init_table: compiled.function("init_table")?,
             merge_entries: compiled.function("merge_entries")?,
             scheme,
+            buckets: opts.params.buckets,
             init_directory: match scheme {
                 GlobalScheme::Slots => None,
                 _ => Some(compiled.function("init_directory")?),
@@ -413,7 +414,7 @@ impl Prepared {
                 .params
                 .initial_groups
                 .unwrap_or(self.input.estimate.table_groups() * 2);
-            let cap = pow2_at_least(((want as f64 / fill) as u64).max(16));
+            let cap = self.table.capacity(((want as f64 / fill) as u64).max(16));
             self.table.new_table(&stream, cap, &budget)?
         };
         let mut ctrl: CudaSlice<u64> = stream.alloc_zeros(4).map_err(err("allocating"))?;

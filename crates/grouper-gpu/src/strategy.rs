@@ -51,7 +51,7 @@ pub enum Placement {
 /// How a hashed index resolves collisions: the CPU's axis ([`grouper_core::table::Probing`]).
 /// The GPU's kernels probe linearly (`codegen/probing.rs`); [`crate::GpuQuery::check`] refuses
 /// the other schemes, which the CPU's private tables run.
-pub use grouper_core::table::Probing;
+pub use grouper_core::table::{BucketMap, Probing};
 
 /// A GPU strategy: an index and a placement. The probing scheme and hash function of a hashed
 /// index are parameters ([`GpuParams`]), orthogonal to both.
@@ -178,6 +178,10 @@ pub struct GpuParams {
     pub hash: HashFn,
     /// Probing scheme of hash tables.
     pub probing: Probing,
+    /// How the global hash table maps a hash to its bucket: by its high bits over a power of
+    /// two (the default), or modulo a table of any size (Karnagel's mapping). The tables in
+    /// shared memory and the private ones keep their own.
+    pub buckets: BucketMap,
     /// Initial capacity of the global hash table in groups (the estimate when `None`).
     pub initial_groups: Option<u64>,
     /// The partitioned strategies: the key ranges a partition's fold splits into, each read of
@@ -195,6 +199,7 @@ impl Default for GpuParams {
             fill_factor: 0.5,
             hash: HashFn::Murmur3,
             probing: Probing::Linear,
+            buckets: BucketMap::HighBits,
             initial_groups: None,
             key_ranges: None,
         }

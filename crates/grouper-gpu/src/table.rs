@@ -10,7 +10,7 @@ use cudarc::driver::{
 
 use crate::budget::Budget;
 use crate::device::gpu_err;
-use crate::strategy::Probing;
+use crate::strategy::{BucketMap, Probing};
 use grouper_core::error::{GrouperError, Result};
 
 /// The smallest power of two at least `n` (and at least 1): table capacities.
@@ -136,6 +136,8 @@ pub(crate) struct TableKernels {
     pub(crate) merge_entries: CudaFunction,
     /// The global table's layout, and the kernel that empties its directory where it has one.
     pub(crate) scheme: GlobalScheme,
+    /// How the global table maps hashes to buckets: power-of-two tables for the high bits.
+    pub(crate) buckets: BucketMap,
     pub(crate) init_directory: Option<CudaFunction>,
     /// Words per slot: key words (none for a direct table), then state words.
     pub(crate) width: usize,
@@ -146,6 +148,16 @@ pub(crate) struct TableKernels {
 }
 
 impl TableKernels {
+    /// The global table's slots for at least `slots`: a power of two where hashes pick their
+    /// bucket by the high bits, exactly `slots` under the modulo mapping (Karnagel's tables of
+    /// twice the groups).
+    pub(crate) fn capacity(&self, slots: u64) -> u64 {
+        match self.buckets {
+            BucketMap::HighBits => pow2_at_least(slots),
+            BucketMap::Modulo => slots.max(1),
+        }
+    }
+
     /// A new global table of `cap` slots laid out as its scheme says, initialised empty,
     /// taken from `budget`.
     pub(crate) fn new_table(
@@ -244,7 +256,7 @@ impl TableKernels {
         budget: &Budget,
     ) -> Result<()> {
         let fill = self.fill;
-        let cap = pow2_at_least(((need as f64 / fill) as u64 + 1).max(table.cap * 2));
+        let cap = self.capacity(((need as f64 / fill) as u64 + 1).max(table.cap * 2));
         let mut grown = self.new_table(stream, cap, budget)?;
         stream
             .memcpy_htod(&[0u64, 0, 0, 0], ctrl)

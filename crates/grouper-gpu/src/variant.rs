@@ -70,6 +70,7 @@ impl Variant {
             items_per_thread: p.items_per_thread,
             hash: p.hash,
             probing: p.probing,
+            buckets: p.buckets,
             copies: choice.copies,
             local_slots: choice.local_slots,
             fill_factor: p.fill_factor,

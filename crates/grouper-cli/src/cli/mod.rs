@@ -113,8 +113,9 @@ pub struct EngineArgs {
     /// index thread_private's per-thread tables (that strategy only).
     #[arg(long)]
     pub probing: Option<Probing>,
-    /// How hashes pick a bucket of the CPU's private tables: high_bits (power-of-two tables)
-    /// or modulo (tables of any size, as Karnagel's).
+    /// How hashes pick a bucket: high_bits (power-of-two tables) or modulo (tables of any size,
+    /// as Karnagel's). On the CPU, of the private tables; on the GPU, of the device-memory table
+    /// every strategy shares.
     #[arg(long)]
     pub bucket_map: Option<BucketMap>,
     /// Hash-table fill factor in (0, 0.95].
@@ -286,6 +287,7 @@ impl EngineArgs {
                     fill_factor: self.fill_factor.unwrap_or(defaults.fill_factor),
                     hash: self.hash.unwrap_or(defaults.hash),
                     probing: self.probing.unwrap_or(defaults.probing),
+                    buckets: self.bucket_map.unwrap_or(defaults.buckets),
                     initial_groups: None,
                     key_ranges: None,
                 },

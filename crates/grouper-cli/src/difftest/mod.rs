@@ -148,6 +148,11 @@ pub fn targets(gpu: bool, threads: usize) -> Result<Vec<Target>> {
                 config,
             ));
         }
+        // Karnagel's modulo bucket mapping, with the hash it made spike.
+        let mut config = gpu(Some(GpuStrategy::GLOBAL), Some(1));
+        config.gpu.params.buckets = BucketMap::Modulo;
+        config.gpu.params.hash = HashFn::Fnv1a;
+        configs.push(("gpu:global/modulo+fnv1a/initial=1".into(), true, config));
     }
     configs
         .into_iter()

@@ -3,7 +3,7 @@
 use arrow::datatypes::DataType;
 
 use crate::encode::Encoding;
-use crate::strategy::{GpuStrategy, Probing};
+use crate::strategy::{BucketMap, GpuStrategy, Probing};
 use grouper_core::agg::layout::Layout;
 use grouper_core::expr::Expr;
 use grouper_core::hash::HashFn;
@@ -35,6 +35,8 @@ pub struct KernelSpec {
     pub strategy: GpuStrategy,
     /// Probing scheme of hash tables.
     pub probing: Probing,
+    /// Bucket mapping of the global hash table.
+    pub buckets: BucketMap,
     /// Threads per block.
     pub threads: u32,
     /// Rows per thread per loop step.

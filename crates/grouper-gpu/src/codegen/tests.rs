@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::encode::{Encoding, Scheme};
-use crate::strategy::Probing;
+use crate::strategy::{BucketMap, Probing};
 use crate::GpuStrategy;
 use grouper_core::agg::{pair_type, AggKind, AggregateSpec};
 use grouper_core::expr::Expr;
@@ -214,6 +214,7 @@ pub(crate) fn spec(strategy: GpuStrategy, key_words: usize) -> KernelSpec {
         items_per_thread: 2,
         hash: HashFn::Murmur3,
         probing: Probing::Linear,
+        buckets: BucketMap::HighBits,
         domain: 6,
         copies: 4,
         local_slots: 256,
@@ -286,6 +287,21 @@ fn every_generated_kernel() -> Vec<(String, String)> {
     }
     // The hashing schemes (`codegen/probing`): chained global tables under each hashed
     // placement, cuckoo private tables, with one and two key words.
+    // The modulo bucket mapping of the global table, linear and chained.
+    for (strategy, probing) in [
+        (GpuStrategy::GLOBAL, Probing::Linear),
+        (GpuStrategy::BLOCK_LOCAL, Probing::Chained),
+        (GpuStrategy::SORTED, Probing::ChainedPlus),
+    ] {
+        let spec = KernelSpec {
+            probing,
+            buckets: BucketMap::Modulo,
+            ..spec(strategy, 2)
+        };
+        let src = generate(&spec);
+        assert!(src.contains("#define GMAP MOD"), "{}", strategy.name());
+        kernels.push((format!("{}_{probing}_modulo", strategy.name()), src));
+    }
     for probing in [
         Probing::Chained,
         Probing::ChainedPlus,

@@ -100,7 +100,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
     // A whole-SM table of any count probes by scaling (`codegen::probing`).
     let find = match sc.is_power_of_two() {
         true => "find_or_insert",
-        false => "find_or_insert<true>",
+        false => "find_or_insert<ANY>",
     };
     let mut s = String::new();
     let _ = writeln!(

@@ -4,12 +4,13 @@
 //! group, so each scheme traps, grows and resumes; keys of one and several words, NULL keys,
 //! skew. The private tables run on a small grid, so each thread's table sees most keys, and at
 //! fill 0.9 too, where two cuckoo sub-tables cannot always place a key (it then stays in two
-//! private entries, which the global table merges).
+//! private entries, which the global table merges). One data set maps the global table's
+//! buckets by modulo (tables of any size, grown to any size).
 
 use grouper_core::compare::same_groups;
 use grouper_core::reference;
 use grouper_core::GrouperError;
-use grouper_gpu::{GpuOptions, GpuParams, GpuStrategy, Prepared, Probing};
+use grouper_gpu::{BucketMap, GpuOptions, GpuParams, GpuStrategy, Prepared, Probing};
 
 use crate::gpu::{case, have_gpu, keyed, values, KeyKind};
 
@@ -57,8 +58,15 @@ fn every_scheme_traps_grows_and_matches_the_reference() {
                         batch_rows: 100_000,
                         ..Default::default()
                     };
-                    let what =
-                        format!("{s} {probing} fill {fill_factor}, {kinds:?}, {groups} groups");
+                    // The global table under the modulo mapping too (tables of any size).
+                    let mut opts = opts;
+                    if !private && groups == 3_000 {
+                        opts.params.buckets = BucketMap::Modulo;
+                    }
+                    let what = format!(
+                        "{s} {probing} {} fill {fill_factor}, {kinds:?}, {groups} groups",
+                        opts.params.buckets
+                    );
                     match Prepared::new(&c.query, &c.batches, &opts).and_then(|mut p| p.run()) {
                         Ok(out) => {
                             assert!(!cuckoo || private, "{what}: ran");

@@ -68,7 +68,7 @@ __device__ __forceinline__ i64 chain_find_or_insert(u64* gt, unsigned* next, uns
 const CHAINED: &str = r#"
 __device__ __forceinline__ i64 global_find_or_insert(u64* gt, const u64 gcap, const u64 glimit, const u64* key, u64* count) {
   unsigned* heads = (unsigned*)(gt + gcap * GS);
-  unsigned* head = heads + probe_start<false>(hash_key(key), gcap);
+  unsigned* head = heads + probe_start<GMAP>(hash_key(key), gcap);
   return chain_find_or_insert(gt, heads + gcap, head, glimit, key, count, count, 0, gcap);
 }
 // Every head and link NIL.
@@ -88,7 +88,7 @@ const CHAINED_PLUS: &str = r#"
 __device__ __forceinline__ i64 global_find_or_insert(u64* gt, const u64 gcap, const u64 glimit, const u64* key, u64* count) {
   unsigned* next = (unsigned*)(gt + 2 * gcap * GS);
   u64* taken = (u64*)(next + 2 * gcap);
-  const u64 b = probe_start<false>(hash_key(key), gcap);
+  const u64 b = probe_start<GMAP>(hash_key(key), gcap);
   volatile u64* kp = (volatile u64*)(gt + b * GS);
   u64 cur = *kp;
   if (K > 1) while (cur == BUSY) cur = *kp;

@@ -31,7 +31,7 @@ __device__ __forceinline__ u64 cuckoo_slot(const u64 h0, const int t, const u64 
     h ^= 0x9e3779b97f4a7c15ULL * (u64)t;
     h ^= h >> 33; h *= 0xff51afd7ed558ccdULL; h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ULL; h ^= h >> 33;
   }
-  return (u64)t * sub + probe_start<false>(h, sub);
+  return (u64)t * sub + probe_start<HIGH>(h, sub);
 }
 __device__ __forceinline__ i64 find_or_insert_cuckoo(u64* keys, const u64 sst, const u64 cap, const u64 limit, const u64* key, u64* count, unsigned char* index) {
   const u64 sub = cap / CUCKOO_WAYS;

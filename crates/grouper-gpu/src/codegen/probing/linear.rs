@@ -16,22 +16,26 @@ pub(super) const LINEAR: &str = r#"
 // not be inserted (the caller lists the row: Karnagel's trap).
 // The probe starts from the top bits of `h`: the key's hash (`find_or_insert`), or for a table
 // whose keys share the top bits of their hash, as a partition's do, the bits below them.
-// `cap` is a power of two, or with ANY any count (a block's whole-SM table takes the slots
-// shared memory holds): the probe then starts at h * cap / 2^64 and wraps by comparison.
-// Only that table pays for it: with a runtime test of the count in every probe (41ede25),
-// block_local ran 23-35% slower at 2^16-2^20 groups (H100), where rows mostly probe the global
-// table.
-template <bool ANY>
+// The bucket mapping M: 0 (HIGH) over a power of two `cap`, the hash's top bits; 1 (ANY) over
+// any count (a block's whole-SM table takes the slots shared memory holds), h * cap / 2^64; 2
+// (MOD) over any count, h mod cap (Karnagel's mapping: the global table under --bucket-map
+// modulo). Past the first two, the probe wraps by comparison. Only those tables pay for it:
+// with a runtime test of the count in every probe (41ede25), block_local ran 23-35% slower at
+// 2^16-2^20 groups (H100), where rows mostly probe the global table.
+#define HIGH 0
+#define ANY 1
+#define MOD 2
+template <int M>
 __device__ __forceinline__ u64 probe_start(u64 h, u64 cap) {
-  return ANY ? __umul64hi(h, cap) : h >> (__clzll(cap) + 1);
+  return M == ANY ? __umul64hi(h, cap) : M == MOD ? h % cap : h >> (__clzll(cap) + 1);
 }
-template <bool ANY>
+template <int M>
 __device__ __forceinline__ u64 probe_next(u64 slot, u64 cap) {
-  return ANY ? (slot + 1 == cap ? 0 : slot + 1) : (slot + 1) & (cap - 1);
+  return M != HIGH ? (slot + 1 == cap ? 0 : slot + 1) : (slot + 1) & (cap - 1);
 }
-template <bool ANY = false>
+template <int M = HIGH>
 __device__ __forceinline__ i64 find_or_insert_at(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count, const u64 h) {
-  u64 slot = probe_start<ANY>(h, cap);
+  u64 slot = probe_start<M>(h, cap);
   for (u64 p = 0; p < cap; p++) {
     volatile u64* kp = (volatile u64*)(keys + slot * sst);
     u64 cur = *kp;
@@ -56,19 +60,19 @@ __device__ __forceinline__ i64 find_or_insert_at(u64* keys, u64 sst, u64 kst, u6
       for (int w = 1; w < K; w++) eq = eq && ((volatile u64*)keys)[slot * sst + w * kst] == key[w];
       if (eq) return (i64)slot;
     }
-    slot = probe_next<ANY>(slot, cap);
+    slot = probe_next<M>(slot, cap);
   }
   return -1;
 }
 
-template <bool ANY = false>
+template <int M = HIGH>
 __device__ __forceinline__ i64 find_or_insert(u64* keys, u64 sst, u64 kst, u64 cap, u64 limit, const u64* key, u64* count) {
-  return find_or_insert_at<ANY>(keys, sst, kst, cap, limit, key, count, hash_key(key));
+  return find_or_insert_at<M>(keys, sst, kst, cap, limit, key, count, hash_key(key));
 }
 
 // The same for a table only this thread touches (array of structs): no atomics.
 __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 cap, u64 limit, const u64* key, u64* count) {
-  u64 slot = probe_start<false>(hash_key(key), cap);
+  u64 slot = probe_start<HIGH>(hash_key(key), cap);
   for (u64 p = 0; p < cap; p++) {
     u64 cur = keys[slot * sst];
     if (cur == EMPTY) {
@@ -82,16 +86,16 @@ __device__ __forceinline__ i64 find_or_insert_private(u64* keys, u64 sst, u64 ca
       for (int w = 1; w < K; w++) eq = eq && keys[slot * sst + w] == key[w];
       if (eq) return (i64)slot;
     }
-    slot = probe_next<false>(slot, cap);
+    slot = probe_next<HIGH>(slot, cap);
   }
   return -1;
 }
 "#;
 
 /// The global table's `global_find_or_insert` where it probes linearly: its slots are its
-/// entries, array of structs.
+/// entries, array of structs; its buckets by the mapping `GMAP` (HIGH or MOD).
 pub(super) const GLOBAL_LINEAR: &str = r#"
 __device__ __forceinline__ i64 global_find_or_insert(u64* gt, const u64 gcap, const u64 glimit, const u64* key, u64* count) {
-  return find_or_insert(gt, GS, 1, gcap, glimit, key, count);
+  return find_or_insert<GMAP>(gt, GS, 1, gcap, glimit, key, count);
 }
 "#;

@@ -6,8 +6,10 @@
 //! laid out as [`GlobalScheme`] sizes it. Cuckoo hashing runs in `thread_private`'s per-thread
 //! tables ([`cuckoo`]); [`crate::GpuQuery::check`] refuses it elsewhere.
 
+use std::fmt::Write;
+
 use crate::codegen::spec::KernelSpec;
-use crate::strategy::{Placement, Probing};
+use crate::strategy::{BucketMap, Placement, Probing};
 use crate::table::GlobalScheme;
 
 mod chained;
@@ -17,6 +19,11 @@ mod linear;
 /// The source of `spec`'s hashed tables' functions.
 pub fn source(spec: &KernelSpec) -> String {
     let mut s = String::from(linear::LINEAR);
+    let gmap = match spec.buckets {
+        BucketMap::HighBits => "HIGH",
+        BucketMap::Modulo => "MOD",
+    };
+    let _ = writeln!(s, "#define GMAP {gmap}");
     match GlobalScheme::of(spec.probing, spec.strategy.is_perfect()) {
         GlobalScheme::Slots => s.push_str(linear::GLOBAL_LINEAR),
         GlobalScheme::Chained => s.push_str(&chained::source(false)),

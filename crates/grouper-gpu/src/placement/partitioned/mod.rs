@@ -357,7 +357,7 @@ pub(super) fn body(spec: &KernelSpec) -> String {
                  const i64 l = find_or_insert_at<{}>(lkeys, 1, SC, SC, {}ULL, key, &scount[0], h8 * FR);
                  if (l >= 0) {{ update_slot<true, true, true>(lwords, SC, (u64)l, in, mask); continue; }}
 {GLOBAL_UPDATE}",
-                !sc.is_power_of_two(),
+                if sc.is_power_of_two() { "HIGH" } else { "ANY" },
                 fill_limit(sc, spec.fill_factor)
             ),
             format!(
