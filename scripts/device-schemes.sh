@@ -13,11 +13,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 xz -dc .device/tests/grouper-gpu-it.xz > $T && chmod +x $T
 xz -dc .device/bin/grouper.xz > $G && chmod +x $G
 echo "== scheme tests ($(date +%T))"
-timeout ${SCHEMES_TEST_SECS:-240} $T --include-ignored --test-threads=1 schemes every_gpu_strategy 2>&1 \
+timeout ${SCHEMES_TEST_SECS:-240} $T --include-ignored --test-threads=1 schemes every_gpu_strategy atomics 2>&1 \
   | tee $O/schemes-tests.log | grep -E "^test |test result|panicked|differs" | tail -12
 if [ "${SCHEMES_TESTS_ONLY:-0}" != 1 ]; then
   echo "== the other GPU tests ($(date +%T))"
-  timeout ${OTHER_TEST_SECS:-240} $T --include-ignored --test-threads=1 --skip schemes --skip every_gpu_strategy 2>&1 \
+  timeout ${OTHER_TEST_SECS:-240} $T --include-ignored --test-threads=1 --skip schemes --skip every_gpu_strategy --skip atomics 2>&1 \
     | tee $O/gpu-tests.log | grep -E "test result|panicked|FAILED|differs" | tail -8
 fi
 mkdir -p $O/seeds; cp -r ${SEEDS_DIR:-bench/results/seeds}/. $O/seeds/ 2>/dev/null

@@ -22,6 +22,7 @@
 //!  table read back ─▶ words become the CPU's aggregate states ─▶ the CPU's finalize
 //! ```
 
+pub mod atomics;
 pub mod budget;
 pub mod cache;
 pub mod codegen;

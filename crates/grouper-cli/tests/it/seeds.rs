@@ -535,3 +535,62 @@ fn tome_report_only_computes_each_verdict() {
     assert!(out.join("tome-table2.svg").exists() && out.join("tome-table3-global.svg").exists());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The atomics microbenchmark's report from a stored JSON (no GPU needed): its three verdicts
+/// computed from the rates, and the plot.
+#[test]
+fn atomics_micro_report_only_computes_each_verdict() {
+    let out = std::env::temp_dir().join(format!("grouper-seeds-am-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let mut points = Vec::new();
+    for (targets, global_atomic, global_plain, shared_atomic, shared_plain) in [
+        (1u64, 1e9, 4e9, 2e9, 5e9),
+        (32768, 2e10, 3e10, 3e10, 5e10),
+        (1 << 20, 3e10, 4e10, f64::NAN, f64::NAN),
+    ] {
+        for (memory, op, rate) in [
+            ("global", "atomic", global_atomic),
+            ("global", "plain", global_plain),
+            ("shared", "atomic", shared_atomic),
+            ("shared", "plain", shared_plain),
+        ] {
+            if rate.is_finite() {
+                points.push(
+                    serde_json::json!({ "memory": memory, "op": op, "targets": targets,
+                    "ms": 1.0, "adds_per_s": rate, "exact": op == "atomic" }),
+                );
+            }
+        }
+    }
+    let json = serde_json::json!({ "benchmark": "seeds/sort-atomics-micro", "device": "a test GPU",
+        "commit": "abc1234", "command": "x", "threads": 16, "rows": 1 << 27, "points": points });
+    std::fs::write(out.join("sort-atomics-micro.json"), json.to_string()).unwrap();
+    grouper(
+        &[
+            "bench",
+            "seeds",
+            "sort-atomics",
+            "--report-only",
+            "--parts",
+            "atomics",
+        ],
+        &out,
+    );
+    let md = std::fs::read_to_string(out.join("sort-atomics-micro.md")).unwrap();
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| Fig.")).collect();
+    assert_eq!(rows.len(), 3, "{md}");
+    assert!(
+        rows[0].contains("0.25 of plain") && rows[0].contains("| yes |"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[1].contains("0.60") && rows[1].contains("| yes |"),
+        "{}",
+        rows[1]
+    );
+    assert!(rows[2].contains("| yes |"), "{}", rows[2]);
+    assert!(out.join("sort-atomics-micro.svg").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -331,6 +331,8 @@ fn every_generated_kernel() -> Vec<(String, String)> {
             }
         }
     }
+    // The sort-based atomics paper's microbenchmark (`crate::atomics`).
+    kernels.push(("atomics".into(), crate::atomics::SOURCE.to_string()));
     // The sweep's query under the partitioned strategies: a count and SUM(CAST(f32 AS DOUBLE))
     // never NULL, so a row is its key and the float in 32-bit halves and no mask
     // (`codegen::stored`), in one key range, in four (each rereads the partition's rows) and

@@ -13,9 +13,9 @@
 //! GPU's counterparts of the paper's variants); [`karnagel`] on the GPU (regions over the group count for every
 //! placement, hash functions, fill factors, sort against hash, his rule-based optimizer).
 //! [`rosenfeld`] through `bench tuner` (strategies and shapes by group count, the penalty
-//! across GPUs, the tuner with s = 0 and 0.06). [`tome`] (TPC-H Q1's
-//! placements, filter precomputation and co-processing; threads × blocks per placement). The
-//! sort-based paper's atomics microbenchmark is issue 28's next step.
+//! across GPUs, the tuner with s = 0 and 0.06); [`tome`] (TPC-H Q1's placements, filter
+//! precomputation and co-processing; threads × blocks per placement); [`sort_atomics_micro`]
+//! (the sort-based paper's atomics microbenchmark).
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics) and points it built itself.
 #![allow(clippy::indexing_slicing)]
@@ -28,6 +28,7 @@ pub mod luan_gpu;
 pub mod rosenfeld;
 pub mod sort_atomics;
 pub mod sort_atomics_gpu;
+pub mod sort_atomics_micro;
 pub mod tome;
 
 use std::path::{Path, PathBuf};
@@ -65,7 +66,7 @@ pub struct SeedsArgs {
     #[arg(long)]
     pub report_only: bool,
     /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; sort-atomics:
-    /// cpu, gpu; karnagel: regions, hash, fill, sort, optimizer; tome: table2, table3;
+    /// cpu, gpu, atomics; karnagel: regions, hash, fill, sort, optimizer; tome: table2, table3;
     /// default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub parts: Vec<String>,
@@ -135,6 +136,9 @@ pub async fn seeds(a: SeedsArgs) -> Result<()> {
             }
             if a.wants("gpu") {
                 sort_atomics_gpu::run(&a)?;
+            }
+            if a.wants("atomics") {
+                sort_atomics_micro::run(&a)?;
             }
             Ok(())
         }
