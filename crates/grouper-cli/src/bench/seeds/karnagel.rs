@@ -57,6 +57,10 @@ const HASHES: [HashFn; 4] = [
     HashFn::Identity,
 ];
 
+/// The upper end of his region I (contention), where his rules leave the block tables for the
+/// global one: "about 100 elements" (§3).
+const REGION_I_END: u64 = 100;
+
 /// Fig. 7's adaptive fill factors (the fixed L2-sized table is a fourth configuration).
 const FILLS: [f64; 3] = [0.25, 0.5, 0.83];
 
@@ -103,7 +107,8 @@ fn initial(g: u64) -> GpuOptions {
 
 /// Karnagel's rule-based optimizer (§4 and §5.1) for `g` expected groups, as published, the
 /// GTX Titan's 14 SMs read as this device's SMs: the placement (thread-private tables at six
-/// groups or fewer, block tables in shared memory while they fit, else the global table), the
+/// groups or fewer, block tables in shared memory within his region I — up to about 100 groups,
+/// where contention ends — else the global table), the
 /// table's size (the L2's while that is below 50% full, 50% while the table is under 2 GB,
 /// else 83%), the grid (one block of 1024 threads an SM while the table is under four L2s,
 /// eight blocks of 64 under 2 GB, else eight of 8: here 32, grouper's least).
@@ -120,7 +125,7 @@ fn rules(g: u64, d: Device) -> GpuOptions {
         o.params.threads_per_block = Some(1024);
         return o;
     }
-    if 2 * g * d.slot_bytes <= d.shared_per_block {
+    if g <= REGION_I_END && 2 * g * d.slot_bytes <= d.shared_per_block {
         return opts(
             Some(GpuStrategy::BLOCK_LOCAL),
             HashFn::Murmur3,
