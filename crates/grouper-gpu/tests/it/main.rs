@@ -5,5 +5,6 @@ mod atomics;
 mod gpu;
 mod narrow_rows;
 mod parquet_pages;
+mod runtime;
 mod schemes;
 mod sort;
