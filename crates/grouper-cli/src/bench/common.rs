@@ -464,3 +464,17 @@ pub(crate) fn median(runs: &[f64]) -> f64 {
         (None, _) => f64::NAN,
     }
 }
+
+/// The points of an earlier run in `path` when it was of this commit and machine.
+pub fn earlier_points(path: &Path, meta: &Value) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let Ok(old) = serde_json::from_str::<Value>(&text) else {
+        return Vec::new();
+    };
+    if old["commit"] != meta["commit"] || old["device"] != meta["device"] {
+        return Vec::new();
+    }
+    old["points"].as_array().cloned().unwrap_or_default()
+}

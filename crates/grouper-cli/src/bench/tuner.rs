@@ -30,7 +30,7 @@ use grouper_gpu::{Gpu, GpuConfig, GpuOptions, GpuQuery, GpuStrategy, Prepared, T
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::common::{git_commit, write_json};
+use crate::bench::common::{earlier_points, git_commit, write_json};
 use crate::bench::gpu_sweep::{dense_keys, draws, median, sweep_batch, sweep_query};
 
 #[derive(Args, Debug)]
@@ -498,16 +498,10 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
 /// An earlier run's points in `out` when it was of this commit and device, and the metrics of
 /// its tuned runs (for the summary).
 fn earlier(out: &std::path::Path, gpu: &Gpu) -> (Vec<Value>, Vec<Metrics>) {
-    let Some(old) = std::fs::read_to_string(out)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-    else {
-        return (Vec::new(), Vec::new());
-    };
-    if old["commit"] != json!(git_commit()) || old["device"] != json!(gpu.info.name) {
-        return (Vec::new(), Vec::new());
-    }
-    let points = old["points"].as_array().cloned().unwrap_or_default();
+    let points = earlier_points(
+        out,
+        &json!({ "commit": git_commit(), "device": gpu.info.name }),
+    );
     let metrics = |t: &Value| {
         Some((
             t["quality"].as_f64()?,

@@ -37,6 +37,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
+pub use crate::bench::common::earlier_points;
 use crate::bench::common::{device, git_commit};
 
 #[derive(Args, Debug)]
@@ -246,18 +247,4 @@ pub fn stored(path: &Path) -> Result<(Value, Vec<Value>)> {
 /// A JSON value as the report shows it: a string without its quotes.
 fn plain(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_string)
-}
-
-/// The points of an earlier run in `path` when it was of this commit and machine.
-pub fn earlier_points(path: &Path, meta: &Value) -> Vec<Value> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    let Ok(old) = serde_json::from_str::<Value>(&text) else {
-        return Vec::new();
-    };
-    if old["commit"] != meta["commit"] || old["device"] != meta["device"] {
-        return Vec::new();
-    }
-    old["points"].as_array().cloned().unwrap_or_default()
 }

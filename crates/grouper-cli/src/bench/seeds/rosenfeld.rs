@@ -124,13 +124,7 @@ impl Run {
             {
                 out.extend(pick(st));
             }
-            let auto = &p["auto"];
-            let by = &auto["tuner_by_s"][s.to_string()];
-            if by.is_object() {
-                out.push(by.clone());
-            } else if one && auto["quality"].is_f64() {
-                out.push(auto.clone());
-            }
+            out.extend(pick(&p["auto"]));
         }
         out
     }

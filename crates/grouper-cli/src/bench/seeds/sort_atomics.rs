@@ -96,6 +96,14 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
     report(a, &meta, &points)
 }
 
+/// The milliseconds of `variant` on `dist`, where measured (the CPU's and the GPU's points).
+pub(super) fn ms_at(points: &[Value], variant: &str, dist: &str) -> Option<f64> {
+    points
+        .iter()
+        .find(|p| p["variant"] == variant && p["dist"] == dist)
+        .and_then(|p| p["ms"].as_f64())
+}
+
 /// The spread of a variant's times over the distributions: slowest over fastest.
 pub(super) fn spread(points: &[Value], variant: &str) -> Option<f64> {
     let t: Vec<f64> = points
@@ -114,13 +122,7 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
     for v in VARIANTS {
         let row = labels
             .iter()
-            .map(|d| {
-                points
-                    .iter()
-                    .find(|p| p["variant"] == v.name && p["dist"] == d.as_str())
-                    .and_then(|p| p["ms"].as_f64())
-                    .unwrap_or(f64::NAN)
-            })
+            .map(|d| ms_at(points, v.name, d).unwrap_or(f64::NAN))
             .collect();
         series.insert(v.name.to_string(), row);
     }
@@ -135,12 +137,7 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
     let show = |s: Option<f64>| s.map_or_else(|| "-".into(), |s| format!("{s:.2}x"));
     // Naive atomics' time on the few-group inputs (heavy hitter, random) over its time on the
     // near-unique ones (Weibull, normal).
-    let at = |v: &str, d: &str| {
-        points
-            .iter()
-            .find(|p| p["variant"] == v && p["dist"] == d)
-            .and_then(|p| p["ms"].as_f64())
-    };
+    let at = |v: &str, d: &str| ms_at(points, v, d);
     let hh = at(VARIANTS[0].name, "heavy_hitter0.9");
     let un = at(VARIANTS[0].name, "normal");
     let findings = vec![

@@ -24,7 +24,7 @@ use grouper_gpu::{GpuOptions, GpuStrategy};
 use serde_json::{json, Value};
 
 use super::gpu_time::time_configs;
-use super::sort_atomics::{domain, spread};
+use super::sort_atomics::{domain, ms_at, spread};
 use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::write_json;
 use crate::bench::gpu_sweep::{drawn_keys, draws, sweep_batch};
@@ -116,12 +116,7 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
 
 fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
     let labels: Vec<String> = Dist::SORT_PAPER.iter().map(|d| d.name()).collect();
-    let at = |v: &str, d: &str| {
-        points
-            .iter()
-            .find(|p| p["variant"] == v && p["dist"] == d)
-            .and_then(|p| p["ms"].as_f64())
-    };
+    let at = |v: &str, d: &str| ms_at(points, v, d);
     let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (name, _) in VARIANTS {
         let row: Vec<f64> = labels
