@@ -448,12 +448,17 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
     );
     let md = std::fs::read_to_string(out.join("sort-atomics-gpu.md")).unwrap();
     let verdicts: Vec<&str> = md.lines().filter(|l| l.starts_with("| Fig.")).collect();
-    assert_eq!(verdicts.len(), 3, "{md}");
+    assert_eq!(verdicts.len(), 4, "{md}");
     assert!(
         verdicts.iter().all(|l| l.contains("| yes |")),
         "{verdicts:?}"
     );
-    assert!(verdicts[1].contains("up to 8.00x"), "{}", verdicts[1]);
+    assert!(verdicts[1].contains("random 30.00 ms"), "{}", verdicts[1]);
+    assert!(
+        verdicts[2].contains("heavy hitter: yes, random: yes; up to 8.00x"),
+        "{}",
+        verdicts[2]
+    );
     let svg = std::fs::read_to_string(out.join("sort-atomics-gpu-distributions.svg")).unwrap();
     assert!(
         !svg.contains("perfect_shared"),
@@ -494,12 +499,18 @@ fn tome_report_only_computes_each_verdict() {
         ("global", 90.0),
         ("local_mem", 80.0),
         ("shared_mem_per_thread", 40.0),
-        ("in_registers", 60.0),
+        ("in_registers", f64::NAN),
     ] {
         for (threads, blocks, ms) in [(256u32, 4u32, base), (1024, 1, base * 1.5)] {
+            // A placement that does not apply keeps its error instead of a time.
+            let result = if ms.is_nan() {
+                serde_json::json!({ "error": "External error: invalid option: GPU strategy perfect_registers does not apply: too wide" })
+            } else {
+                ok(100.0, ms)
+            };
             points.push(
                 serde_json::json!({ "key": { "exp": "table3", "placement": placement,
-                "threads": threads, "blocks_per_sm": blocks }, "result": ok(100.0, ms) }),
+                "threads": threads, "blocks_per_sm": blocks }, "result": result }),
             );
         }
     }
@@ -529,6 +540,13 @@ fn tome_report_only_computes_each_verdict() {
     );
     assert!(
         rows[2].contains("global 90.0 ms") && rows[2].contains("| yes |"),
+        "{}",
+        rows[2]
+    );
+    assert!(
+        rows[2].contains(
+            "in_registers: no time (GPU strategy perfect_registers does not apply: too wide)"
+        ),
         "{}",
         rows[2]
     );
@@ -592,5 +610,71 @@ fn atomics_micro_report_only_computes_each_verdict() {
     );
     assert!(rows[2].contains("| yes |"), "{}", rows[2]);
     assert!(out.join("sort-atomics-micro.svg").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Luan's inter-operator co-processing report from a stored JSON (no GPU needed): the gains
+/// over each side run apart, beyond the paper's where they pass it, the count that beat both
+/// sides alone, and the plot.
+#[test]
+fn luan_coprocess_report_only_computes_each_verdict() {
+    let out = std::env::temp_dir().join(format!("grouper-seeds-lc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    // (workload, dist, cpu alone, gpu alone, apart, co-processed)
+    let runs = [
+        ("W0", "uniform", 30.0, 20.0, 22.0, 20.0),
+        ("W1", "uniform", 200.0, 240.0, 210.0, 220.0),
+        ("W2", "zipf1.1", 50.0, 30.0, 40.0, 20.0),
+        ("W3", "zipf1.1", 240.0, 270.0, 240.0, 230.0),
+    ];
+    let points: Vec<Value> = runs
+        .iter()
+        .map(|&(w, d, c, g, apart, co)| {
+            serde_json::json!({ "workload": w, "dist": d, "rows": 1 << 22, "groups_log2": [4, 10],
+                "cpu_alone_ms": c, "gpu_alone_ms": g, "cpu_plus_gpu_ms": apart,
+                "coprocessed_ms": co, "sides": ["gpu", "cpu"] })
+        })
+        .collect();
+    let json = serde_json::json!({ "benchmark": "seeds/luan-coprocess", "device": "a test GPU",
+        "commit": "abc1234", "command": "x", "threads": 16, "rows": 1 << 22, "points": points });
+    std::fs::write(out.join("luan-coprocess.json"), json.to_string()).unwrap();
+    grouper(
+        &[
+            "bench",
+            "seeds",
+            "luan",
+            "--report-only",
+            "--parts",
+            "coprocess",
+        ],
+        &out,
+    );
+    let md = std::fs::read_to_string(out.join("luan-coprocess.md")).unwrap();
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| Fig.") || l.starts_with("| §"))
+        .collect();
+    assert_eq!(rows.len(), 3, "{md}");
+    // Uniform: +10% and -5%, within the paper's 18%: faster somewhere, nothing beyond.
+    assert!(
+        rows[0].contains("-5% to +10%") && rows[0].contains("| yes |"),
+        "{}",
+        rows[0]
+    );
+    assert!(!rows[0].contains("beyond"), "{}", rows[0]);
+    // Skewed: +4% and +100%, past the paper's 33%.
+    assert!(
+        rows[1].contains("+4% to +100%") && rows[1].contains("beyond the paper's 33%"),
+        "{}",
+        rows[1]
+    );
+    // Faster than both sides alone: W2 and W3 (W0 ties the GPU), 2 of 4: not a majority.
+    assert!(
+        rows[2].contains("2 of 4") && rows[2].contains("| **no** |"),
+        "{}",
+        rows[2]
+    );
+    assert!(out.join("luan-coprocess.svg").exists(), "{md}");
     let _ = std::fs::remove_dir_all(&out);
 }

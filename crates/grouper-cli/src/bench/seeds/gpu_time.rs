@@ -3,6 +3,10 @@
 //! (group count and totals) before timing, kernel time by CUDA events, each configuration's
 //! median over rounds that start one further each time, every timed run after an untimed one
 //! of its own (so it does not inherit the L2 and clocks another left: `gpu_sweep`'s method).
+//! Each configuration's set-up (compiles, upload, the checked run) is printed with its seconds
+//! as it ends, so a device call cut off by its time limit shows where the time went.
+
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use arrow::record_batch::RecordBatch;
@@ -26,6 +30,7 @@ pub fn time_configs(
     // The input is uploaded once, for the first configuration that applies.
     let mut prepared: Vec<Option<Prepared>> = Vec::with_capacity(configs.len());
     for (name, opts) in configs {
+        let started = Instant::now();
         let p = match prepared.iter().flatten().next() {
             Some(first) => first.retarget(opts),
             None => Prepared::new(&query, std::slice::from_ref(batch), opts),
@@ -40,6 +45,7 @@ pub fn time_configs(
             Err(e) => return Err(anyhow::Error::new(e).context(name.clone())),
         };
         check_groups(&mut p, distinct, &totals).with_context(|| name.clone())?;
+        println!("{name}: set up in {:.1} s", started.elapsed().as_secs_f64());
         prepared.push(Some(p));
     }
     let mut runs = vec![Vec::with_capacity(reps); configs.len()];

@@ -14,6 +14,7 @@
 // reads as Null, never panics) and workloads it built itself.
 #![allow(clippy::indexing_slicing)]
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,6 +27,7 @@ use serde_json::{json, Value};
 
 use super::{meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{median, write_json};
+use crate::bench::plots;
 use crate::synthetic::{self, Dist, KeyType, Spec};
 
 /// One workload: its name, key distribution, largest table's rows and group range (log2).
@@ -164,6 +166,28 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
 }
 
 fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
+    // Fig. 15: each workload's batch time by how it ran.
+    let labels: Vec<String> = points
+        .iter()
+        .map(|p| p["workload"].as_str().unwrap_or("?").to_string())
+        .collect();
+    let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (label, field) in [
+        ("CPU alone", "cpu_alone_ms"),
+        ("GPU alone", "gpu_alone_ms"),
+        ("CPU+GPU apart", "cpu_plus_gpu_ms"),
+        ("co-processed", "coprocessed_ms"),
+    ] {
+        let row = points.iter().map(|p| p[field].as_f64().unwrap_or(f64::NAN));
+        series.insert(label.to_string(), row.collect());
+    }
+    let mut plot_files = Vec::new();
+    if series.values().flatten().any(|t| t.is_finite()) {
+        let file = "luan-coprocess.svg".to_string();
+        let title = "Luan Fig. 15: a batch of eight queries (ms) by how it ran".to_string();
+        plots::bars(&a.out_dir.join(&file), &title, &labels, &series)?;
+        plot_files.push((title, file));
+    }
     let speedups = |skewed: bool| -> Vec<f64> {
         points
             .iter()
@@ -177,6 +201,15 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         format!("{:+.0}% to {:+.0}%", lo * 100.0, hi * 100.0)
+    };
+    // Where the gains pass the paper's: Luan's CPU and GPU shared one chip's memory, so the
+    // two sides' queries competed for its bandwidth; a discrete GPU reads its own.
+    let beyond = |v: &[f64], paper: f64| {
+        if v.iter().any(|&s| s > paper) {
+            format!(" (beyond the paper's {:.0}%: his CPU and GPU shared one chip's memory bandwidth, a discrete GPU reads its own, so the overlap comes nearer the sum of both sides)", paper * 100.0)
+        } else {
+            String::new()
+        }
     };
     let (uniform, skewed) = (speedups(false), speedups(true));
     let best_single = points
@@ -192,14 +225,14 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
         Finding {
             figure: "Fig. 15a-b",
             paper: "on uniform workloads co-processing is a little faster than CPU+GPU run apart (up to 18%), sometimes slower",
-            here: format!("co-processed against CPU+GPU apart: {}", range(&uniform)),
+            here: format!("co-processed against CPU+GPU apart: {}{}", range(&uniform), beyond(&uniform, 0.18)),
             holds: (!uniform.is_empty()).then(|| uniform.iter().any(|&s| s > 0.0)),
             why: "Luan's CPU and GPU shared one chip's memory; here the GPU has its own, and the CPU's share of the batch competes with the GPU's host work (encoding, copies) for the cores.",
         },
         Finding {
             figure: "Fig. 15c-d",
             paper: "on skewed workloads co-processing gains more: 23-33% (linear probing)",
-            here: format!("co-processed against CPU+GPU apart: {}", range(&skewed)),
+            here: format!("co-processed against CPU+GPU apart: {}{}", range(&skewed), beyond(&skewed, 0.33)),
             holds: (!skewed.is_empty()).then(|| skewed.iter().any(|&s| s > 0.2)),
             why: "Luan's gain came from the CPU and GPU being far apart on skewed data; grouper's CPU strategies absorb skew (per-thread tables, hot keys), which narrows the gap the overlap can win.",
         },
@@ -219,7 +252,7 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
         "Luan et al.: inter-operator co-processing, on this machine's CPU and GPU",
         meta,
         &findings,
-        &[],
+        &plot_files,
     )?;
     println!("wrote {}", a.out_dir.join("luan-coprocess.md").display());
     Ok(())

@@ -206,7 +206,11 @@ pub fn write_report(
         meta["command"].as_str().unwrap_or("?"),
         plain(&meta["rows"]),
         plain(&meta["threads"]),
-        meta["json"].as_str().unwrap_or("?"),
+        // The file's name: it lies beside the report wherever the run measured.
+        meta["json"]
+            .as_str()
+            .and_then(|j| Path::new(j).file_name())
+            .map_or("?".into(), |f| f.to_string_lossy()),
     );
     for f in findings {
         let holds = match f.holds {

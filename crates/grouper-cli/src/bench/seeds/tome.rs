@@ -259,6 +259,24 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
         .map(|(n, ms, t, b)| format!("{n} {ms:.1} ms ({b} blocks/SM x {t} threads)"))
         .collect::<Vec<_>>()
         .join(", ");
+    // Placements without a time: why, in the words of the error (its innermost part).
+    let absent: Vec<String> = PLACEMENTS
+        .iter()
+        .filter(|(n, _)| !best3.iter().any(|b| b.0 == *n))
+        .filter_map(|(n, _)| {
+            let error = points
+                .iter()
+                .filter(|p| p["key"]["exp"] == "table3" && p["key"]["placement"] == *n)
+                .find_map(|p| p["result"]["error"].as_str())?;
+            let why = error.rsplit("invalid option: ").next().unwrap_or(error);
+            Some(format!("{n}: no time ({why})"))
+        })
+        .collect();
+    let shapes = [shapes, absent.join("; ")]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
     let findings = vec![
         Finding {
             figure: "Table 2",
