@@ -264,8 +264,13 @@ impl Totals {
     }
 }
 
-/// One full run of `p` (warming it up), checked to find `groups` groups that total `totals`.
-pub(crate) fn check_groups(p: &mut Prepared, groups: usize, totals: &Totals) -> Result<()> {
+/// One full run of `p` (warming it up), checked to find `groups` groups that total `totals`;
+/// the strategy it ran (what `auto` chose).
+pub(crate) fn check_groups(
+    p: &mut Prepared,
+    groups: usize,
+    totals: &Totals,
+) -> Result<GpuStrategy> {
     let first = p.run()?;
     anyhow::ensure!(
         first.num_rows == groups,
@@ -275,7 +280,8 @@ pub(crate) fn check_groups(p: &mut Prepared, groups: usize, totals: &Totals) -> 
     );
     totals
         .check(&first.columns)
-        .with_context(|| first.report.strategy.to_string())
+        .with_context(|| first.report.strategy.to_string())?;
+    Ok(first.report.strategy)
 }
 
 /// The median of `xs` (upper median when even; NaN when empty).

@@ -427,8 +427,11 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
             ("hashing (global)", serde_json::json!(hashing)),
             ("auto", serde_json::json!(sorted)),
         ] {
+            // auto names what it chose (newer runs record it).
+            let strategy = (variant == "auto").then_some("perfect_sorted");
             points.push(
-                serde_json::json!({ "dist": dist, "groups": 10, "variant": variant, "ms": ms }),
+                serde_json::json!({ "dist": dist, "groups": 10, "variant": variant,
+                "ms": ms, "strategy": strategy }),
             );
         }
     }
@@ -448,7 +451,7 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
     );
     let md = std::fs::read_to_string(out.join("sort-atomics-gpu.md")).unwrap();
     let verdicts: Vec<&str> = md.lines().filter(|l| l.starts_with("| Fig.")).collect();
-    assert_eq!(verdicts.len(), 4, "{md}");
+    assert_eq!(verdicts.len(), 5, "{md}");
     assert!(
         verdicts.iter().all(|l| l.contains("| yes |")),
         "{verdicts:?}"
@@ -458,6 +461,12 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
         verdicts[2].contains("heavy hitter: yes, random: yes; up to 8.00x"),
         "{}",
         verdicts[2]
+    );
+    // auto (the sort's time) over the fastest: hashing's 4 ms at random.
+    assert!(
+        verdicts[4].contains("random (perfect_sorted) 1.25x"),
+        "{}",
+        verdicts[4]
     );
     let svg = std::fs::read_to_string(out.join("sort-atomics-gpu-distributions.svg")).unwrap();
     assert!(

@@ -11,28 +11,40 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use arrow::record_batch::RecordBatch;
 use grouper_core::GrouperError;
-use grouper_gpu::{GpuOptions, Prepared};
+use grouper_gpu::{GpuOptions, GpuStrategy, Prepared};
 
 use crate::bench::common::median;
 use crate::bench::gpu_sweep::{check_groups, sweep_query, timed_run, turn, Totals};
 
-/// Median kernel milliseconds of each named configuration (all resident) on `batch`, the
-/// sweep's query over its key and f32 value columns, which has `distinct` groups; `None` for
-/// a configuration that does not apply there (a direct table past its room, say).
+/// One configuration's median kernel milliseconds and the strategy its checked run took
+/// (what `auto` chose: a report says why `auto` was slow or fast).
+pub struct Timed {
+    pub ms: f64,
+    pub strategy: GpuStrategy,
+}
+
+/// The `ms` and `strategy` fields of a point: both null where the configuration did not apply.
+pub fn fields(t: Option<&Timed>) -> (Option<f64>, Option<String>) {
+    (t.map(|t| t.ms), t.map(|t| t.strategy.to_string()))
+}
+
+/// Each named configuration (all resident) timed on `batch`, the sweep's query over its key
+/// and f32 value columns, which has `distinct` groups; `None` for a configuration that does
+/// not apply there (a direct table past its room, say).
 pub fn time_configs(
     batch: &RecordBatch,
     distinct: usize,
     configs: &[(String, GpuOptions)],
     reps: usize,
-) -> Result<Vec<Option<f64>>> {
+) -> Result<Vec<Option<Timed>>> {
     let totals = Totals::of(batch)?;
     let query = sweep_query(batch.schema().field(0).data_type().clone());
     // The input is uploaded once, for the first configuration that applies.
-    let mut prepared: Vec<Option<Prepared>> = Vec::with_capacity(configs.len());
+    let mut prepared: Vec<Option<(Prepared, GpuStrategy)>> = Vec::with_capacity(configs.len());
     for (name, opts) in configs {
         let started = Instant::now();
         let p = match prepared.iter().flatten().next() {
-            Some(first) => first.retarget(opts),
+            Some((first, _)) => first.retarget(opts),
             None => Prepared::new(&query, std::slice::from_ref(batch), opts),
         };
         let mut p = match p {
@@ -44,21 +56,27 @@ pub fn time_configs(
             }
             Err(e) => return Err(anyhow::Error::new(e).context(name.clone())),
         };
-        check_groups(&mut p, distinct, &totals).with_context(|| name.clone())?;
-        println!("{name}: set up in {:.1} s", started.elapsed().as_secs_f64());
-        prepared.push(Some(p));
+        let strategy = check_groups(&mut p, distinct, &totals).with_context(|| name.clone())?;
+        let secs = started.elapsed().as_secs_f64();
+        println!("{name}: set up in {secs:.1} s ({strategy})");
+        prepared.push(Some((p, strategy)));
     }
     let mut runs = vec![Vec::with_capacity(reps); configs.len()];
     for rep in 0..reps.max(1) {
         for i in turn(configs.len(), rep) {
-            if let (Some(Some(p)), Some(r)) = (prepared.get_mut(i), runs.get_mut(i)) {
+            if let (Some(Some((p, _))), Some(r)) = (prepared.get_mut(i), runs.get_mut(i)) {
                 r.push(timed_run(p)?);
             }
         }
     }
     Ok(runs
-        .iter()
+        .into_iter()
         .zip(&prepared)
-        .map(|(r, p)| p.as_ref().map(|_| median(r)))
+        .map(|(r, p)| {
+            p.as_ref().map(|&(_, strategy)| Timed {
+                ms: median(&r),
+                strategy,
+            })
+        })
         .collect())
 }

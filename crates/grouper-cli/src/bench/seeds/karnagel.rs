@@ -34,7 +34,7 @@ use grouper_core::hash::HashFn;
 use grouper_gpu::{BucketMap, GpuOptions, GpuParams, GpuStrategy};
 use serde_json::{json, Value};
 
-use super::gpu_time::time_configs;
+use super::gpu_time::{fields, time_configs};
 use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::write_json;
 use crate::bench::gpu_sweep::{dense_keys, draws, sweep_batch, sweep_query};
@@ -271,14 +271,16 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
         }
         let (batch, _) = sweep_batch(&dense, false, &values)?;
         let ms = time_configs(&batch, distinct, &todo, a.reps)?;
-        for ((name, _), ms) in todo.iter().zip(ms) {
+        for ((name, _), t) in todo.iter().zip(ms) {
             // One that does not apply is kept without a time: a resumed run skips it.
+            let (ms, strategy) = fields(t.as_ref());
             println!(
                 "{} {} ms",
                 key(name),
                 ms.map_or("-".into(), |t| format!("{t:.3}"))
             );
-            points.push(json!({ "key": key(name), "distinct": distinct, "ms": ms }));
+            points.push(json!({ "key": key(name), "distinct": distinct, "ms": ms,
+                "strategy": strategy }));
         }
         meta["points"] = json!(points);
         write_json(&json_path, &meta)?;

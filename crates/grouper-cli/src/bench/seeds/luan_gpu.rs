@@ -29,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::gpu_time::time_configs;
+use super::gpu_time::{fields, time_configs, Timed};
 use super::luan::{scheme_plots, share_faster, SEED};
 use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{median, write_json};
@@ -100,7 +100,7 @@ fn time(
     (groups, load, hash): (usize, f64, HashFn),
     configs: &[Config],
     reps: usize,
-) -> Result<Vec<Option<f64>>> {
+) -> Result<Vec<Option<Timed>>> {
     let named: Vec<(String, GpuOptions)> = configs
         .iter()
         .map(|&(name, strategy, probing)| {
@@ -170,15 +170,16 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
                     let groups = (((1usize << log2) as f64 * load) as usize).max(1);
                     let (b, distinct) = batch(rows, groups as u64, dist)?;
                     let ms = time(&b, distinct, (groups, load, hash), &todo, a.reps)?;
-                    for (c, ms) in todo.iter().zip(ms) {
+                    for (c, t) in todo.iter().zip(ms) {
                         // A configuration that does not apply is kept, without a time, so a
                         // resumed run does not try it again.
+                        let (ms, strategy) = fields(t.as_ref());
                         println!(
                             "{} {} ms",
                             key(c.0),
                             ms.map_or("-".into(), |t| format!("{t:.3}"))
                         );
-                        points.push(json!({ "key": key(c.0), "ms": ms }));
+                        points.push(json!({ "key": key(c.0), "ms": ms, "strategy": strategy }));
                     }
                     let mut r = meta.clone();
                     r["hash"] = json!(hash.to_string());
