@@ -86,12 +86,12 @@ pub struct TunerArgs {
 }
 
 impl TunerArgs {
-    /// The defaults, over `rows_log2` rows and the group counts `groups_log2`, tuned with each
-    /// of `similarity`, writing `out` and plots under `plots`, resuming an earlier run there
-    /// when `resume` (`bench seeds rosenfeld`).
+    /// The defaults, over `rows_log2` rows, the group counts `groups_log2` and the key kinds
+    /// `keys` (empty: both), tuned with each of `similarity`, writing `out` and plots under
+    /// `plots`, resuming an earlier run there when `resume` (`bench seeds rosenfeld`).
     pub(crate) fn for_seeds(
         rows_log2: u32,
-        groups_log2: Vec<u32>,
+        (groups_log2, keys): (Vec<u32>, Vec<TunerKeys>),
         similarity: Vec<f64>,
         (out, plots): (PathBuf, PathBuf),
         resume: bool,
@@ -107,7 +107,7 @@ impl TunerArgs {
             b_max: 10,
             patience: 8,
             max_passes: 40,
-            keys: Vec::new(),
+            keys,
             strategies: Vec::new(),
             out,
             plots,
@@ -118,7 +118,7 @@ impl TunerArgs {
 
 /// The sweep's key kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum TunerKeys {
+pub(crate) enum TunerKeys {
     /// u32 keys 0..groups: direct tables apply.
     Dense,
     /// u64 keys spread over the 64-bit range: hash tables only.
