@@ -174,27 +174,28 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
         })
         .filter(|(_, r)| r.is_finite())
         .collect();
+    // Naive global atomics at `d` against the normal data (the most groups).
+    let naive_here = |d: &str, label: &str| {
+        format!(
+            "perfect_global: {label} {}, normal {} (the most groups)",
+            show(at(naive, d)),
+            show(at(naive, normal))
+        )
+    };
+    let naive_slower = |d: &str| at(naive, d).zip(at(naive, normal)).map(|(x, n)| x > n);
     let findings = vec![
         Finding {
             figure: "Fig. 10, §4.2.3",
             paper: "naive global atomics perform poorly on heavy hitter data (90% of the rows one group), better with many groups",
-            here: format!(
-                "perfect_global: heavy hitter {}, normal {} (the most groups)",
-                show(at(naive, hh)),
-                show(at(naive, normal))
-            ),
-            holds: at(naive, hh).zip(at(naive, normal)).map(|(h, n)| h > n),
+            here: naive_here(hh, "heavy hitter"),
+            holds: naive_slower(hh),
             why: "grouper's direct tables count a few groups in registers or shared-memory copies before the device table (its narrow tables and the planner's shapes), which the paper's naive kernel did not: one hot key's atomics do not all reach one address.",
         },
         Finding {
             figure: "Fig. 10, §4.2.3",
             paper: "naive global atomics perform poorly on random data (10,001 groups), better with many groups",
-            here: format!(
-                "perfect_global: random {}, normal {} (the most groups)",
-                show(at(naive, random)),
-                show(at(naive, normal))
-            ),
-            holds: at(naive, random).zip(at(naive, normal)).map(|(r, n)| r > n),
+            here: naive_here(random, "random"),
+            holds: naive_slower(random),
             why: "the paper presorted its input for the variants' comparisons (§5), so a warp's atomics met at one address; these rows arrive unordered, and 10,001 counters spread the atomics over the L2's slices, while the most groups' table is beyond the L2 (each atomic a miss).",
         },
         Finding {
