@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # On the GPU machine (a device call carrying .device/ from scripts/device-prepare.sh): issue 28's
 # `grouper bench seeds` runs, each resumable across device calls. Steps, in the order given:
+#   tests:F1,F2        grouper-gpu's GPU tests whose names hold F1 or F2 (e.g. tests:atomics
+#                      after a kernel of the paper's changed), bounded by TEST_SECS (default 240)
+#   check              `bench check --only gpu` against the committed baseline of this GPU
+#                      (check-gpu.json beside the results), bounded by CHECK_SECS (default 240)
 #   shell              a co-processed shell batch (--coprocess: the GPU takes the costliest
 #                      query; MEDIAN, which the GPU lacks, falls back to the CPU)
 #   <paper>[:parts]    `bench seeds <paper> --resume [--parts parts]` with SEEDS_ARGS (e.g.
 #                      --quick), bounded by SEEDS_SECS (default 240) each: luan, karnagel,
 #                      rosenfeld, sort-atomics, tome
-# e.g. scripts/device-seeds.sh shell luan:gpu,coprocess karnagel:regions
+# e.g. scripts/device-seeds.sh tests:atomics sort-atomics:atomics karnagel check
 # The earlier JSON comes from SEEDS_DIR (default bench/results/seeds, carried with the tree) and
 # must be of the same commit and GPU to be kept; everything lands in $OUT/seeds.tar as each step
 # ends (a call brings back at most 8 files), with each step's log beside it.
@@ -19,7 +23,17 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 mkdir -p $S && cp -r ${SEEDS_DIR:-bench/results/seeds}/. $S/ 2>/dev/null
 for step in "$@"; do
   echo "== $step ($(date +%T))"
-  if [ "$step" = shell ]; then
+  if [ "${step%%:*}" = tests ]; then
+    T=/tmp/grouper-gpu-it
+    [ -x $T ] || { xz -dc .device/tests/grouper-gpu-it.xz > $T && chmod +x $T; }
+    # shellcheck disable=SC2046
+    timeout ${TEST_SECS:-240} $T --include-ignored --test-threads=1 $(echo "${step#tests:}" | tr , ' ') \
+      > $S/tests.log 2>&1
+    echo "rc=$?"; grep -E "^test |test result|panicked" $S/tests.log | tail -12
+  elif [ "$step" = check ]; then
+    timeout ${CHECK_SECS:-240} $G bench check --only gpu --out $S/check-gpu.json > $S/check.log 2>&1
+    echo "rc=$?"; tail -5 $S/check.log
+  elif [ "$step" = shell ]; then
     printf '%s\n' \
       "CREATE TABLE big AS SELECT value % 64 AS k, value AS v FROM generate_series(1, 50000000);" \
       "CREATE TABLE small AS SELECT value % 7 AS k, value AS v FROM generate_series(1, 1000);" \
