@@ -672,9 +672,15 @@ fn luan_coprocess_report_only_computes_each_verdict() {
         rows[0]
     );
     assert!(!rows[0].contains("beyond"), "{}", rows[0]);
-    // Skewed: +4% and +100%, past the paper's 33%.
+    // Skewed: +4% and +100%, past the paper's 33%; its median gain (the mean of two) above
+    // the uniform one's: more, as Luan found.
     assert!(
         rows[1].contains("+4% to +100%") && rows[1].contains("beyond the paper's 33%"),
+        "{}",
+        rows[1]
+    );
+    assert!(
+        rows[1].contains("median gain +52% skewed, +3% uniform") && rows[1].contains("| yes |"),
         "{}",
         rows[1]
     );

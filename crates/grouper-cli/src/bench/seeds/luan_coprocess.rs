@@ -232,8 +232,16 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
         Finding {
             figure: "Fig. 15c-d",
             paper: "on skewed workloads co-processing gains more: 23-33% (linear probing)",
-            here: format!("co-processed against CPU+GPU apart: {}{}", range(&skewed), beyond(&skewed, 0.33)),
-            holds: (!skewed.is_empty()).then(|| skewed.iter().any(|&s| s > 0.2)),
+            here: format!(
+                "co-processed against CPU+GPU apart: {}{}; median gain {:+.0}% skewed, {:+.0}% uniform",
+                range(&skewed),
+                beyond(&skewed, 0.33),
+                100.0 * median(&skewed),
+                100.0 * median(&uniform)
+            ),
+            // "More": the skewed workloads' median gain over the uniform ones'.
+            holds: (!skewed.is_empty() && !uniform.is_empty())
+                .then(|| median(&skewed) > median(&uniform)),
             why: "Luan's gain came from the CPU and GPU being far apart on skewed data; grouper's CPU strategies absorb skew (per-thread tables, hot keys), which narrows the gap the overlap can win.",
         },
         Finding {
