@@ -19,7 +19,9 @@ use crate::bench::gpu_sweep::{check_groups, sweep_query, timed_run, turn, Totals
 /// One configuration's median kernel milliseconds and the strategy its checked run took
 /// (what `auto` chose: a report says why `auto` was slow or fast).
 pub struct Timed {
+    /// Median kernel milliseconds over the rounds.
     pub ms: f64,
+    /// The strategy the checked run took.
     pub strategy: GpuStrategy,
 }
 
