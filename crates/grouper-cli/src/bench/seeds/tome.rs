@@ -127,7 +127,7 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
         let entry = match measure(&name, backend, &ctx, a.reps, &mut reference).await {
             Ok(e) => e,
             // A placement that does not apply at a shape (or at all) is kept without a time.
-            Err(e) => json!({ "error": format!("{e:#}") }),
+            Err(e) => json!({ "error": grouper_shell::one_line(&e) }),
         };
         if !done {
             points.push(json!({ "key": key, "result": entry }));
