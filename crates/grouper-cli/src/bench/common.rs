@@ -467,14 +467,46 @@ pub(crate) fn median(runs: &[f64]) -> f64 {
 
 /// The points of an earlier run in `path` when it was of this commit and machine.
 pub fn earlier_points(path: &Path, meta: &Value) -> Vec<Value> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
+    earlier_points_from(path, meta, &[]).0
+}
+
+/// The points of an earlier run in `path` on this machine to keep: all of them when it was of
+/// this commit, or of one of the commits `from` (each such point then stamped with the commit
+/// that measured it, where it names none); and the commits whose points were kept, the earlier
+/// run's own list included. A commit matches by its prefix (short and long hashes).
+pub fn earlier_points_from(
+    path: &Path,
+    meta: &Value,
+    from: &[String],
+) -> (Vec<Value>, Vec<String>) {
+    let Some(old) = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+    else {
+        return (Vec::new(), Vec::new());
     };
-    let Ok(old) = serde_json::from_str::<Value>(&text) else {
-        return Vec::new();
-    };
-    if old["commit"] != meta["commit"] || old["device"] != meta["device"] {
-        return Vec::new();
+    let commit = old["commit"].as_str().unwrap_or_default();
+    let same = old["commit"] == meta["commit"];
+    let named = !commit.is_empty()
+        && from
+            .iter()
+            .any(|c| c.starts_with(commit) || commit.starts_with(c.as_str()));
+    if old["device"] != meta["device"] || !(same || named) {
+        return (Vec::new(), Vec::new());
     }
-    old["points"].as_array().cloned().unwrap_or_default()
+    let mut kept: Vec<String> = old["resumed_from"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.as_str().map(String::from))
+        .collect();
+    let mut points = old["points"].as_array().cloned().unwrap_or_default();
+    if !same {
+        for p in points.iter_mut().filter(|p| p["commit"].is_null()) {
+            p["commit"] = Value::from(commit);
+        }
+        kept.push(commit.to_string());
+    }
+    kept.dedup();
+    (points, kept)
 }

@@ -85,6 +85,46 @@ fn luan_seeds_measure_every_scheme_and_report_each_finding() {
     let json2: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("luan-cpu.json")).unwrap()).unwrap();
     assert_eq!(json2["points"].as_array().unwrap().len(), points.len());
+    // An earlier commit's points are kept only where --resume-from names it, each stamped
+    // with that commit, and the report says so; nothing is measured again.
+    let mut older = json2.clone();
+    older["commit"] = Value::from("0000000");
+    std::fs::write(out.join("luan-cpu.json"), older.to_string()).unwrap();
+    let kept = grouper(
+        &[
+            "bench",
+            "seeds",
+            "luan",
+            "--quick",
+            "--reps",
+            "1",
+            "--threads",
+            "2",
+            "--resume",
+            "--resume-from",
+            "0000000abc",
+            "--parts",
+            "cpu",
+        ],
+        &out,
+    );
+    assert_eq!(
+        kept.lines().filter(|l| l.ends_with(" ms")).count(),
+        0,
+        "{kept}"
+    );
+    let json3: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("luan-cpu.json")).unwrap()).unwrap();
+    assert_ne!(json3["commit"], "0000000");
+    assert_eq!(json3["resumed_from"], serde_json::json!(["0000000"]));
+    let stamped = json3["points"].as_array().unwrap();
+    assert_eq!(stamped.len(), points.len());
+    assert!(stamped.iter().all(|p| p["commit"] == "0000000"));
+    let md3 = std::fs::read_to_string(out.join("luan-cpu.md")).unwrap();
+    assert!(
+        md3.contains("with the points of 0000000 kept by `--resume-from`"),
+        "{md3}"
+    );
     // --report-only writes the same report again from the JSON, measuring nothing.
     std::fs::remove_file(out.join("luan-cpu.md")).unwrap();
     let o = grouper(

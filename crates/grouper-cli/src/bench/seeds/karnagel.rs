@@ -35,7 +35,7 @@ use grouper_gpu::{BucketMap, GpuOptions, GpuParams, GpuStrategy};
 use serde_json::{json, Value};
 
 use super::gpu_time::{fields, time_configs};
-use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
+use super::{gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::write_json;
 use crate::bench::gpu_sweep::{dense_keys, draws, sweep_batch, sweep_query};
 use crate::bench::plots;
@@ -252,11 +252,7 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
     meta["l2_bytes"] = json!(d.l2);
     meta["sms"] = json!(d.sms);
     meta["slot_bytes"] = json!(d.slot_bytes);
-    let mut points = if a.resume {
-        earlier_points(&json_path, &meta)
-    } else {
-        Vec::new()
-    };
+    let mut points = a.earlier(&json_path, &mut meta);
     let (r, v) = draws(rows);
     let values: ArrayRef = Arc::new(Float32Array::from(v));
     for g in group_counts(a.quick, rows_log2) {

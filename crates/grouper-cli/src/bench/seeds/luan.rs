@@ -37,7 +37,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::{earlier_points, meta, stored, write_report, Finding, SeedsArgs};
+use super::{meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{median, write_json};
 use crate::bench::plots;
 use crate::synthetic::{scatter, Dist, KeyType, Sampler};
@@ -225,12 +225,8 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
         let (r, points) = stored(&json_path)?;
         return report(a, &r, &plan, &points, &r["cuckoo_rebuilds"]);
     }
-    let meta = meta("seeds/luan", threads, json!(plan.rows), &json_path);
-    let mut points = if a.resume {
-        earlier_points(&json_path, &meta)
-    } else {
-        Vec::new()
-    };
+    let mut meta = meta("seeds/luan", threads, json!(plan.rows), &json_path);
+    let mut points = a.earlier(&json_path, &mut meta);
     let ms_hash = HashFn::random_multiply_shift(SEED);
     let save = |points: &[Value]| {
         let mut r = meta.clone();

@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use super::gpu_time::{fields, time_configs, Timed};
 use super::luan::{scheme_plots, share_faster, SEED};
-use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
+use super::{gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{median, write_json};
 use crate::synthetic::{scatter, Dist, KeyType, Sampler};
 
@@ -143,12 +143,8 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
     if gpu_here("seeds luan gpu").is_none() {
         return Ok(());
     }
-    let meta = meta("seeds/luan-gpu", a.threads(), json!(rows_set), &json_path);
-    let mut points = if a.resume {
-        earlier_points(&json_path, &meta)
-    } else {
-        Vec::new()
-    };
+    let mut meta = meta("seeds/luan-gpu", a.threads(), json!(rows_set), &json_path);
+    let mut points = a.earlier(&json_path, &mut meta);
     for &rows in &rows_set {
         for &log2 in &slots_log2 {
             for &load in &loads {

@@ -37,6 +37,10 @@ const STRATEGIES: [(&str, &str); 3] = [
 
 /// Measures on this GPU (unless `--report-only`), then reports over every GPU's JSON.
 pub async fn run(a: &SeedsArgs) -> Result<()> {
+    ensure!(
+        a.resume_from.is_empty(),
+        "--resume-from: rosenfeld's tuner keeps only the points of its own commit"
+    );
     if !a.report_only {
         if let Some(gpu) = gpu_here("seeds rosenfeld") {
             let out = a

@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use super::gpu_time::{fields, time_configs};
 use super::sort_atomics::{domain, ms_at, spread};
-use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
+use super::{gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::write_json;
 use crate::bench::gpu_sweep::{drawn_keys, draws, sweep_batch};
 use crate::bench::plots;
@@ -71,11 +71,7 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
         json!(rows),
         &json_path,
     );
-    let mut points = if a.resume {
-        earlier_points(&json_path, &meta)
-    } else {
-        Vec::new()
-    };
+    let mut points = a.earlier(&json_path, &mut meta);
     let (_, v) = draws(rows);
     let values: ArrayRef = Arc::new(Float32Array::from(v));
     for dist in Dist::SORT_PAPER {

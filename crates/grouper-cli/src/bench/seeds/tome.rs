@@ -26,7 +26,7 @@ use grouper::{Backend, Split};
 use grouper_gpu::{GpuOptions, GpuStrategy};
 use serde_json::{json, Value};
 
-use super::{earlier_points, gpu_here, meta, stored, write_report, Finding, SeedsArgs};
+use super::{gpu_here, meta, stored, write_report, Finding, SeedsArgs};
 use crate::bench::common::{q1_lineitem, write_json};
 use crate::bench::plots;
 use crate::bench::q1::{context, measure};
@@ -61,11 +61,7 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
     let mut meta = meta("seeds/tome", threads, json!(rows), &json_path);
     meta["sf"] = json!(sf);
     meta["sms"] = json!(gpu.info.sms);
-    let mut points = if a.resume {
-        earlier_points(&json_path, &meta)
-    } else {
-        Vec::new()
-    };
+    let mut points = a.earlier(&json_path, &mut meta);
     // Every configuration: its key, backend and options.
     let mut configs: Vec<(Value, Backend, GpuOptions)> = vec![(
         json!({ "exp": "table2", "config": "cpu" }),
