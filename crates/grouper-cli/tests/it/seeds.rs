@@ -706,30 +706,28 @@ fn luan_coprocess_report_only_computes_each_verdict() {
         .collect();
     assert_eq!(rows.len(), 3, "{md}");
     // Uniform: +10% and -5%, within the paper's 18%: faster somewhere, nothing beyond.
-    assert!(
-        rows[0].contains("-5% to +10%") && rows[0].contains("| yes |"),
-        "{}",
-        rows[0]
-    );
+    has(rows[0], &["-5% to +10%", "| yes |"]);
     assert!(!rows[0].contains("beyond"), "{}", rows[0]);
     // Skewed: +4% and +100%, past the paper's 33%; its median gain (the mean of two) above
     // the uniform one's: more, as Luan found.
-    assert!(
-        rows[1].contains("+4% to +100%") && rows[1].contains("beyond the paper's 33%"),
-        "{}",
-        rows[1]
-    );
-    assert!(
-        rows[1].contains("median gain +52% skewed, +3% uniform") && rows[1].contains("| yes |"),
-        "{}",
-        rows[1]
+    has(
+        rows[1],
+        &[
+            "+4% to +100%",
+            "beyond the paper's 33%",
+            "median gain +52% skewed, +3% uniform",
+            "| yes |",
+        ],
     );
     // Faster than both sides alone: W2 and W3 (W0 ties the GPU), 2 of 4: not a majority.
-    assert!(
-        rows[2].contains("2 of 4") && rows[2].contains("| **no** |"),
-        "{}",
-        rows[2]
-    );
+    has(rows[2], &["2 of 4", "| **no** |"]);
     assert!(out.join("luan-coprocess.svg").exists(), "{md}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Asserts that the report's row holds every one of `parts`.
+fn has(row: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(row.contains(p), "no {p:?} in {row}");
+    }
 }
