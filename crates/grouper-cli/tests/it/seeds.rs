@@ -1,13 +1,13 @@
 //! `grouper bench seeds luan --quick`: every scheme measured (each answer's group count is
 //! checked inside), the JSON, the plots and a report with a verdict per finding; `--resume`
-//! keeps the points of the same commit and measures nothing again; co-processing says it
-//! needs a GPU.
+//! keeps the points of the same commit and measures nothing again (`--resume-from` those of a
+//! commit it names); co-processing says it needs a GPU.
 
 use std::process::Command;
 
 use serde_json::Value;
 
-fn seeds(out: &std::path::Path, resume: bool) -> String {
+fn seeds(out: &std::path::Path, extra: &[&str]) -> String {
     let mut args = vec![
         "bench",
         "seeds",
@@ -18,9 +18,7 @@ fn seeds(out: &std::path::Path, resume: bool) -> String {
         "--threads",
         "2",
     ];
-    if resume {
-        args.extend(["--resume", "--parts", "cpu"]);
-    }
+    args.extend(extra);
     grouper(&args, out)
 }
 
@@ -28,7 +26,7 @@ fn seeds(out: &std::path::Path, resume: bool) -> String {
 fn luan_seeds_measure_every_scheme_and_report_each_finding() {
     let out = std::env::temp_dir().join(format!("grouper-seeds-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let first = seeds(&out, false);
+    let first = seeds(&out, &[]);
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("luan-cpu.json")).unwrap()).unwrap();
     let points = json["points"].as_array().unwrap();
@@ -76,7 +74,7 @@ fn luan_seeds_measure_every_scheme_and_report_each_finding() {
         );
     }
     // Resumed: the same points, none measured again.
-    let again = seeds(&out, true);
+    let again = seeds(&out, &["--resume", "--parts", "cpu"]);
     assert_eq!(
         again.lines().filter(|l| l.ends_with(" ms")).count(),
         0,
@@ -90,23 +88,9 @@ fn luan_seeds_measure_every_scheme_and_report_each_finding() {
     let mut older = json2.clone();
     older["commit"] = Value::from("0000000");
     std::fs::write(out.join("luan-cpu.json"), older.to_string()).unwrap();
-    let kept = grouper(
-        &[
-            "bench",
-            "seeds",
-            "luan",
-            "--quick",
-            "--reps",
-            "1",
-            "--threads",
-            "2",
-            "--resume",
-            "--resume-from",
-            "0000000abc",
-            "--parts",
-            "cpu",
-        ],
+    let kept = seeds(
         &out,
+        &["--resume", "--resume-from", "0000000abc", "--parts", "cpu"],
     );
     assert_eq!(
         kept.lines().filter(|l| l.ends_with(" ms")).count(),
