@@ -465,7 +465,8 @@ pub(crate) fn median(runs: &[f64]) -> f64 {
     }
 }
 
-/// The points of an earlier run in `path` when it was of this commit and machine.
+/// The points of an earlier run in `path` when it was of this commit and machine (and, where
+/// `meta` names them, rows).
 pub fn earlier_points(path: &Path, meta: &Value) -> Vec<Value> {
     earlier_points_from(path, meta, &[]).0
 }
@@ -473,7 +474,8 @@ pub fn earlier_points(path: &Path, meta: &Value) -> Vec<Value> {
 /// The points of an earlier run in `path` on this machine to keep: all of them when it was of
 /// this commit, or of one of the commits `from` (each such point then stamped with the commit
 /// that measured it, where it names none); and the commits whose points were kept, the earlier
-/// run's own list included. A commit matches by its prefix (short and long hashes).
+/// run's own list included. A commit matches by its prefix (short and long hashes). A run of
+/// other rows than `meta` names (a `--quick` one, say) is never kept.
 pub fn earlier_points_from(
     path: &Path,
     meta: &Value,
@@ -491,7 +493,8 @@ pub fn earlier_points_from(
         && from
             .iter()
             .any(|c| c.starts_with(commit) || commit.starts_with(c.as_str()));
-    if old["device"] != meta["device"] || !(same || named) {
+    let rows_differ = !meta["rows"].is_null() && old["rows"] != meta["rows"];
+    if old["device"] != meta["device"] || rows_differ || !(same || named) {
         return (Vec::new(), Vec::new());
     }
     let mut kept: Vec<String> = old["resumed_from"]
@@ -509,4 +512,34 @@ pub fn earlier_points_from(
     }
     kept.dedup();
     (points, kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An earlier run is kept for its own commit, or for one `from` names (its points then
+    /// stamped with it), and never for another machine or other rows.
+    #[test]
+    fn earlier_points_keep_only_the_runs_they_may() {
+        let path =
+            std::env::temp_dir().join(format!("grouper-earlier-{}.json", std::process::id()));
+        let old = json!({ "commit": "abc1234", "device": "d", "rows": 16,
+            "points": [{ "ms": 1.0 }, { "ms": 2.0, "commit": "0000000" }] });
+        std::fs::write(&path, old.to_string()).unwrap();
+        let meta = |commit: &str, device: &str, rows: u64| json!({ "commit": commit, "device": device, "rows": rows });
+        let from = ["abc1234567".to_string()];
+        assert_eq!(earlier_points(&path, &meta("abc1234", "d", 16)).len(), 2);
+        assert!(earlier_points(&path, &meta("def5678", "d", 16)).is_empty());
+        assert!(earlier_points(&path, &meta("abc1234", "e", 16)).is_empty());
+        assert!(earlier_points(&path, &meta("abc1234", "d", 32)).is_empty());
+        let (points, kept) = earlier_points_from(&path, &meta("def5678", "d", 16), &from);
+        assert_eq!(kept, vec!["abc1234".to_string()]);
+        assert_eq!(points[0]["commit"], "abc1234");
+        assert_eq!(points[1]["commit"], "0000000", "a stamp is kept");
+        let (points, _) = earlier_points_from(&path, &meta("def5678", "d", 32), &from);
+        assert!(points.is_empty(), "other rows are never kept");
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -367,7 +367,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
         "meas"
     );
     let (mut points, mut all) = match a.resume {
-        true => earlier(&a.out, &gpu),
+        true => earlier(&a.out, &gpu, 1u64 << a.rows_log2),
         false => (Vec::new(), Vec::new()),
     };
     for &gl in &a.groups_log2 {
@@ -495,12 +495,12 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
     Ok(())
 }
 
-/// An earlier run's points in `out` when it was of this commit and device, and the metrics of
-/// its tuned runs (for the summary).
-fn earlier(out: &std::path::Path, gpu: &Gpu) -> (Vec<Value>, Vec<Metrics>) {
+/// An earlier run's points in `out` when it was of this commit, device and row count, and the
+/// metrics of its tuned runs (for the summary).
+fn earlier(out: &std::path::Path, gpu: &Gpu, rows: u64) -> (Vec<Value>, Vec<Metrics>) {
     let points = earlier_points(
         out,
-        &json!({ "commit": git_commit(), "device": gpu.info.name }),
+        &json!({ "commit": git_commit(), "device": gpu.info.name, "rows": rows }),
     );
     let metrics = |t: &Value| {
         Some((
