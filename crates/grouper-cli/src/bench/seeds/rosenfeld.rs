@@ -257,32 +257,25 @@ fn report(a: &SeedsArgs) -> Result<()> {
         }
         shapes_vary.push((r.device.clone(), global_best.len()));
         let s = slug(&r.device);
-        if !series.is_empty() {
-            let file = format!("rosenfeld-fig2-{s}.svg");
-            let title = format!(
-                "Rosenfeld Fig. 2 on the {}: fastest shape per strategy",
-                r.device
-            );
-            plots::lines(
-                &a.out_dir.join(&file),
-                &title,
-                "log2 groups (scattered keys)",
-                &series,
-                None,
-            )?;
-            plot_files.push((title, file));
-        }
-        if !threads.is_empty() {
-            let file = format!("rosenfeld-fig3-{s}.svg");
-            let title = format!(
-                "Rosenfeld Fig. 3 on the {}: threads per SM of global's fastest shape",
-                r.device
-            );
-            plots::lines(
-                &a.out_dir.join(&file),
-                &title,
-                "log2 groups (scattered keys)",
+        for (fig, figure, what, lines) in [
+            ("fig2", "Fig. 2", "fastest shape per strategy", &series),
+            (
+                "fig3",
+                "Fig. 3",
+                "threads per SM of global's fastest shape",
                 &threads,
+            ),
+        ] {
+            if lines.is_empty() {
+                continue;
+            }
+            let file = format!("rosenfeld-{fig}-{s}.svg");
+            let title = format!("Rosenfeld {figure} on the {}: {what}", r.device);
+            plots::lines(
+                &a.out_dir.join(&file),
+                &title,
+                "log2 groups (scattered keys)",
+                lines,
                 None,
             )?;
             plot_files.push((title, file));
