@@ -508,9 +508,10 @@ pub fn earlier_points_from(
         for p in points.iter_mut().filter(|p| p["commit"].is_null()) {
             p["commit"] = Value::from(commit);
         }
-        kept.push(commit.to_string());
+        if !kept.iter().any(|k| k == commit) {
+            kept.push(commit.to_string());
+        }
     }
-    kept.dedup();
     (points, kept)
 }
 
