@@ -11,16 +11,20 @@
 #                      --quick), bounded by SEEDS_SECS (default 240) each: luan, karnagel,
 #                      rosenfeld, sort-atomics, tome
 # e.g. scripts/device-seeds.sh tests:atomics sort-atomics:atomics karnagel check
-# The earlier JSON comes from SEEDS_DIR (default bench/results/seeds, carried with the tree) and
-# must be of the same commit and GPU to be kept; everything lands in $OUT/seeds.tar as each step
-# ends (a call brings back at most 8 files), with each step's log beside it.
+# The earlier JSON comes from SEEDS_DIR (carried with the tree; default bench/results/seeds on an
+# H100, bench/results/seeds/h200 on an H200: the GPU harnesses' file names do not name the GPU)
+# and must be of the same commit and GPU to be kept; everything lands in $OUT/seeds.tar as each
+# step ends (a call brings back at most 8 files), with each step's log beside it. The script may
+# run twice in one call (e.g. with other SEEDS_ARGS): what this machine measured is never
+# overwritten by the carried copy.
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 GROUPER_CACHE_DIR=/tmp/grouper-kernels GROUPER_REQUIRE_GPU=1
 export GROUPER_COMMIT=$(cat .device/COMMIT)
 O=$OUT; G=/tmp/grouper; S=/tmp/seeds
 [ -x $G ] || { xz -dc .device/bin/grouper.xz > $G && chmod +x $G; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $O/gpu.txt
-mkdir -p $S && cp -r ${SEEDS_DIR:-bench/results/seeds}/. $S/ 2>/dev/null
+case "$(cat $O/gpu.txt)" in *H200*) D=bench/results/seeds/h200 ;; *) D=bench/results/seeds ;; esac
+mkdir -p $S && cp -rn ${SEEDS_DIR:-$D}/. $S/ 2>/dev/null
 for step in "$@"; do
   echo "== $step ($(date +%T))"
   if [ "${step%%:*}" = tests ]; then
