@@ -2,7 +2,9 @@
 # On the GPU machine (a device call carrying .device/ from scripts/device-prepare.sh): issue 28's
 # `grouper bench seeds` runs, each resumable across device calls. Steps, in the order given:
 #   tests:F1,F2        grouper-gpu's GPU tests whose names hold F1 or F2 (e.g. tests:atomics
-#                      after a kernel of the paper's changed), bounded by TEST_SECS (default 240)
+#                      after a kernel of the paper's changed; tests:schemes,every_gpu_strategy
+#                      for the hashing schemes; `tests` alone runs them all), bounded by
+#                      TEST_SECS (default 240)
 #   check              `bench check --only gpu` against the committed baseline of this GPU
 #                      (check-gpu.json beside the results), bounded by CHECK_SECS (default 240)
 #   shell              a co-processed shell batch (--coprocess: the GPU takes the costliest
@@ -28,12 +30,12 @@ mkdir -p $S && cp -rn ${SEEDS_DIR:-$D}/. $S/ 2>/dev/null
 for step in "$@"; do
   echo "== $step ($(date +%T))"
   if [ "${step%%:*}" = tests ]; then
+    filters=""; [ "$step" != tests ] && filters=$(echo "${step#tests:}" | tr , ' ')
     T=/tmp/grouper-gpu-it
     [ -x $T ] || { xz -dc .device/tests/grouper-gpu-it.xz > $T && chmod +x $T; }
-    # shellcheck disable=SC2046
-    timeout ${TEST_SECS:-240} $T --include-ignored --test-threads=1 $(echo "${step#tests:}" | tr , ' ') \
-      > $S/tests.log 2>&1
-    echo "rc=$?"; grep -E "^test |test result|panicked" $S/tests.log | tail -12
+    # shellcheck disable=SC2086
+    timeout ${TEST_SECS:-240} $T --include-ignored --test-threads=1 $filters > $S/tests.log 2>&1
+    echo "rc=$?"; grep -E "^test |test result|panicked|differs" $S/tests.log | tail -12
   elif [ "$step" = check ]; then
     timeout ${CHECK_SECS:-240} $G bench check --only gpu --out $S/check-gpu.json > $S/check.log 2>&1
     echo "rc=$?"; tail -5 $S/check.log
