@@ -15,7 +15,7 @@ use grouper_core::agg::AggregateSpec;
 use grouper_core::error::{GrouperError, Result};
 use grouper_core::expr::Expr;
 use grouper_core::profile::Profile;
-use grouper_core::table::check_fill_factor;
+use grouper_core::table::{check_fill_factor, check_mapping};
 use grouper_core::tune::Hyper;
 
 /// A query as the GPU runs it: over the columns of the input batches.
@@ -37,6 +37,7 @@ impl GpuQuery {
     pub fn check(&self, opts: &GpuOptions) -> Result<Layout> {
         let query = self;
         check_fill_factor(opts.params.fill_factor)?;
+        check_mapping(opts.params.hash, opts.params.buckets)?;
         check_probing(opts)?;
         for &k in &query.keys {
             let t = query.columns.get(k).ok_or_else(|| {

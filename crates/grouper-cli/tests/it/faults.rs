@@ -371,6 +371,22 @@ fn a_static_hybrid_share_must_be_a_fraction() {
 }
 
 #[test]
+fn identity_hashing_refuses_the_modulo_mapping() {
+    // Bit-reversed small keys are all zero in the bits modulo reads: one bucket, quadratic.
+    let d = dir();
+    let csv = write(&d, "m.csv", b"k,v\n1,10\n2,5\n");
+    let t = format!("t={csv}");
+    let sql = "SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k";
+    let args = [sql, "--table", &t, "--backend", "cpu", "--hash", "identity"];
+    fails_with(
+        &query(&[&args[..], &["--bucket-map", "modulo"]].concat()),
+        "the identity hash is for the high_bits bucket mapping",
+    );
+    let out = query(&[&args[..], &["--bucket-map", "high_bits", "--format", "csv"]].concat());
+    answers(&out, "k,s\n1,10\n2,5\n");
+}
+
+#[test]
 fn distributed_options_are_checked() {
     fails_with(
         &query(&["SELECT 1", "--workers", "notaurl"]),

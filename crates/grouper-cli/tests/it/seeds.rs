@@ -648,7 +648,8 @@ fn atomics_micro_report_only_computes_each_verdict() {
         rows[0]
     );
     assert!(
-        rows[1].contains("0.60") && rows[1].contains("| yes |"),
+        // 0.6 of plain adds' rate: short of the A100's near parity.
+        rows[1].contains("0.60") && rows[1].contains("| **no** |"),
         "{}",
         rows[1]
     );

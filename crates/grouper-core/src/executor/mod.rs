@@ -34,7 +34,7 @@ use crate::keys::KeyCodec;
 use crate::partial::PartialGroups;
 use crate::planner::{self, Decision, Hints, KeyBounds, Overrides};
 use crate::profile::Profile;
-use crate::table::check_fill_factor;
+use crate::table::{check_fill_factor, check_mapping};
 use crate::trace;
 
 /// How to run a query; the default lets the planner decide everything.
@@ -171,6 +171,10 @@ impl Aggregation {
         if let Some(f) = overrides.fill_factor {
             check_fill_factor(f)?;
         }
+        check_mapping(
+            overrides.hash.unwrap_or_default(),
+            overrides.buckets.unwrap_or_default(),
+        )?;
         let state_bytes = new_accumulators(&spec)?
             .iter()
             .map(|a| a.state_bytes())

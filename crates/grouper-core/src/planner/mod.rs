@@ -27,7 +27,7 @@ use crate::cpu::{dense, Params, Strategy};
 use crate::error::Result;
 use crate::hash::HashFn;
 use crate::profile::{KeyKind, Profile};
-use crate::table::{check_fill_factor, BucketMap, Probing};
+use crate::table::{check_fill_factor, check_mapping, BucketMap, Probing};
 
 mod estimate;
 
@@ -166,6 +166,10 @@ pub fn choose(
 ) -> Result<Decision> {
     let fill_factor = overrides.fill_factor.unwrap_or(DEFAULT_FILL);
     check_fill_factor(fill_factor)?;
+    check_mapping(
+        overrides.hash.unwrap_or_default(),
+        overrides.buckets.unwrap_or_default(),
+    )?;
     let indexable = dense::fits(estimate.domain, perfect_limit);
     let dense = indexable && (estimate.domain <= ALWAYS_PERFECT_DOMAIN || estimate.looks_dense());
     let kind = if dense {
