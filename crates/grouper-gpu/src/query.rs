@@ -209,3 +209,48 @@ impl Default for ColumnBounds {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use grouper_core::hash::HashFn;
+    use grouper_core::table::BucketMap;
+
+    /// `SELECT k, count(*) ... GROUP BY k` over one u32 key column.
+    fn count_by_key() -> GpuQuery {
+        GpuQuery {
+            columns: vec![DataType::UInt32],
+            filter: None,
+            keys: vec![0],
+            aggregates: vec![(AggregateSpec::count_star(), None)],
+        }
+    }
+
+    /// Default options but for the hash function and bucket mapping.
+    fn with(hash: HashFn, buckets: BucketMap) -> GpuOptions {
+        let mut o = GpuOptions::default();
+        o.params.hash = hash;
+        o.params.buckets = buckets;
+        o
+    }
+
+    /// The check refuses what the kernels must never see, with the reason, and lets the rest
+    /// through: the identity hash under modulo (every small key in one bucket) and cuckoo
+    /// outside thread_private's tables.
+    #[test]
+    fn check_refuses_identity_under_modulo_and_cuckoo_outside_private_tables() {
+        let q = count_by_key();
+        let err = q
+            .check(&with(HashFn::Identity, BucketMap::Modulo))
+            .unwrap_err();
+        assert!(err.to_string().contains("identity hash"), "{err}");
+        q.check(&with(HashFn::Identity, BucketMap::HighBits))
+            .unwrap();
+        q.check(&with(HashFn::Fnv1a, BucketMap::Modulo)).unwrap();
+        let mut cuckoo = GpuOptions::default();
+        cuckoo.params.probing = Probing::Cuckoo2;
+        assert!(q.check(&cuckoo).is_err());
+        cuckoo.strategy = Some(GpuStrategy::THREAD_PRIVATE);
+        q.check(&cuckoo).unwrap();
+    }
+}
