@@ -435,12 +435,13 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).unwrap();
     let mut points = Vec::new();
-    for (dist, naive, sorted, hashing) in [
-        ("heavy_hitter0.9", 40.0, 5.0, 6.0),
-        ("random", 30.0, 5.0, 4.0),
-        ("exponential", 10.0, 6.0, 20.0),
-        ("weibull2", 8.0, 7.0, 30.0),
-        ("normal", 8.0, 7.0, 40.0),
+    // The paper's groups (within 2x) but normal's, which draws half as many and one less.
+    for (dist, groups, naive, sorted, hashing) in [
+        ("heavy_hitter0.9", 6_000_000, 40.0, 5.0, 6.0),
+        ("random", 10_001, 30.0, 5.0, 4.0),
+        ("exponential", 4_000_000, 10.0, 6.0, 20.0),
+        ("weibull2", 100_000_000, 8.0, 7.0, 30.0),
+        ("normal", 67_108_866, 8.0, 7.0, 40.0),
     ] {
         for (variant, ms) in [
             (
@@ -465,7 +466,7 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
             // auto names what it chose (newer runs record it).
             let strategy = (variant == "auto").then_some("perfect_sorted");
             points.push(
-                serde_json::json!({ "dist": dist, "groups": 10, "variant": variant,
+                serde_json::json!({ "dist": dist, "groups": groups, "variant": variant,
                 "ms": ms, "strategy": strategy }),
             );
         }
@@ -502,6 +503,16 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
         verdicts[4].contains("random (perfect_sorted) 1.25x"),
         "{}",
         verdicts[4]
+    );
+    let data = md
+        .lines()
+        .find(|l| l.starts_with("| §4.2.3 (data)"))
+        .unwrap();
+    assert!(
+        data.contains("random 10001 (10001)")
+            && data.contains("normal 67108866 (134217733)")
+            && data.contains("| **no** |"),
+        "{data}"
     );
     let svg = std::fs::read_to_string(out.join("sort-atomics-gpu-distributions.svg")).unwrap();
     assert!(

@@ -112,6 +112,15 @@ pub fn run(a: &SeedsArgs) -> Result<()> {
     report(a, &meta, &points)
 }
 
+/// The groups of the paper's 2^27 integers per distribution (§4.2.3), by grouper's names.
+const PAPER_GROUPS: [(&str, u64); 5] = [
+    ("heavy_hitter0.9", 6_710_886),
+    ("random", 10_001),
+    ("exponential", 6_551_904),
+    ("weibull2", 133_958_786),
+    ("normal", 134_217_733),
+];
+
 fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
     let labels: Vec<String> = Dist::SORT_PAPER.iter().map(|d| d.name()).collect();
     let at = |v: &str, d: &str| ms_at(points, v, d);
@@ -179,7 +188,36 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
         )
     };
     let naive_slower = |d: &str| at(naive, d).zip(at(naive, normal)).map(|(x, n)| x > n);
+    // The groups each distribution drew, beside the paper's (within 2x counts as alike).
+    let groups_at = |d: &str| {
+        points
+            .iter()
+            .find(|p| p["dist"] == d)
+            .and_then(|p| p["groups"].as_u64())
+    };
+    let drawn: Vec<(&str, u64, Option<u64>)> = PAPER_GROUPS
+        .iter()
+        .map(|&(d, g)| (d, g, groups_at(d)))
+        .collect();
+    let alike = drawn
+        .iter()
+        .map(|&(_, paper, here)| here.map(|h| h * 2 >= paper && h <= paper * 2))
+        .collect::<Option<Vec<bool>>>()
+        .map(|a| a.iter().all(|&x| x));
     let findings = vec![
+        Finding {
+            figure: "§4.2.3 (data)",
+            paper: "2^27 integers in five distributions, with the groups given here in brackets",
+            here: drawn
+                .iter()
+                .map(|(d, paper, here)| {
+                    format!("{d} {} ({paper})", here.map_or("-".into(), |h| h.to_string()))
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            holds: alike,
+            why: "grouper draws each distribution's keys into a domain that the direct strategies standing for the paper's variants index (2^27 values; a twentieth of that for heavy hitter and exponential), so its Weibull and normal keys repeat where the paper's were nearly all unique, and its exponential is scaled to span its domain.",
+        },
         Finding {
             figure: "Fig. 10, §4.2.3",
             paper: "naive global atomics perform poorly on heavy hitter data (90% of the rows one group), better with many groups",
@@ -230,7 +268,7 @@ fn report(a: &SeedsArgs, meta: &Value, points: &[Value]) -> Result<()> {
                     .join(", ")
             ),
             holds: (!auto_over_best.is_empty()).then(|| auto_over_best.iter().all(|x| x.1 <= 1.25)),
-            why: "",
+            why: "the planner takes per-block tables wherever the sample's hottest key passes the device's hot-key share (1/(8 SMs), 0.095% on an H100), whatever the groups: the normal keys' clamped tails put about 0.13% of the rows on each end key, and per-block tables do not hold 67.8 million groups (reasoned from the estimate of these keys, recomputed without a GPU; each point records the strategy it took from da26c2d on). On the heavy hitter the sort folds the hot key's run faster than per-block tables absorb it.",
         },
     ];
     write_report(
