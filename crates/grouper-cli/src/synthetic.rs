@@ -408,6 +408,31 @@ mod tests {
         assert!(sq.iter().all(|&c| c == 200), "sequential: equal runs");
     }
 
+    /// The planner's estimate tells how many rows sit on hot keys, not only how hot the
+    /// hottest is: the normal distribution's clamped tails (±3σ, ~0.13% of the rows on each
+    /// end key) are hotter than an H100's hot-key share, 1/(8·132), but take few rows between
+    /// them; zipf(1.1)'s head and the heavy hitter take most.
+    #[test]
+    fn the_estimate_weighs_hot_keys_by_their_rows() {
+        use grouper_core::planner::{estimate, Hints};
+        let (g, rows) = (1u64 << 24, 1usize << 20);
+        let hot = |dist| {
+            let s = Sampler::new(dist, g, rows).unwrap();
+            let mut rng = SmallRng::seed_from_u64(7);
+            let keys: Vec<u64> = (0..rows).map(|i| s.group(&mut rng, i)).collect();
+            let e = estimate(&[keys], g, Hints::default());
+            (e.top_share(), e.hot_share(1.0 / (8.0 * 132.0)))
+        };
+        let (top, share) = hot(Dist::Normal);
+        assert!(top > 1.0 / 1056.0 && share < 0.005, "normal: {top} {share}");
+        let (top, share) = hot(Dist::Zipf(1.1));
+        assert!(top > 0.05 && share > 0.3, "zipf: {top} {share}");
+        let (_, share) = hot(Dist::HeavyHitter(0.9));
+        assert!(share > 0.85, "heavy hitter: {share}");
+        let (_, share) = hot(Dist::Uniform);
+        assert_eq!(share, 0.0, "uniform");
+    }
+
     #[test]
     fn random_keys_are_as_many_as_uniform_groups_and_scattered() {
         for key_type in [KeyType::I32, KeyType::I64] {

@@ -227,6 +227,7 @@ impl PreparedInput {
             groups: self.estimate.groups,
             rows: self.rows,
             top_share: self.estimate.top_share(),
+            hot_share: self.estimate.hot_share(self.gpu.info.hot_key_share()),
             skewed: self.estimate.skewed(),
         }
     }

@@ -32,6 +32,10 @@ pub const SKEW_FACTOR: f64 = 16.0;
 /// Rows the HyperLogLog sketch reads at most.
 pub const SKETCH_ROWS: usize = 1 << 22;
 
+/// Levels of [`Estimate::hot_rows`]: key shares 1/2, 1/4, … 1/2^14 of the sample (the least,
+/// four of its 65,536 rows).
+pub const HOT_LEVELS: usize = 14;
+
 /// Rows per group at most, on average, for keys to count as nearly unique (see
 /// [`Estimate::nearly_unique`]).
 pub const UNIQUE_ROWS_PER_GROUP: u64 = 8;
@@ -98,6 +102,11 @@ pub struct Estimate {
     /// Rows of the frequency sample that its most frequent key takes: how hot the hottest
     /// group is (a strategy with one shared table serializes its updates).
     pub top_count: u64,
+    /// Rows of the frequency sample on its hot keys, by how hot: `hot_rows[i]` counts the rows
+    /// of keys that each take at least 1/2^(i+1) of the sample. The hottest key alone does not
+    /// say how many rows contend: one key in 0.15% of the rows (a normal distribution's
+    /// clamped tail) serializes few of them, a thousand keys each that hot serialize them all.
+    pub hot_rows: [u32; HOT_LEVELS],
     /// Whether the keys are coded through dictionaries that grow as new keys arrive (strings,
     /// interned composite keys): their capacity bounds only the keys at hand, so `domain` is
     /// projected from the estimated groups ([`estimate_dictionary`]).
@@ -153,6 +162,16 @@ impl Estimate {
     /// Share of the input's rows the hottest key is expected to take (from the sample).
     pub fn top_share(&self) -> f64 {
         self.top_count as f64 / self.sampled.max(1) as f64
+    }
+
+    /// Share of the input's rows on keys that each take at least `share` of them (from the
+    /// sample), counted at the power of two at or above `share` (at most 1/2, at least
+    /// 1/2^[`HOT_LEVELS`]): keys between it and `share` are left out.
+    pub fn hot_share(&self, share: f64) -> f64 {
+        let level = (1.0 / share.max(f64::MIN_POSITIVE)).log2().floor() as usize;
+        let at = level.clamp(1, HOT_LEVELS) - 1;
+        let rows = self.hot_rows.get(at).copied().unwrap_or(0);
+        f64::from(rows) / self.sampled.max(1) as f64
     }
 
     /// Whether the keys are skewed: the sample's hottest key is at least [`SKEW_FACTOR`]
@@ -240,6 +259,7 @@ fn estimate_over(words: &[Vec<u64>], domain: u64, dictionary: bool, hints: Hints
     let sketched = sketch(at_hand, &word_at);
     let distinct = freq.len() as u64;
     let top_count = freq.values().copied().max().unwrap_or(0) as u64;
+    let hot_rows = hot_rows(&freq, sampled);
     let chao1 = chao1(&freq, sampled, rows);
     let from_sketch = chao1.max(sketched.1);
     let (groups, source) = match hints.distinct {
@@ -264,6 +284,7 @@ fn estimate_over(words: &[Vec<u64>], domain: u64, dictionary: bool, hints: Hints
         source,
         key_bits: key_bits(domain),
         top_count,
+        hot_rows,
         dictionary,
         sorted: distinct > 1 && words.iter().flatten().is_sorted(),
     }
@@ -305,6 +326,20 @@ fn frequencies(rows: usize, word_at: &impl Fn(usize) -> u64) -> (usize, HashMap<
         *freq.entry(word_at(pick(k, n, rows))).or_default() += 1;
     }
     (n, freq)
+}
+
+/// Rows of the sample on keys taking at least 1/2^(i+1) of it, for each level `i`.
+fn hot_rows(freq: &HashMap<u64, u32>, sampled: usize) -> [u32; HOT_LEVELS] {
+    let mut rows = [0u32; HOT_LEVELS];
+    for &c in freq.values() {
+        // A key of `c` of `sampled` rows counts at every level whose share it reaches.
+        for (i, r) in rows.iter_mut().enumerate() {
+            if (u64::from(c) << (i + 1)) >= sampled as u64 {
+                *r += c;
+            }
+        }
+    }
+    rows
 }
 
 /// HyperLogLog over up to [`SKETCH_ROWS`] rows: (rows read, distinct keys among them).
@@ -474,6 +509,33 @@ mod tests {
         assert!(!estimate(&[vec![1, 1, 1, 2]], u64::MAX, Hints::default()).skewed());
     }
 
+    /// The hot keys' share of the rows tells one hot key from many: a normal distribution
+    /// clamped at its tails (two end keys in ~0.13% of the rows each, the rest nearly unique)
+    /// against 1,024 uniform keys, each as hot.
+    #[test]
+    fn hot_rows_count_every_key_as_hot_as_asked() {
+        let rows = 1u64 << 18;
+        let tails = (0..rows).map(|i| match i % 800 {
+            0 => 0,
+            1 => u64::MAX,
+            _ => i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+        });
+        let e = estimate(&[tails.collect()], u64::MAX, Hints::default());
+        assert!(e.top_share() > 1.0 / 1056.0, "{e}");
+        let hot = e.hot_share(1.0 / 1056.0);
+        assert!((0.001..0.004).contains(&hot), "{hot}: {e}");
+        let uniform: Vec<u64> = (0..rows).map(|i| i % 64).collect();
+        let e = estimate(&[uniform], u64::MAX, Hints::default());
+        // Each key takes 1/64 of the rows (the sample's ~1,024 ± 32 rows): every row counts
+        // at half that share and below, none at four times it.
+        assert_eq!(e.hot_share(1.0 / 128.0), 1.0, "{e}");
+        assert_eq!(e.hot_share(1.0 / 1056.0), 1.0, "{e}");
+        assert_eq!(e.hot_share(1.0 / 16.0), 0.0, "{e}");
+        // Past the levels: clamped to the coolest and the hottest.
+        assert_eq!(e.hot_share(1e-9), 1.0);
+        assert_eq!(e.hot_share(0.9), 0.0);
+    }
+
     proptest! {
         /// The estimate stays within its bounds: at least what the sample saw, at most the
         /// domain and the rows.
@@ -493,6 +555,12 @@ mod tests {
                 *counts.entry(*k).or_insert(0u64) += 1;
             }
             prop_assert_eq!(e.top_count, counts.values().copied().max().unwrap_or(0));
+            // And so are the hot keys' rows at every level.
+            for (i, &rows) in e.hot_rows.iter().enumerate() {
+                let at_least = words[0].len() as f64 / f64::from(1u32 << (i + 1));
+                let hot: u64 = counts.values().filter(|&&c| c as f64 >= at_least).sum();
+                prop_assert_eq!(u64::from(rows), hot, "level {}", i);
+            }
         }
     }
 }

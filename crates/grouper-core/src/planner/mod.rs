@@ -32,8 +32,8 @@ use crate::table::{check_fill_factor, check_mapping, BucketMap, Probing};
 mod estimate;
 
 pub use estimate::{
-    estimate, estimate_dictionary, key_bits, Estimate, Hints, KeyBounds, Source, SAMPLE_ROWS,
-    SKETCH_ROWS, SKEW_FACTOR,
+    estimate, estimate_dictionary, key_bits, Estimate, Hints, KeyBounds, Source, HOT_LEVELS,
+    SAMPLE_ROWS, SKETCH_ROWS, SKEW_FACTOR,
 };
 
 /// Largest key domain for which `auto` picks direct indexing, whatever the memory. Measured
@@ -445,6 +445,7 @@ mod tests {
             source: Source::Range,
             key_bits: 3,
             top_count: 2,
+            hot_rows: [0; HOT_LEVELS],
             dictionary: false,
             sorted: false,
         };
@@ -500,6 +501,7 @@ mod tests {
             source: Source::Sketch,
             key_bits: 22,
             top_count: 100,
+            hot_rows: [0; HOT_LEVELS],
             dictionary: false,
             sorted: false,
         };
@@ -612,6 +614,7 @@ mod tests {
         // Skewed keys take no advice from uniform points: the rules decide.
         let hot = Estimate {
             top_count: 20_000,
+            hot_rows: [0; HOT_LEVELS],
             dictionary: false,
             ..wide_sparse
         };
@@ -641,6 +644,7 @@ mod tests {
             domain: 1 << 18,
             groups: 1 << 14,
             top_count: 7000,
+            hot_rows: [0; HOT_LEVELS],
             dictionary: false,
             ..sparse
         };
@@ -668,6 +672,7 @@ mod tests {
             source: Source::Range,
             key_bits: 20,
             top_count: 3,
+            hot_rows: [0; HOT_LEVELS],
             dictionary: false,
             sorted: false,
         };

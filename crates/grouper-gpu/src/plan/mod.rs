@@ -1,15 +1,15 @@
 //! The GPU planner: from what is known of a query's keys ([`Demand`]: domain, groups, rows,
-//! the hottest key's share) and the device's properties to a strategy and its sizes
-//! ([`Choice`]). It prepares nothing and launches nothing, so its rules are tested without a
-//! GPU (the tests below read an H100's properties).
+//! the hottest key's share and the hot keys') and the device's properties to a strategy and
+//! its sizes ([`Choice`]). It prepares nothing and launches nothing, so its rules are tested
+//! without a GPU (the tests below read an H100's properties).
 //!
 //! Order of decision: a forced strategy (checked); the device profile where it measured near
-//! the estimate; then Karnagel's regions — registers, shared memory, a hot key kept out of one
-//! device-memory table, a direct table in device memory for dense keys (partitioned where it is
-//! beyond L2 and a block's shared table covers a partition's keys in at most four key ranges),
-//! per-block shared hash tables up to [`PARTITION_PAST_BLOCK`] times the groups a block's table
-//! holds and partitioned hash tables past that, the global hash table where a block's would be
-//! too small.
+//! the estimate; then Karnagel's regions — registers, shared memory, hot keys that take a real
+//! share of the rows kept out of one device-memory table, a direct table in device memory for
+//! dense keys (partitioned where it is beyond L2 and a block's shared table covers a
+//! partition's keys in at most four key ranges), per-block shared hash tables up to
+//! [`PARTITION_PAST_BLOCK`] times the groups a block's table holds and partitioned hash tables
+//! past that, the global hash table where a block's would be too small.
 
 use crate::device::DeviceInfo;
 use crate::placement::{pow2_floor, Room};
@@ -41,6 +41,10 @@ pub(crate) struct Demand {
     pub(crate) rows: u64,
     /// Share of the rows the hottest key takes.
     pub(crate) top_share: f64,
+    /// Share of the rows on keys each at least as hot as the device's hot-key share
+    /// ([`DeviceInfo::hot_key_share`]): how many rows contend, where `top_share` says only
+    /// that one key does.
+    pub(crate) hot_share: f64,
     /// Whether the keys are skewed ([`grouper_core::planner::Estimate::skewed`]).
     pub(crate) skewed: bool,
 }
@@ -68,6 +72,8 @@ impl Demand {
             groups,
             rows,
             top_share: 1.0 / groups.max(1) as f64,
+            // Every key as hot as the hottest: all rows, where that one is hot.
+            hot_share: 1.0,
             skewed: false,
         }
     }
@@ -79,6 +85,17 @@ impl Demand {
 /// groups against `block_local`'s 10.0, 8.8 against 10.2 at 2^16, and 10.6 against 7.6 at
 /// 2^14 (`gpu-sweep-h100-2p28-partitioned-headroom.json`).
 const PARTITION_PAST_BLOCK: f64 = 8.0;
+
+/// Least share of the rows on hot keys ([`Demand::hot_share`]) for the planner to keep them out
+/// of one device-memory table. The hottest key's share alone sent the sort-based paper's normal
+/// keys (2^27 rows, ~68M groups; its generator clamps the tails, ~0.13% of the rows on each end
+/// key, 0.26% on both) to `block_local` on the H100: 117 ms against `perfect_global`'s 13
+/// (`seeds/sort-atomics-gpu.json`, 5c745bd). Where the hot keys take real shares the block
+/// tables pay: all rows at 2^10 uniform groups (4× faster than one device-memory table), about
+/// half of zipf(1.1)'s, where they won up to 2.9M groups (`regret-gpu-h100.json`). At 1%, the
+/// most one key could serialize on 2^27 rows is 1.3M atomics at the 1.37e9 a second one
+/// counter took (`seeds/sort-atomics-micro.json`): ~1 ms.
+const HOT_ROWS_THAT_CONTEND: f64 = 0.01;
 
 /// Most key ranges of a direct partitioned fold that the planner takes over `perfect_global`,
 /// since a fold in more than four splits its rows by range first and reads each range's rows
@@ -117,6 +134,7 @@ pub(crate) fn choose(
         groups,
         rows,
         top_share,
+        hot_share,
         skewed,
     } = demand;
     let w = layout.words as u64;
@@ -214,14 +232,17 @@ pub(crate) fn choose(
     let hot_limit = info.hot_key_share();
     // (Where a block's table applies: slots too wide for 16 in a user's small blocks leave
     // the rows to the device-memory tables below.)
-    let contended = top_share >= hot_limit && block_slots > 0;
+    // Only where the hot keys take a real share of the rows ([`HOT_ROWS_THAT_CONTEND`]): a
+    // few rows on hot keys cost less than what block tables too small for the rest would.
+    let contended = top_share >= hot_limit && hot_share >= HOT_ROWS_THAT_CONTEND && block_slots > 0;
     if contended {
         return pick(
             GpuStrategy::BLOCK_LOCAL,
             format!(
-                "the hottest key takes {:.2}% of the rows (≥ {:.3}%): in one device-memory table its atomics serialize; per-block shared tables absorb it, the rest overflows",
+                "the hottest key takes {:.2}% of the rows, keys that hot (≥ {:.3}%) {:.1}%: in one device-memory table their atomics serialize; per-block shared tables absorb them, the rest overflows",
                 100.0 * top_share,
-                100.0 * hot_limit
+                100.0 * hot_limit,
+                100.0 * hot_share
             ),
         );
     }

@@ -336,6 +336,35 @@ fn hot_keys_keep_out_of_one_device_memory_table() {
         "{}",
         c.reason
     );
+    // Hot keys with few rows between them stay in the direct table: the sort-based paper's
+    // normal keys (2^27 rows, ~68M groups over a domain of 2^28), whose clamped tails put
+    // 0.15% of the rows on each end key and 0.26% on both (block_local ran 9x slower).
+    let tails = Demand {
+        domain: 1 << 28,
+        groups: 68_000_000,
+        rows: 1 << 27,
+        top_share: 0.0015,
+        hot_share: 0.0026,
+        skewed: true,
+    };
+    let c = choose(&opts, &layout(1), &[], 1, tails, &info).unwrap();
+    assert_ne!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
+    assert!(!c.reason.contains("hottest"), "{}", c.reason);
+    // The same hottest key with a hundredth of the rows on keys as hot: per-block tables.
+    let c = choose(
+        &opts,
+        &layout(1),
+        &[],
+        1,
+        Demand {
+            hot_share: 0.01,
+            ..tails
+        },
+        &info,
+    )
+    .unwrap();
+    assert_eq!(c.strategy, GpuStrategy::BLOCK_LOCAL, "{c:?}");
+    assert!(c.reason.contains("keys that hot"), "{}", c.reason);
     // Hashed keys, many groups: per-block tables that overflow, for a hot key's sake where
     // one is hot.
     let wide = Demand::uniform(u64::MAX, 1 << 14, 1 << 28);
