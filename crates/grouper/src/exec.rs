@@ -194,7 +194,8 @@ impl GroupByExec {
     #[cfg(feature = "gpu")]
     pub fn last_gpu_report(&self) -> Option<GpuReport> {
         match self.ran.lock().ok()?.clone()? {
-            Ran::Gpu(r, _) | Ran::Hybrid(r, ..) => Some(r),
+            Ran::Gpu(r, _) => Some(r),
+            Ran::Hybrid(r, ..) => Some(*r),
             Ran::Cpu(..) => None,
         }
     }

@@ -332,12 +332,19 @@ fn frequencies(rows: usize, word_at: &impl Fn(usize) -> u64) -> (usize, HashMap<
 fn hot_rows(freq: &HashMap<u64, u32>, sampled: usize) -> [u32; HOT_LEVELS] {
     let mut rows = [0u32; HOT_LEVELS];
     for &c in freq.values() {
-        // A key of `c` of `sampled` rows counts at every level whose share it reaches.
-        for (i, r) in rows.iter_mut().enumerate() {
-            if (u64::from(c) << (i + 1)) >= sampled as u64 {
-                *r += c;
-            }
+        // The hottest level a key of `c` rows reaches: the least `i` with c·2^(i+1) ≥ sampled,
+        // i.e. 2^(i+1) ≥ ⌈sampled / c⌉ (one step a key, not one a level: most keys are cold).
+        let q = (sampled as u64).div_ceil(u64::from(c.max(1)));
+        let i = (q.next_power_of_two().trailing_zeros().max(1) - 1) as usize;
+        if let Some(r) = rows.get_mut(i) {
+            *r += c;
         }
+    }
+    // A key counts at its level and at every cooler one.
+    let mut hotter = 0;
+    for r in &mut rows {
+        hotter += *r;
+        *r = hotter;
     }
     rows
 }

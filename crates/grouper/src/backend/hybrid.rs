@@ -484,7 +484,12 @@ pub(crate) async fn run_partial(
         .map_err(external)?;
     Ok((
         groups,
-        Ran::Hybrid(report, queue.cpu_share(), decision, queue.chunks()),
+        Ran::Hybrid(
+            Box::new(report),
+            queue.cpu_share(),
+            decision,
+            queue.chunks(),
+        ),
     ))
 }
 

@@ -296,8 +296,9 @@ pub(crate) enum Ran {
     #[cfg(feature = "gpu")]
     Gpu(GpuReport, bool),
     /// Co-processing: the GPU's report, the CPU's (rows, chunks) and decision, all chunks.
+    /// (The report boxed: with the CPU's decision beside it, this variant outgrew the others.)
     #[cfg(feature = "gpu")]
-    Hybrid(GpuReport, (u64, usize), Option<Decision>, usize),
+    Hybrid(Box<GpuReport>, (u64, usize), Option<Decision>, usize),
 }
 
 impl fmt::Display for Ran {
