@@ -3,8 +3,11 @@
 # `grouper bench seeds` runs, each resumable across device calls. Steps, in the order given:
 #   tests:F1,F2        grouper-gpu's GPU tests whose names hold F1 or F2 (e.g. tests:atomics
 #                      after a kernel of the paper's changed; tests:schemes,every_gpu_strategy
-#                      for the hashing schemes; `tests` alone runs them all), bounded by
-#                      TEST_SECS (default 240)
+#                      for the hashing schemes; `tests` alone runs them all, which no longer fits
+#                      one call: of 26 tests, calls of 360, 108 and 120 s on an H100 at ab07a98
+#                      passed 15 and were cut in two — split them, e.g. tests:gpu:: then
+#                      tests:parquet_pages then tests:atomics,narrow_rows,runtime,schemes,sort::),
+#                      bounded by TEST_SECS (default 240)
 #   check              `bench check --only gpu` against the committed baseline of this GPU
 #                      (check-gpu.json beside the results), bounded by CHECK_SECS (default 240)
 #   shell              a co-processed shell batch (--coprocess: the GPU takes the costliest
@@ -18,7 +21,9 @@
 # and must be of the same commit and GPU to be kept; everything lands in $OUT/seeds.tar as each
 # step ends (a call brings back at most 8 files), with each step's log beside it. The script may
 # run twice in one call (e.g. with other SEEDS_ARGS): what this machine measured is never
-# overwritten by the carried copy.
+# overwritten by the default folder's copy; a SEEDS_DIR named explicitly replaces what is there
+# (a second run in one call with its own SEEDS_DIR found the first run's default copy in its
+# place, kept it, and measured nothing).
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 GROUPER_CACHE_DIR=/tmp/grouper-kernels GROUPER_REQUIRE_GPU=1
 export GROUPER_COMMIT=$(cat .device/COMMIT)
@@ -26,7 +31,8 @@ O=$OUT; G=/tmp/grouper; S=/tmp/seeds
 [ -x $G ] || { xz -dc .device/bin/grouper.xz > $G && chmod +x $G; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $O/gpu.txt
 case "$(cat $O/gpu.txt)" in *H200*) D=bench/results/seeds/h200 ;; *) D=bench/results/seeds ;; esac
-mkdir -p $S && cp -rn ${SEEDS_DIR:-$D}/. $S/ 2>/dev/null
+mkdir -p $S
+if [ -n "${SEEDS_DIR:-}" ]; then cp -r "$SEEDS_DIR"/. $S/; else cp -rn $D/. $S/ 2>/dev/null; fi
 for step in "$@"; do
   echo "== $step ($(date +%T))"
   if [ "${step%%:*}" = tests ]; then
