@@ -521,7 +521,8 @@ fn sort_atomics_gpu_report_only_computes_each_verdict() {
 
 /// Tomé's report from a stored JSON (no GPU needed): co-processing 1.5x ahead of the best
 /// single processor and filter precomputation within 3% give Table 2's verdicts "yes"; Table 3
-/// names each placement's fastest shape, and a run that did not match the CPU is left out.
+/// names each placement's fastest shape, a run that did not match the CPU is left out, and its
+/// verdict waits for all 144 configurations.
 #[test]
 fn tome_report_only_computes_each_verdict() {
     let out = std::env::temp_dir().join(format!("grouper-seeds-t-{}", std::process::id()));
@@ -553,7 +554,16 @@ fn tome_report_only_computes_each_verdict() {
         ("shared_mem_per_thread", 40.0),
         ("in_registers", f64::NAN),
     ] {
-        for (threads, blocks, ms) in [(256u32, 4u32, base), (1024, 1, base * 1.5)] {
+        // Every shape of Table 3's axes, the fastest at 4 blocks/SM x 256 threads.
+        let shapes = [32u32, 64, 128, 256, 512, 1024]
+            .into_iter()
+            .flat_map(|t| [1u32, 2, 4, 8, 16, 32].map(|b| (t, b)));
+        for (threads, blocks) in shapes {
+            let ms = if (threads, blocks) == (256, 4) {
+                base
+            } else {
+                base * 1.5
+            };
             // A placement that does not apply keeps its error instead of a time.
             let result = if ms.is_nan() {
                 serde_json::json!({ "error": "External error: invalid option: GPU strategy perfect_registers does not apply: too wide" })
@@ -566,13 +576,36 @@ fn tome_report_only_computes_each_verdict() {
             );
         }
     }
-    points.push(serde_json::json!({ "key": { "exp": "table3", "placement": "global", "threads": 32,
-        "blocks_per_sm": 1 }, "result": { "wall_ms": 1.0, "matches_cpu": false, "gpu": { "kernel_ms": 1.0 } } }));
-    let json = serde_json::json!({ "benchmark": "seeds/tome", "device": "a test GPU", "commit": "abc1234",
-        "command": "x", "threads": 16, "rows": 600_000_000u64, "sf": 100.0, "points": points });
-    std::fs::write(out.join("tome-gpu.json"), json.to_string()).unwrap();
-    grouper(&["bench", "seeds", "tome", "--report-only"], &out);
-    let md = std::fs::read_to_string(out.join("tome-gpu.md")).unwrap();
+    // A point that did not match the CPU is left out, however fast.
+    let wrong = points
+        .iter_mut()
+        .find(|p| p["key"]["exp"] == "table3" && p["key"]["placement"] == "global")
+        .unwrap();
+    wrong["result"] =
+        serde_json::json!({ "wall_ms": 1.0, "matches_cpu": false, "gpu": { "kernel_ms": 1.0 } });
+    let report = |points: &[serde_json::Value]| {
+        let json = serde_json::json!({ "benchmark": "seeds/tome", "device": "a test GPU", "commit": "abc1234",
+            "command": "x", "threads": 16, "rows": 600_000_000u64, "sf": 100.0, "points": points });
+        std::fs::write(out.join("tome-gpu.json"), json.to_string()).unwrap();
+        grouper(&["bench", "seeds", "tome", "--report-only"], &out);
+        std::fs::read_to_string(out.join("tome-gpu.md")).unwrap()
+    };
+    // Table 3's verdict waits for every configuration: a run that stopped early says how far it got.
+    let partial: Vec<serde_json::Value> = points
+        .iter()
+        .filter(|p| p["key"]["exp"] != "table3" || p["key"]["placement"] == "global")
+        .cloned()
+        .collect();
+    let md = report(&partial);
+    let row = md.lines().find(|l| l.starts_with("| Table 3")).unwrap();
+    has(
+        row,
+        &[
+            "partial, 36 of 144 configurations: global 90.0 ms",
+            "| not measured |",
+        ],
+    );
+    let md = report(&points);
     let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| Table")).collect();
     assert_eq!(rows.len(), 3, "{md}");
     has(rows[0], &["1.50x", "| yes |"]);
