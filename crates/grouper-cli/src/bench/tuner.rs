@@ -80,7 +80,8 @@ pub struct TunerArgs {
     #[arg(long, default_value = "bench/results/plots")]
     plots: PathBuf,
     /// Keep the points of an earlier run in --out of the same commit and device and measure
-    /// only the others: a long sweep spread over several device calls.
+    /// only the others: a long sweep spread over several device calls. The JSON is written as
+    /// each strategy's search ends, so a point cut off keeps the strategies it finished.
     #[arg(long)]
     resume: bool,
 }
@@ -382,15 +383,20 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
             } else {
                 "dense_u32"
             };
-            if points.iter().any(|p| p["groups"] == g && p["keys"] == kind) {
-                continue; // measured by the run resumed
+            // A point the run resumed finished is skipped; one it began keeps the strategies
+            // it measured (a point's strategies can outlast a device call: five took 200 s at
+            // 2^0 groups on an H100, so a point saved only whole was lost with the call).
+            let earlier = points
+                .iter()
+                .find(|p| p["groups"] == g && p["keys"] == kind);
+            if earlier.is_some_and(|p| p["partial"] != json!(true)) {
+                continue;
             }
+            let (mut per_strategy, mut tables) = earlier.map(begun).unwrap_or_default();
             let (batch, kind) = sweep_batch(&dense, keys == TunerKeys::Scattered, &values)?;
             let query: GpuQuery = sweep_query(batch.schema().field(0).data_type().clone());
             let planned = Prepared::new(&query, &[batch], &options(&a))?;
             let planned_strategy = planned.report().strategy;
-            let mut tables: Vec<(GpuStrategy, HashMap<GpuConfig, f64>)> = Vec::new();
-            let mut per_strategy = serde_json::Map::new();
             let row = |name: &str, j: &Judged| {
                 println!(
                     "{:>5} {:>13} {:>16} {:>22} {:>22} {:>7.3} {:>7.1} {:>7.3}% {:>6.2}% {:>5}",
@@ -408,7 +414,10 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
             };
             for s in GpuStrategy::ALL {
                 // Private tables hold at most 64 slots: beyond 32 groups everything spills.
-                if !wants(s) || (s == GpuStrategy::THREAD_PRIVATE && g > 32) {
+                if !wants(s)
+                    || (s == GpuStrategy::THREAD_PRIVATE && g > 32)
+                    || per_strategy.contains_key(s.name())
+                {
                     continue;
                 }
                 let forced = GpuOptions {
@@ -458,6 +467,15 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                     }),
                 );
                 tables.push((s, table));
+                keep(
+                    &mut points,
+                    json!({
+                        "groups": g, "distinct": distinct, "keys": kind,
+                        "planned_strategy": planned_strategy.name(),
+                        "strategies": per_strategy, "auto": null, "partial": true,
+                    }),
+                );
+                write_result(&a, &gpu, &space, &points, &all)?;
             }
             // auto: every strategy of the planned table kind at once, judged against the best
             // of them; and how far that kind's best is from the best of all strategies.
@@ -482,17 +500,62 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                 v["tuner_by_s"] = by_s;
                 v
             };
-            points.push(json!({
-                "groups": g, "distinct": distinct, "keys": kind,
-                "planned_strategy": planned_strategy.name(),
-                "strategies": per_strategy, "auto": auto,
-            }));
+            keep(
+                &mut points,
+                json!({
+                    "groups": g, "distinct": distinct, "keys": kind,
+                    "planned_strategy": planned_strategy.name(),
+                    "strategies": per_strategy, "auto": auto,
+                }),
+            );
             write_result(&a, &gpu, &space, &points, &all)?;
         }
     }
     let summary = write_result(&a, &gpu, &space, &points, &all)?;
     println!("summary: {summary}");
     Ok(())
+}
+
+/// Each strategy's exhaustive table, by strategy.
+type Tables = Vec<(GpuStrategy, HashMap<GpuConfig, f64>)>;
+
+/// `point` in `points`, in place of the one of its group count and key kind a call began.
+fn keep(points: &mut Vec<Value>, point: Value) {
+    let same = |p: &&mut Value| p["groups"] == point["groups"] && p["keys"] == point["keys"];
+    match points.iter_mut().find(same) {
+        Some(p) => *p = point,
+        None => points.push(point),
+    }
+}
+
+/// What an earlier call measured of a point it did not finish (`"partial": true`): each
+/// strategy's JSON, and its exhaustive table read back from it (`auto` is judged against
+/// them once the rest are measured).
+fn begun(point: &Value) -> (serde_json::Map<String, Value>, Tables) {
+    let per_strategy = point["strategies"].as_object().cloned().unwrap_or_default();
+    let tables = per_strategy
+        .iter()
+        .filter_map(|(name, v)| {
+            let strategy: GpuStrategy = name.parse().ok()?;
+            let shape = |r: &Value, i: usize| u32::try_from(r.get(i)?.as_u64()?).ok();
+            let table = v["exhaustive"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| {
+                    let config = GpuConfig {
+                        strategy,
+                        blocks_per_sm: shape(r, 0)?,
+                        threads: shape(r, 1)?,
+                        items: shape(r, 2)?,
+                    };
+                    Some((config, r.get(3)?.as_f64()?))
+                })
+                .collect();
+            Some((strategy, table))
+        })
+        .collect();
+    (per_strategy, tables)
 }
 
 /// An earlier run's points in `out` when it was of this commit, device and row count, and the
@@ -571,4 +634,51 @@ fn write_result(
     });
     write_json(&a.out, &result)?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A point begun by an earlier call gives back each strategy's JSON and exhaustive table,
+    /// and the finished point replaces it rather than standing beside it.
+    #[test]
+    fn a_begun_point_resumes_its_strategies_and_is_replaced() {
+        let point = json!({ "groups": 16, "keys": "scattered_u64", "partial": true, "auto": null,
+            "strategies": {
+                "global": { "exhaustive": [[1, 256, 2, 3.5], [2, 128, 1, 2.5]], "tuner": {} },
+                "block_local": { "exhaustive": [[4, 64, 8, 1.0]] },
+                "no_such_strategy": { "exhaustive": [[1, 1, 1, 9.0]] },
+            } });
+        let (per_strategy, tables) = begun(&point);
+        assert_eq!(per_strategy.len(), 3, "the JSON stays as measured");
+        assert_eq!(tables.len(), 2, "a name that does not parse has no table");
+        let global = &tables
+            .iter()
+            .find(|(s, _)| *s == GpuStrategy::GLOBAL)
+            .unwrap()
+            .1;
+        let shape = GpuConfig {
+            strategy: GpuStrategy::GLOBAL,
+            blocks_per_sm: 2,
+            threads: 128,
+            items: 1,
+        };
+        assert_eq!(global.len(), 2);
+        assert_eq!(global.get(&shape), Some(&2.5));
+        let other = json!({ "groups": 16, "keys": "dense_u32" });
+        let mut points = vec![other.clone(), point];
+        keep(
+            &mut points,
+            json!({ "groups": 16, "keys": "scattered_u64", "auto": {} }),
+        );
+        assert_eq!(points.len(), 2);
+        assert_eq!(points[0], other);
+        assert!(points[1]["partial"].is_null() && points[1]["auto"].is_object());
+        keep(
+            &mut points,
+            json!({ "groups": 256, "keys": "scattered_u64" }),
+        );
+        assert_eq!(points.len(), 3);
+    }
 }

@@ -6,7 +6,8 @@
 //! his four metrics.
 //!
 //! A run on a GPU writes `rosenfeld-tuner-<gpu>.json` (resumable over device calls with
-//! `--resume`, the exhaustive search's shape-space plots under `rosenfeld-space/`); the report
+//! `--resume`, down to each strategy of a point; the exhaustive search's shape-space plots
+//! under `rosenfeld-space/`); the report
 //! reads every `rosenfeld-tuner-*.json` in the folder, one per GPU model, so the penalty of a
 //! GPU's best shapes on another (Fig. 4) appears once two GPUs have run. His three strategies
 //! are grouper's `block_local` (WORKGROUPLOCAL), `global` (SHARED) and `thread_private`
