@@ -24,8 +24,14 @@
 # overwritten by the default folder's copy; a SEEDS_DIR named explicitly replaces what is there
 # (a second run in one call with its own SEEDS_DIR found the first run's default copy in its
 # place, kept it, and measured nothing).
+# The kernel cache comes back as $OUT/cache.txz (scripts/device-cache.sh): copied to
+# .device/cache.txz, the next call starts from it.
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64 GROUPER_CACHE_DIR=/tmp/grouper-kernels GROUPER_REQUIRE_GPU=1
+# shellcheck source=scripts/device-cache.sh
+. scripts/device-cache.sh
+restore_cache
+trap save_cache EXIT
 export GROUPER_COMMIT=$(cat .device/COMMIT)
 O=$OUT; G=/tmp/grouper; S=/tmp/seeds
 [ -x $G ] || { xz -dc .device/bin/grouper.xz > $G && chmod +x $G; }

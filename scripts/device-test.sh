@@ -50,17 +50,9 @@ status=0
 # RUN_LIMIT=seconds bounds each benchmark run (the call's own limit would kill this script
 # before it saves the kernel cache); their JSON is written point by point.
 limited() { if [ -n "${RUN_LIMIT:-}" ]; then timeout -k 10 "$RUN_LIMIT" "$@"; else "$@"; fi; }
-# The kernel cache and device profiles of an earlier call, when carried back in .device/
-# (NVRTC compiles dominate a cold run; the machine's /tmp does not outlive it).
-for c in .device/cache.tgz .device/cache.txz; do
-  [ -f "$c" ] && mkdir -p "$GROUPER_CACHE_DIR" && tar -C "$GROUPER_CACHE_DIR" -xf "$c"
-done
-# xz: a device call returns files of at most 16 MiB (kernels compress several times).
-# Written aside and renamed: an archive cut short by the call's time limit never comes back.
-save_cache() {
-  [ -d "$GROUPER_CACHE_DIR" ] && XZ_OPT="-9 -T0" tar -C "$GROUPER_CACHE_DIR" -cJf /tmp/cache.txz . \
-    && mv /tmp/cache.txz "$OUT/cache.txz"
-}
+# shellcheck source=scripts/device-cache.sh
+. scripts/device-cache.sh
+restore_cache
 # A call brings back at most 8 files from $OUT (the device tool's limit; past it the rest are
 # left out, as two sweeps' JSON were once): with more, everything goes into one archive,
 # $OUT/all.tar, written aside and renamed before the files it holds are removed.
