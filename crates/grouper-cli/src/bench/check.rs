@@ -498,12 +498,43 @@ fn compare(
         };
         if beyond(ms, b, tolerance) {
             slower.push(format!(
-                "{name}: {ms:.3} ms, baseline {b:.3} ms ({:+.1}%)",
-                100.0 * (ms / b - 1.0)
+                "{name}: {ms:.3} ms, baseline {b:.3} ms ({:+.1}%){}",
+                100.0 * (ms / b - 1.0),
+                chosen_beside(name, now, base).unwrap_or_default()
             ));
         }
     }
     (slower, missing)
+}
+
+/// For a slower `auto` figure, the strategy it chose (its note's last parenthesis) forced, in
+/// this run and the baseline: where the forced kernels slowed as much, the kernels or the
+/// machine moved; where `auto` alone fell behind them, its plan or the order it ran in did (a
+/// GPU check once flagged `auto` at +12% beside its own kernels forced at +6%, and a rerun
+/// cleared both).
+fn chosen_beside(
+    name: &str,
+    now: &Map<String, Value>,
+    base: &Map<String, Value>,
+) -> Option<String> {
+    let unit = name.strip_suffix("/auto")?;
+    let ms = |m: &Map<String, Value>, n: &str| m.get(n)?.get("ms")?.as_f64();
+    let note = now.get(name)?.get("note")?.as_str()?;
+    let chosen = note.rsplit_once('(')?.1.strip_suffix(')')?;
+    let forced = format!("{unit}/{chosen}");
+    let (auto_now, forced_now) = (ms(now, name)?, ms(now, &forced)?);
+    let then = match (ms(base, name), ms(base, &forced)) {
+        (Some(a), Some(f)) => format!(
+            ", {:.2}x in the baseline; forced {:+.1}% on it",
+            a / f,
+            100.0 * (forced_now / f - 1.0)
+        ),
+        _ => String::new(),
+    };
+    Some(format!(
+        "; auto {:.2}x its {chosen} forced ({forced_now:.3} ms){then}",
+        auto_now / forced_now
+    ))
 }
 
 #[cfg(test)]
@@ -526,6 +557,35 @@ mod tests {
         assert_eq!(slower.len(), 1, "{slower:?}");
         assert!(slower[0].starts_with("b: 11.100 ms, baseline 10.000 ms (+11.0%)"));
         assert_eq!(missing, vec!["d".to_string()]);
+    }
+
+    /// A slower `auto` names the strategy it chose, forced, now and in the baseline.
+    #[test]
+    fn a_slower_auto_is_set_beside_its_strategy_forced() {
+        let with_note = |ms: f64, note: &str| json!({ "ms": ms, "note": note });
+        let mut base = figures(&[("g/2^4/block_local", 0.359)]);
+        base.insert("g/2^4/auto".into(), with_note(0.372, "(block_local)"));
+        let mut now = figures(&[("g/2^4/block_local", 0.380)]);
+        now.insert(
+            "g/2^4/auto".into(),
+            with_note(0.418, "159.2 Grows/s (block_local)"),
+        );
+        let (slower, _) = compare(&now, &base, 0.10);
+        assert_eq!(slower.len(), 1, "{slower:?}");
+        assert!(
+            slower[0].ends_with(
+                "(+12.4%); auto 1.10x its block_local forced (0.380 ms), 1.04x in the baseline; forced +5.8% on it"
+            ),
+            "{slower:?}"
+        );
+        // Without the forced figure in the baseline, only this run's ratio.
+        base.remove("g/2^4/block_local");
+        let (slower, _) = compare(&now, &base, 0.10);
+        assert!(slower[0].ends_with("auto 1.10x its block_local forced (0.380 ms)"));
+        // A figure other than auto, or an auto without its strategy's figure, as before.
+        now.remove("g/2^4/block_local");
+        let (slower, _) = compare(&now, &base, 0.10);
+        assert!(slower[0].ends_with("(+12.4%)"), "{slower:?}");
     }
 
     /// A baseline keeps a GPU kernel time every pass reached, and a CPU figure's fastest.
