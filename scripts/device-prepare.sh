@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The kernel cache a device call brought back (scripts/device-cache.sh) outlives a rebuild: its
 # CUBINs are keyed by their source, so a changed kernel compiles again and the rest are reused.
-[ -f .device/cache.txz ] && mv .device/cache.txz target/device-cache.txz
+[ -f .device/cache.txz ] && mkdir -p target && mv .device/cache.txz target/device-cache.txz
 rm -rf .device && mkdir -p .device/tests .device/bin
 [ -f target/device-cache.txz ] && mv target/device-cache.txz .device/cache.txz
 # One build of the whole workspace's tests, which also builds the grouper binary (the CLI's

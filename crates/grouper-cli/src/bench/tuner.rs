@@ -397,6 +397,13 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
             let query: GpuQuery = sweep_query(batch.schema().field(0).data_type().clone());
             let planned = Prepared::new(&query, &[batch], &options(&a))?;
             let planned_strategy = planned.report().strategy;
+            let point = |strategies: &serde_json::Map<String, Value>, auto: &Value| {
+                json!({
+                    "groups": g, "distinct": distinct, "keys": kind,
+                    "planned_strategy": planned_strategy.name(),
+                    "strategies": strategies, "auto": auto,
+                })
+            };
             let row = |name: &str, j: &Judged| {
                 println!(
                     "{:>5} {:>13} {:>16} {:>22} {:>22} {:>7.3} {:>7.1} {:>7.3}% {:>6.2}% {:>5}",
@@ -467,14 +474,9 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                     }),
                 );
                 tables.push((s, table));
-                keep(
-                    &mut points,
-                    json!({
-                        "groups": g, "distinct": distinct, "keys": kind,
-                        "planned_strategy": planned_strategy.name(),
-                        "strategies": per_strategy, "auto": null, "partial": true,
-                    }),
-                );
+                let mut partial = point(&per_strategy, &Value::Null);
+                partial["partial"] = json!(true);
+                keep(&mut points, partial);
                 write_result(&a, &gpu, &space, &points, &all)?;
             }
             // auto: every strategy of the planned table kind at once, judged against the best
@@ -500,14 +502,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                 v["tuner_by_s"] = by_s;
                 v
             };
-            keep(
-                &mut points,
-                json!({
-                    "groups": g, "distinct": distinct, "keys": kind,
-                    "planned_strategy": planned_strategy.name(),
-                    "strategies": per_strategy, "auto": auto,
-                }),
-            );
+            keep(&mut points, point(&per_strategy, &auto));
             write_result(&a, &gpu, &space, &points, &all)?;
         }
     }
