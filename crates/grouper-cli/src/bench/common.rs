@@ -465,12 +465,6 @@ pub(crate) fn median(runs: &[f64]) -> f64 {
     }
 }
 
-/// The points of an earlier run in `path` when it was of this commit and machine (and, where
-/// `meta` names them, rows).
-pub fn earlier_points(path: &Path, meta: &Value) -> Vec<Value> {
-    earlier_points_from(path, meta, &[]).0
-}
-
 /// The points of an earlier run in `path` on this machine to keep: all of them when it was of
 /// this commit, or of one of the commits `from` (each such point then stamped with the commit
 /// that measured it, where it names none); and the commits whose points were kept, the earlier
@@ -531,10 +525,11 @@ mod tests {
         std::fs::write(&path, old.to_string()).unwrap();
         let meta = |commit: &str, device: &str, rows: u64| json!({ "commit": commit, "device": device, "rows": rows });
         let from = ["abc1234567".to_string()];
-        assert_eq!(earlier_points(&path, &meta("abc1234", "d", 16)).len(), 2);
-        assert!(earlier_points(&path, &meta("def5678", "d", 16)).is_empty());
-        assert!(earlier_points(&path, &meta("abc1234", "e", 16)).is_empty());
-        assert!(earlier_points(&path, &meta("abc1234", "d", 32)).is_empty());
+        let earlier_points = |meta: Value| earlier_points_from(&path, &meta, &[]).0;
+        assert_eq!(earlier_points(meta("abc1234", "d", 16)).len(), 2);
+        assert!(earlier_points(meta("def5678", "d", 16)).is_empty());
+        assert!(earlier_points(meta("abc1234", "e", 16)).is_empty());
+        assert!(earlier_points(meta("abc1234", "d", 32)).is_empty());
         let (points, kept) = earlier_points_from(&path, &meta("def5678", "d", 16), &from);
         assert_eq!(kept, vec!["abc1234".to_string()]);
         assert_eq!(points[0]["commit"], "abc1234");

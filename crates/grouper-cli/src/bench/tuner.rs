@@ -30,7 +30,7 @@ use grouper_gpu::{Gpu, GpuConfig, GpuOptions, GpuQuery, GpuStrategy, Prepared, T
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::common::{earlier_points, git_commit, write_json};
+use crate::bench::common::{earlier_points_from, git_commit, write_json};
 use crate::bench::gpu_sweep::{dense_keys, draws, median, sweep_batch, sweep_query};
 
 #[derive(Args, Debug)]
@@ -84,18 +84,25 @@ pub struct TunerArgs {
     /// each strategy's search ends, so a point cut off keeps the strategies it finished.
     #[arg(long)]
     resume: bool,
+    /// With --resume, also keep the points an earlier run measured at these commits
+    /// (comma-separated; a prefix matches): for a change that leaves the kernels as they were
+    /// (`scripts/cubin-diff.sh`), so a GPU's sweep outlasts a session's commits. Each kept
+    /// point names its commit (a point begun there, `begun_at`), and the JSON lists them.
+    #[arg(long, value_delimiter = ',', requires = "resume")]
+    resume_from: Vec<String>,
 }
 
 impl TunerArgs {
     /// The defaults, over `rows_log2` rows, the group counts `groups_log2` and the key kinds
     /// `keys` (empty: both), tuned with each of `similarity`, writing `out` and plots under
-    /// `plots`, resuming an earlier run there when `resume` (`bench seeds rosenfeld`).
+    /// `plots`, resuming an earlier run there when `resume` (of this commit or one of
+    /// `resume_from`: `bench seeds rosenfeld`).
     pub(crate) fn for_seeds(
         rows_log2: u32,
         (groups_log2, keys): (Vec<u32>, Vec<TunerKeys>),
         similarity: Vec<f64>,
         (out, plots): (PathBuf, PathBuf),
-        resume: bool,
+        (resume, resume_from): (bool, Vec<String>),
     ) -> Self {
         TunerArgs {
             rows_log2,
@@ -113,6 +120,7 @@ impl TunerArgs {
             out,
             plots,
             resume,
+            resume_from,
         }
     }
 }
@@ -367,9 +375,12 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
         "effort",
         "meas"
     );
-    let (mut points, mut all) = match a.resume {
-        true => earlier(&a.out, &gpu, 1u64 << a.rows_log2),
-        false => (Vec::new(), Vec::new()),
+    let (mut points, mut all, resumed_from) = match a.resume {
+        true => earlier(&a, &gpu),
+        false => Default::default(),
+    };
+    let write = |points: &[Value], all: &[Metrics]| {
+        write_result(&a, (&gpu, &space), points, all, &resumed_from)
     };
     for &gl in &a.groups_log2 {
         let g = 1u64 << gl;
@@ -393,16 +404,22 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                 continue;
             }
             let (mut per_strategy, mut tables) = earlier.map(begun).unwrap_or_default();
+            // A point begun at a commit --resume-from named says so when finished here.
+            let begun_at = earlier.map_or(Value::Null, |p| p["commit"].clone());
             let (batch, kind) = sweep_batch(&dense, keys == TunerKeys::Scattered, &values)?;
             let query: GpuQuery = sweep_query(batch.schema().field(0).data_type().clone());
             let planned = Prepared::new(&query, &[batch], &options(&a))?;
             let planned_strategy = planned.report().strategy;
             let point = |strategies: &serde_json::Map<String, Value>, auto: &Value| {
-                json!({
+                let mut p = json!({
                     "groups": g, "distinct": distinct, "keys": kind,
                     "planned_strategy": planned_strategy.name(),
                     "strategies": strategies, "auto": auto,
-                })
+                });
+                if !begun_at.is_null() {
+                    p["begun_at"] = begun_at.clone();
+                }
+                p
             };
             let row = |name: &str, j: &Judged| {
                 println!(
@@ -477,7 +494,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                 let mut partial = point(&per_strategy, &Value::Null);
                 partial["partial"] = json!(true);
                 keep(&mut points, partial);
-                write_result(&a, &gpu, &space, &points, &all)?;
+                write(&points, &all)?;
             }
             // auto: every strategy of the planned table kind at once, judged against the best
             // of them; and how far that kind's best is from the best of all strategies.
@@ -503,10 +520,10 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
                 v
             };
             keep(&mut points, point(&per_strategy, &auto));
-            write_result(&a, &gpu, &space, &points, &all)?;
+            write(&points, &all)?;
         }
     }
-    let summary = write_result(&a, &gpu, &space, &points, &all)?;
+    let summary = write(&points, &all)?;
     println!("summary: {summary}");
     Ok(())
 }
@@ -553,12 +570,15 @@ fn begun(point: &Value) -> (serde_json::Map<String, Value>, Tables) {
     (per_strategy, tables)
 }
 
-/// An earlier run's points in `out` when it was of this commit, device and row count, and the
-/// metrics of its tuned runs (for the summary).
-fn earlier(out: &std::path::Path, gpu: &Gpu, rows: u64) -> (Vec<Value>, Vec<Metrics>) {
-    let points = earlier_points(
-        out,
+/// An earlier run's points in `--out` when it was of this device and row count and of this
+/// commit or one `--resume-from` names, the metrics of its tuned runs (for the summary), and
+/// the commits whose points were kept.
+fn earlier(a: &TunerArgs, gpu: &Gpu) -> (Vec<Value>, Vec<Metrics>, Vec<String>) {
+    let rows = 1u64 << a.rows_log2;
+    let (points, kept) = earlier_points_from(
+        &a.out,
         &json!({ "commit": git_commit(), "device": gpu.info.name, "rows": rows }),
+        &a.resume_from,
     );
     let metrics = |t: &Value| {
         Some((
@@ -581,7 +601,7 @@ fn earlier(out: &std::path::Path, gpu: &Gpu, rows: u64) -> (Vec<Value>, Vec<Metr
                 .collect::<Vec<_>>()
         })
         .collect();
-    (points, all)
+    (points, all, kept)
 }
 
 /// The four metrics over every tuned run, against the targets.
@@ -605,13 +625,13 @@ fn summarize(all: &[Metrics]) -> Value {
 
 fn write_result(
     a: &TunerArgs,
-    gpu: &Gpu,
-    space: &Space,
+    (gpu, space): (&Gpu, &Space),
     points: &[Value],
     all: &[Metrics],
+    resumed_from: &[String],
 ) -> Result<Value> {
     let summary = summarize(all);
-    let result = json!({
+    let mut result = json!({
         "benchmark": "tuner",
         "device": gpu.info.name,
         "compute_capability": format!("{}.{}", gpu.info.compute_capability.0, gpu.info.compute_capability.1),
@@ -627,6 +647,9 @@ fn write_result(
         "summary": summary,
         "points": points,
     });
+    if !resumed_from.is_empty() {
+        result["resumed_from"] = json!(resumed_from);
+    }
     write_json(&a.out, &result)?;
     Ok(summary)
 }

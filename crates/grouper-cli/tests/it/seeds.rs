@@ -393,10 +393,12 @@ fn rosenfeld_report_compares_two_gpus_shapes_and_both_similarities() {
             "rosenfeld-tuner-a.json",
             run("GPU a", [1, 256, 1], [4, 1024, 1]),
         ),
-        (
-            "rosenfeld-tuner-b.json",
-            run("GPU b", [4, 1024, 1], [1, 256, 1]),
-        ),
+        ("rosenfeld-tuner-b.json", {
+            // b's run resumed points an earlier commit measured (`--resume-from`).
+            let mut b = run("GPU b", [4, 1024, 1], [1, 256, 1]);
+            b["resumed_from"] = serde_json::json!(["0000fff"]);
+            b
+        }),
     ] {
         std::fs::write(out.join(file), json.to_string()).unwrap();
     }
@@ -423,6 +425,10 @@ fn rosenfeld_report_compares_two_gpus_shapes_and_both_similarities() {
     );
     assert!(fig8.contains("| yes |"), "{fig8}");
     assert!(md.contains("Machine: GPU a and GPU b"), "{md}");
+    assert!(
+        md.contains("Commit: abc1234, abc1234 (with the points of 0000fff kept by `--resume-from`"),
+        "{md}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -64,7 +64,7 @@ pub struct SeedsArgs {
     /// machine (comma-separated): for a change that leaves what the paper measures as it was —
     /// its kernels' generator untouched, or their CUBINs byte-identical
     /// (`scripts/cubin-diff.sh`). Each kept point names its commit, and the report says which
-    /// commits' points it kept. Not for rosenfeld (the tuner keeps its own).
+    /// commits' points it kept (rosenfeld: down to a begun point's strategies).
     #[arg(long, value_delimiter = ',', requires = "resume")]
     pub resume_from: Vec<String>,
     /// Write the reports and plots again from the JSON already in --out-dir, measuring nothing

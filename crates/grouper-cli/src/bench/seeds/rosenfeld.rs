@@ -38,10 +38,6 @@ const STRATEGIES: [(&str, &str); 3] = [
 
 /// Measures on this GPU (unless `--report-only`), then reports over every GPU's JSON.
 pub async fn run(a: &SeedsArgs) -> Result<()> {
-    ensure!(
-        a.resume_from.is_empty(),
-        "--resume-from: rosenfeld's tuner keeps only the points of its own commit"
-    );
     if !a.report_only {
         if let Some(gpu) = gpu_here("seeds rosenfeld") {
             let out = a
@@ -67,7 +63,7 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
                 (groups, keys),
                 vec![0.06, 0.0],
                 (out, plots),
-                a.resume,
+                (a.resume, a.resume_from.clone()),
             );
             tuner(args).await?;
         }
@@ -404,6 +400,7 @@ fn report(a: &SeedsArgs) -> Result<()> {
         "rows": first["rows"],
         "threads": "all of the GPU's",
         "json": "rosenfeld-tuner-*.json",
+        "resumed_from": runs.iter().flat_map(|r| r.json["resumed_from"].as_array().cloned().unwrap_or_default()).collect::<Vec<_>>(),
     });
     let path = a.out_dir.join("rosenfeld-gpu.md");
     write_report(
