@@ -389,6 +389,13 @@ impl PreparedInput {
         })
     }
 
+    /// Bytes the cache counts for this input: what it owns on the host and, resident, its
+    /// device copy.
+    pub(crate) fn cached_bytes(&self) -> u64 {
+        let device = self.resident.iter().flatten().map(|r| r.len() as u64);
+        self.owned_bytes + device.sum::<u64>()
+    }
+
     /// The largest image a chunk may have: the collected input's largest, or a full chunk
     /// of a stream.
     pub(crate) fn max_image_bytes(&self) -> usize {
@@ -722,7 +729,7 @@ const RESIDENT_LAUNCH_ROWS: usize = 1 << 26;
 /// (12 µs at 345 Grows/s). In such chunks (519cc6c) the GPU waited on the host three quarters
 /// of the time: 88 Grows/s at one group on the H200 whatever the strategy (issue 25's
 /// regression). The tuner keeps `batch_rows`: its chunks are what it measures.
-fn launch_rows(opts: &GpuOptions) -> usize {
+pub(crate) fn launch_rows(opts: &GpuOptions) -> usize {
     match (opts.resident, &opts.tune) {
         (true, None) => opts.batch_rows.max(RESIDENT_LAUNCH_ROWS),
         _ => opts.batch_rows,

@@ -128,6 +128,8 @@ pub struct GpuOptions {
     /// Kernel parameters.
     pub params: GpuParams,
     /// Upload the columns once ([`crate::Prepared::new`]) and time the query on device memory.
+    /// The prepared-input cache keeps the last resident input on the device (within
+    /// `cache_bytes`), so queries over the same in-memory arrays upload it once.
     pub resident: bool,
     /// Rows per copied batch (and per launch); lowered to fit `memory_limit`.
     pub batch_rows: usize,
@@ -140,8 +142,9 @@ pub struct GpuOptions {
     pub pages: bool,
     /// Most device memory one query may take, bytes (`None`: what the device has).
     pub memory_limit: Option<u64>,
-    /// Host bytes the prepared-input cache may own (encoded images, dictionary codes); 0
-    /// turns it off. Only inputs whose arrays outlive a query (an in-memory table) gain.
+    /// Bytes the prepared-input cache may own (encoded images, dictionary codes on the host; a
+    /// resident input's device copy); 0 turns it off. Only inputs whose arrays outlive a query
+    /// (an in-memory table) gain.
     pub cache_bytes: u64,
     /// Filter precomputation (Tomé §3.6): evaluate the filter on the CPU and send one
     /// selection bit per row instead of the columns only the filter reads.

@@ -79,10 +79,12 @@ impl Prepared {
     ) -> Result<Self> {
         let gpu = Gpu::get()?;
         let layout = query.check(opts)?;
-        let cacheable = opts.cache_bytes > 0 && !opts.resident;
-        let key = cacheable.then(|| InputKey::new(query, identity, opts));
+        let key = (opts.cache_bytes > 0).then(|| InputKey::new(query, identity, opts));
         if let Some(input) = key.as_ref().and_then(cache::lookup) {
             return Self::for_options(input, opts, true);
+        }
+        if opts.resident {
+            cache::drop_resident(); // its device memory before this input's upload
         }
         let batches = batches()?;
         let input = Arc::new(PreparedInput::build(
@@ -93,7 +95,12 @@ impl Prepared {
             opts,
         )?);
         if let Some(key) = key {
-            cache::insert(key, Arc::clone(&input), input.owned_bytes, opts.cache_bytes);
+            cache::insert(
+                key,
+                Arc::clone(&input),
+                input.cached_bytes(),
+                opts.cache_bytes,
+            );
         }
         Self::for_options(input, opts, false)
     }
@@ -150,7 +157,7 @@ impl Prepared {
             copies: planned.spec.copies,
             compile_ms: compiled.compile_ms,
             cache: compiled.source,
-            upload_ms: input.upload_ms,
+            upload_ms: if cached { 0.0 } else { input.upload_ms },
             transfer: opts.transfer(),
             raw_bytes_per_row: input.raw_bytes_per_row,
             sent_bytes_per_row: input.sent_bytes_per_row,

@@ -761,6 +761,72 @@ fn streams_inputs_many_times_the_memory_limit() {
     }
 }
 
+/// A resident input uploads once for every query over the same arrays (the prepared-input
+/// cache keeps its device copy), with the same groups as the CPU; equal values in other
+/// buffers are another input, which replaces it.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
+fn a_resident_input_uploads_once_for_queries_over_the_same_arrays() {
+    if !have_gpu() {
+        return;
+    }
+    let rows = 1 << 20;
+    let keys = keyed(&[KeyKind::I64], rows, 1 << 12, 5, false, false, 7);
+    let (vals, aggs) = values(rows, 5, 7);
+    let aggs: Vec<_> = aggs.into_iter().take(7).collect();
+    let c = case(keys, vals, &aggs, 4);
+    let cpu = grouper_core::aggregate(&c.spec, &c.reference, &Default::default()).unwrap();
+    let opts = GpuOptions {
+        resident: true,
+        ..Default::default()
+    };
+    let run = |batches: &[RecordBatch], strategy: Option<GpuStrategy>| {
+        let opts = GpuOptions {
+            strategy,
+            ..opts.clone()
+        };
+        let out = Prepared::new(&c.query, batches, &opts)
+            .and_then(|mut p| p.run())
+            .unwrap();
+        same_groups(&cpu.columns, &out.columns, 1).unwrap_or_else(|e| panic!("{strategy:?}: {e}"));
+        out.report
+    };
+    grouper_gpu::cache::clear();
+    let first = run(&c.batches, None);
+    assert!(!first.cached && first.upload_ms > 0.0, "{first:?}");
+    for s in [
+        None,
+        Some(GpuStrategy::GLOBAL),
+        Some(GpuStrategy::BLOCK_LOCAL),
+    ] {
+        let again = run(&c.batches, s);
+        assert!(
+            again.cached && again.upload_ms == 0.0 && again.prepare_ms == 0.0,
+            "{s:?}: {again:?}"
+        );
+    }
+    // The same values in new buffers: another input, which takes the first one's place.
+    let copy: Vec<RecordBatch> = c
+        .batches
+        .iter()
+        .map(|b| {
+            let columns = b
+                .columns()
+                .iter()
+                .map(|a| arrow::compute::concat(&[a.as_ref()]).unwrap())
+                .collect();
+            RecordBatch::try_new(b.schema(), columns).unwrap()
+        })
+        .collect();
+    assert!(!run(&copy, None).cached);
+    assert!(run(&copy, None).cached);
+    assert!(
+        !run(&c.batches, None).cached,
+        "the first input was replaced"
+    );
+    grouper_gpu::cache::clear();
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/device-test.sh runs it on one"]
 fn many_groups_up_to_2_pow_24() {
