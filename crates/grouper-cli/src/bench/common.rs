@@ -134,21 +134,41 @@ pub(crate) fn engines(threads: usize, strategies: bool) -> Vec<(String, GrouperC
     out
 }
 
+/// Runs `sql` once more: its result, and its GroupByExec if the plan has one (whose last run
+/// was this one: its report goes with this answer).
+pub(crate) async fn run_once(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<(
+    Vec<arrow::array::RecordBatch>,
+    Option<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+)> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    let mut stack = vec![plan];
+    while let Some(p) = stack.pop() {
+        if p.downcast_ref::<grouper::exec::GroupByExec>().is_some() {
+            return Ok((batches, Some(p)));
+        }
+        stack.extend(p.children().into_iter().cloned());
+    }
+    Ok((batches, None))
+}
+
 /// Runs `sql` once more and returns its GroupByExec, if the plan has one.
 async fn last_group_by(
     ctx: &SessionContext,
     sql: &str,
 ) -> Result<Option<Arc<dyn datafusion::physical_plan::ExecutionPlan>>> {
-    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
-    collect(Arc::clone(&plan), ctx.task_ctx()).await?;
-    let mut stack = vec![plan];
-    while let Some(p) = stack.pop() {
-        if p.downcast_ref::<grouper::exec::GroupByExec>().is_some() {
-            return Ok(Some(p));
-        }
-        stack.extend(p.children().into_iter().cloned());
-    }
-    Ok(None)
+    Ok(run_once(ctx, sql).await?.1)
+}
+
+/// The GPU report of the last run of `plan`, a GroupByExec, if it ran on the GPU.
+pub(crate) fn gpu_report_of(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> Option<grouper_gpu::GpuReport> {
+    plan.downcast_ref::<grouper::exec::GroupByExec>()
+        .and_then(|g| g.last_gpu_report())
 }
 
 /// Runs `sql` once more and returns the GPU report of its GroupByExec, if it ran on the GPU.
@@ -156,10 +176,10 @@ pub(crate) async fn last_gpu_report(
     ctx: &SessionContext,
     sql: &str,
 ) -> Result<Option<grouper_gpu::GpuReport>> {
-    Ok(last_group_by(ctx, sql).await?.and_then(|p| {
-        p.downcast_ref::<grouper::exec::GroupByExec>()
-            .and_then(|g| g.last_gpu_report())
-    }))
+    Ok(last_group_by(ctx, sql)
+        .await?
+        .as_ref()
+        .and_then(gpu_report_of))
 }
 
 /// Runs `sql` once more and says what ran it: the CPU planner's strategy and reason, the

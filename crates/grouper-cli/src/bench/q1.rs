@@ -16,7 +16,6 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::util::display::array_value_to_string;
 use clap::Args;
 use datafusion::catalog::MemTable;
-use datafusion::physical_plan::collect;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use grouper::Split;
 use grouper::{Backend, GrouperConfig};
@@ -25,7 +24,8 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::bench::common::{
-    duckdb_files, git_commit, last_gpu_report, q1_lineitem, time_sql, write_json, write_parquet,
+    duckdb_files, git_commit, gpu_report_of, q1_lineitem, run_once, time_sql, write_json,
+    write_parquet,
 };
 
 #[derive(Args, Debug)]
@@ -218,15 +218,6 @@ fn split_summary(modes: &serde_json::Map<String, Value>, splits: &[Split]) -> Va
 
 fn static_name(share: f64) -> String {
     format!("hybrid_static_cpu_{share}")
-}
-
-async fn q1_rows(ctx: &SessionContext) -> Result<Vec<Vec<String>>> {
-    let plan = ctx
-        .sql(crate::tpch::Q1)
-        .await?
-        .create_physical_plan()
-        .await?;
-    rows_of(&collect(plan, ctx.task_ctx()).await?)
 }
 
 /// `SELECT k, SUM(v), COUNT(*) GROUP BY k` streamed raw and compressed: the pipeline's rate
@@ -449,8 +440,10 @@ pub(crate) async fn measure(
     reference: &mut Option<Vec<Vec<String>>>,
 ) -> Result<Value> {
     let wall = time_sql(ctx, crate::tpch::Q1, reps).await?;
-    let answer = q1_rows(ctx).await?;
-    let report = last_gpu_report(ctx, crate::tpch::Q1).await?;
+    // One more run gives the answer and the report that goes with it.
+    let (batches, group_by) = run_once(ctx, crate::tpch::Q1).await?;
+    let answer = rows_of(&batches)?;
+    let report = group_by.as_ref().and_then(gpu_report_of);
     let check = match reference {
         None => {
             *reference = Some(answer.clone());
