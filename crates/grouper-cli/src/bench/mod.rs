@@ -32,6 +32,7 @@ pub mod regret;
 pub mod seeds;
 pub mod strategy_sweep;
 pub mod tuner;
+pub mod tuner_injected;
 
 use anyhow::Result;
 use clap::Subcommand;

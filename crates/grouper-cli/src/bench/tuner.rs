@@ -138,12 +138,12 @@ pub(crate) enum TunerKeys {
 type Metrics = (f64, f64, f64, f64);
 
 /// One tuned run judged against the exhaustive times of the configurations it could pick.
-struct Judged {
+pub(crate) struct Judged {
     quality: f64,
     cost: f64,
     overhead: f64,
     effort: f64,
-    json: Value,
+    pub(crate) json: Value,
 }
 
 /// Options of a run over the benchmark's resident input.
@@ -288,7 +288,12 @@ fn tuned_by_s(
 /// evaluation, every time here is the exhaustive one: a search batch of shape `c` costs
 /// `table[c] / chunks`, so effort and cost compare like with like (the tuner's own window
 /// times, of the aggregation kernel alone, only steer it; they are reported apart).
-fn judge(t: &TuneReport, passes: usize, chunks: usize, table: &HashMap<GpuConfig, f64>) -> Judged {
+pub(crate) fn judge(
+    t: &TuneReport,
+    passes: usize,
+    chunks: usize,
+    table: &HashMap<GpuConfig, f64>,
+) -> Judged {
     let (best_cfg, best_ms) = table
         .iter()
         .min_by(|a, b| a.1.total_cmp(b.1))
