@@ -805,15 +805,17 @@ fn a_resident_input_uploads_once_for_queries_over_the_same_arrays() {
             "{s:?}: {again:?}"
         );
     }
-    // The same values in new buffers: another input, which takes the first one's place.
+    // The same values in new buffers (`take` copies; `concat` of one array does not): another
+    // input, which takes the first one's place.
     let copy: Vec<RecordBatch> = c
         .batches
         .iter()
         .map(|b| {
+            let all = arrow::array::UInt32Array::from_iter_values(0..b.num_rows() as u32);
             let columns = b
                 .columns()
                 .iter()
-                .map(|a| arrow::compute::concat(&[a.as_ref()]).unwrap())
+                .map(|a| arrow::compute::take(a, &all, None).unwrap())
                 .collect();
             RecordBatch::try_new(b.schema(), columns).unwrap()
         })
