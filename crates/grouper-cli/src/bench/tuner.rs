@@ -554,25 +554,29 @@ fn begun(point: &Value) -> (serde_json::Map<String, Value>, Tables) {
         .iter()
         .filter_map(|(name, v)| {
             let strategy: GpuStrategy = name.parse().ok()?;
-            let shape = |r: &Value, i: usize| u32::try_from(r.get(i)?.as_u64()?).ok();
-            let table = v["exhaustive"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|r| {
-                    let config = GpuConfig {
-                        strategy,
-                        blocks_per_sm: shape(r, 0)?,
-                        threads: shape(r, 1)?,
-                        items: shape(r, 2)?,
-                    };
-                    Some((config, r.get(3)?.as_f64()?))
-                })
-                .collect();
-            Some((strategy, table))
+            Some((strategy, exhaustive_table(strategy, &v["exhaustive"])))
         })
         .collect();
     (per_strategy, tables)
+}
+
+/// `strategy`'s exhaustive table as the JSON keeps it: rows `[blocks_per_sm, threads, items,
+/// pass ms]` (a row that does not read so is left out).
+pub(crate) fn exhaustive_table(strategy: GpuStrategy, rows: &Value) -> HashMap<GpuConfig, f64> {
+    let shape = |r: &Value, i: usize| u32::try_from(r.get(i)?.as_u64()?).ok();
+    rows.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let config = GpuConfig {
+                strategy,
+                blocks_per_sm: shape(r, 0)?,
+                threads: shape(r, 1)?,
+                items: shape(r, 2)?,
+            };
+            Some((config, r.get(3)?.as_f64()?))
+        })
+        .collect()
 }
 
 /// An earlier run's points in `--out` when it was of this device and row count and of this

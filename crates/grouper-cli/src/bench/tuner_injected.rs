@@ -17,7 +17,7 @@ use grouper_core::tune::{Config, Hyper, Space, Tuner};
 use grouper_gpu::{GpuConfig, GpuStrategy, TuneReport};
 use serde_json::Value;
 
-use crate::bench::tuner::judge;
+use crate::bench::tuner::{exhaustive_table, judge};
 
 /// Passes over the input a live search gets to converge (`bench tuner --max-passes`).
 const MAX_PASSES: usize = 40;
@@ -51,17 +51,22 @@ pub(crate) fn injected_runs(run: &Value, s: f64, as_published: bool) -> Vec<Valu
         if p["partial"] == Value::Bool(true) {
             continue;
         }
-        let strategies = p["strategies"].as_object();
-        let tables: Vec<(GpuStrategy, HashMap<GpuConfig, f64>)> = strategies
-            .into_iter()
-            .flatten()
-            .filter_map(|(name, st)| Some((name.parse().ok()?, table(name, &st["exhaustive"])?)))
-            .collect();
-        for (strategy, t) in &tables {
-            let st = &p["strategies"][strategy.name()];
-            if let Some(j) = replay(t, &starts(&st["tuner"]), &space, hyper, chunks, batch_rows) {
-                out.push(j);
-            }
+        // Each strategy's table, and its own search replayed from the starts it recorded.
+        let mut tables: Vec<(GpuStrategy, HashMap<GpuConfig, f64>)> = Vec::new();
+        for (name, st) in p["strategies"].as_object().into_iter().flatten() {
+            let Ok(strategy) = name.parse::<GpuStrategy>() else {
+                continue;
+            };
+            let t = exhaustive_table(strategy, &st["exhaustive"]);
+            out.extend(replay(
+                &t,
+                &starts(&st["tuner"]),
+                &space,
+                hyper,
+                chunks,
+                batch_rows,
+            ));
+            tables.push((strategy, t));
         }
         // auto: from every strategy of the planned table kind, over all of their shapes.
         let Ok(planned) = p["planned_strategy"]
@@ -141,28 +146,6 @@ fn space(v: &Value) -> Option<Space> {
         threads: axis("threads")?,
         items: axis("items")?,
     })
-}
-
-/// `strategy`'s exhaustive table: rows `[blocks_per_sm, threads, items, pass ms]`.
-fn table(strategy: &str, rows: &Value) -> Option<HashMap<GpuConfig, f64>> {
-    let strategy: GpuStrategy = strategy.parse().ok()?;
-    let t: HashMap<GpuConfig, f64> = rows
-        .as_array()?
-        .iter()
-        .filter_map(|r| {
-            let n = |i: usize| r[i].as_u64().map(|x| x as u32);
-            Some((
-                Config {
-                    strategy,
-                    blocks_per_sm: n(0)?,
-                    threads: n(1)?,
-                    items: n(2)?,
-                },
-                r[3].as_f64()?,
-            ))
-        })
-        .collect();
-    (!t.is_empty()).then_some(t)
 }
 
 /// The starts a judged live run names (`"global 8x256x1"`).
