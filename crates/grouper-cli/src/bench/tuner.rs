@@ -72,7 +72,7 @@ pub struct TunerArgs {
     keys: Vec<TunerKeys>,
     /// Only these strategies (comma-separated GPU strategy names; default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
-    strategies: Vec<String>,
+    pub(crate) strategies: Vec<String>,
     /// Where to write the JSON result.
     #[arg(long, default_value = "bench/results/tuner.json")]
     out: PathBuf,

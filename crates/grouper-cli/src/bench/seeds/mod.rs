@@ -74,7 +74,8 @@ pub struct SeedsArgs {
     pub report_only: bool,
     /// Only these parts of the paper's experiments (luan: cpu, gpu, coprocess; sort-atomics:
     /// cpu, gpu, atomics; karnagel: regions, hash, fill, sort, optimizer; tome: table2, table3;
-    /// rosenfeld: the key kinds scattered, dense; default all).
+    /// rosenfeld: the key kinds scattered, dense, and his, his three strategies only; default
+    /// all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub parts: Vec<String>,
 }

@@ -13,7 +13,7 @@
 //! are grouper's `block_local` (WORKGROUPLOCAL), `global` (SHARED) and `thread_private`
 //! (INDEPENDENT); the figures use the scattered keys, whose tables are hashed as his were
 //! (`--parts scattered` measures only those: half a GPU's device time; Fig. 4 and the tuner's
-//! metrics then compare over them).
+//! metrics then compare over them; `--parts scattered,his` also only his three strategies).
 
 // Benchmark harness, not a query path: its indexing is into serde_json values (a missing key
 // reads as Null, never panics).
@@ -66,13 +66,21 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
             .filter(|(part, _)| !a.parts.is_empty() && a.wants(part))
             .map(|(_, k)| k)
             .collect();
-            let args = TunerArgs::for_seeds(
+            let mut args = TunerArgs::for_seeds(
                 rows_log2,
                 (groups, keys),
                 vec![0.06, 0.0],
                 (out, plots),
                 (a.resume, a.resume_from.clone()),
             );
+            // The part `his`: only his three strategies, the ones every figure reads (a third
+            // of a GPU's device time; at most two of them from 2^6 groups).
+            if a.parts.iter().any(|p| p == "his") {
+                args.strategies = STRATEGIES
+                    .iter()
+                    .map(|(_, ours)| ours.to_string())
+                    .collect();
+            }
             tuner(args).await?;
         }
     }
