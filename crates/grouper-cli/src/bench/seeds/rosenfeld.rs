@@ -73,8 +73,8 @@ pub async fn run(a: &SeedsArgs) -> Result<()> {
                 (out, plots),
                 (a.resume, a.resume_from.clone()),
             );
-            // The part `his`: only his three strategies, the ones every figure reads (a third
-            // of a GPU's device time; at most two of them from 2^6 groups).
+            // The part `his`: only his three strategies of the ten, the ones every figure
+            // reads (two of them from 2^6 groups, where private tables spill).
             if a.parts.iter().any(|p| p == "his") {
                 args.strategies = STRATEGIES
                     .iter()
