@@ -69,13 +69,13 @@ pub struct TunerArgs {
     max_passes: usize,
     /// Only these key kinds (comma-separated: dense, scattered; default both).
     #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
-    keys: Vec<TunerKeys>,
+    pub(crate) keys: Vec<TunerKeys>,
     /// Only these strategies (comma-separated GPU strategy names; default all).
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub(crate) strategies: Vec<String>,
     /// Where to write the JSON result.
     #[arg(long, default_value = "bench/results/tuner.json")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Folder of the SVG plots of each exhaustive search (Rosenfeld's Fig. 2).
     #[arg(long, default_value = "bench/results/plots")]
     plots: PathBuf,

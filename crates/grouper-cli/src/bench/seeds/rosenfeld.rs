@@ -48,43 +48,48 @@ const STRATEGIES: [(&str, &str); 3] = [
 pub async fn run(a: &SeedsArgs) -> Result<()> {
     if !a.report_only {
         if let Some(gpu) = gpu_here("seeds rosenfeld") {
-            let out = a
-                .out_dir
-                .join(format!("rosenfeld-tuner-{}.json", slug(&gpu.info.name)));
-            let (rows_log2, groups) = if a.quick {
-                (22, vec![0, 8, 16])
-            } else {
-                (26, vec![0, 4, 8, 12, 16, 20, 24])
-            };
-            let plots = a.out_dir.join("rosenfeld-space");
-            // Parts are key kinds: `scattered` (the figures' keys) halves a GPU's run.
-            let keys = [
-                ("scattered", TunerKeys::Scattered),
-                ("dense", TunerKeys::Dense),
-            ]
-            .into_iter()
-            .filter(|(part, _)| !a.parts.is_empty() && a.wants(part))
-            .map(|(_, k)| k)
-            .collect();
-            let mut args = TunerArgs::for_seeds(
-                rows_log2,
-                (groups, keys),
-                vec![0.06, 0.0],
-                (out, plots),
-                (a.resume, a.resume_from.clone()),
-            );
-            // The part `his`: only his three strategies of the ten, the ones every figure
-            // reads (two of them from 2^6 groups, where private tables spill).
-            if a.parts.iter().any(|p| p == "his") {
-                args.strategies = STRATEGIES
-                    .iter()
-                    .map(|(_, ours)| ours.to_string())
-                    .collect();
-            }
-            tuner(args).await?;
+            tuner(tuner_args(a, &gpu.info.name)).await?;
         }
     }
     report(a)
+}
+
+/// The tuner's sweep for this paper on the GPU `gpu`: 2^26 rows (2^22 with `--quick`), both
+/// similarities, written to `rosenfeld-tuner-<gpu>.json`. Parts name key kinds (`scattered`,
+/// the figures' keys, halves a GPU's run) and `his`: only his three strategies of the ten, the
+/// ones every figure reads (two of them from 2^6 groups, where private tables spill).
+fn tuner_args(a: &SeedsArgs, gpu: &str) -> TunerArgs {
+    let out = a
+        .out_dir
+        .join(format!("rosenfeld-tuner-{}.json", slug(gpu)));
+    let (rows_log2, groups) = if a.quick {
+        (22, vec![0, 8, 16])
+    } else {
+        (26, vec![0, 4, 8, 12, 16, 20, 24])
+    };
+    let plots = a.out_dir.join("rosenfeld-space");
+    let keys = [
+        ("scattered", TunerKeys::Scattered),
+        ("dense", TunerKeys::Dense),
+    ]
+    .into_iter()
+    .filter(|(part, _)| !a.parts.is_empty() && a.wants(part))
+    .map(|(_, k)| k)
+    .collect();
+    let mut args = TunerArgs::for_seeds(
+        rows_log2,
+        (groups, keys),
+        vec![0.06, 0.0],
+        (out, plots),
+        (a.resume, a.resume_from.clone()),
+    );
+    if a.parts.iter().any(|p| p == "his") {
+        args.strategies = STRATEGIES
+            .iter()
+            .map(|(_, ours)| ours.to_string())
+            .collect();
+    }
+    args
 }
 
 /// A GPU's name as a file name's part: `nvidia-h100-80gb-hbm3`.
@@ -467,4 +472,36 @@ fn report(a: &SeedsArgs) -> Result<()> {
     )?;
     println!("wrote {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        seeds: SeedsArgs,
+    }
+
+    fn args(argv: &[&str]) -> TunerArgs {
+        let cli = Cli::parse_from(["seeds", "rosenfeld"].iter().chain(argv));
+        tuner_args(&cli.seeds, "NVIDIA H200")
+    }
+
+    #[test]
+    fn the_part_his_measures_his_three_strategies_and_key_kinds_stay_parts() {
+        let his = args(&["--parts", "scattered,his"]);
+        assert_eq!(his.strategies, ["block_local", "global", "thread_private"]);
+        assert_eq!(his.keys, [TunerKeys::Scattered]);
+        assert!(his.out.ends_with("rosenfeld-tuner-nvidia-h200.json"));
+        // `his` alone keeps both key kinds (an empty list); no parts, every strategy.
+        let only_his = args(&["--parts", "his"]);
+        assert!(only_his.keys.is_empty());
+        assert_eq!(only_his.strategies.len(), 3);
+        let all = args(&[]);
+        assert!(all.strategies.is_empty() && all.keys.is_empty());
+    }
 }
