@@ -108,7 +108,10 @@ impl Prepared {
 
 impl Prepared {
     /// The same prepared input (planned keys, uploaded columns) run with other options:
-    /// another strategy or kernel parameters, without planning or uploading again.
+    /// another strategy or kernel parameters, without planning or uploading again. The input
+    /// keeps the chunks it was cut into, by the options it was prepared with: a resident input
+    /// prepared untuned launches whole, so the runtime tuner retargeted onto it sees one chunk
+    /// a pass (prepare tuned for the tuner's batches; `bench tuner` does).
     pub fn retarget(&self, opts: &GpuOptions) -> Result<Self> {
         if opts.resident != self.opts.resident
             || opts.batch_rows != self.opts.batch_rows

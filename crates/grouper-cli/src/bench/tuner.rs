@@ -155,6 +155,20 @@ fn options(a: &TunerArgs) -> GpuOptions {
     }
 }
 
+/// Options the benchmark's input is prepared with: tuned, so that the resident input is cut
+/// into `2^batch_rows_log2`-row chunks, the unit the tuner measures (a resident input
+/// prepared untuned launches whole, 4d5ca23). Every run retargeted from it, the exhaustive
+/// search's and the tuner's, keeps the prepared input's chunks. Prepared untuned, the tuner
+/// saw one chunk a pass and measured one shape a pass: a fifth of a full evaluation spent
+/// searching (H100 at 2732164, `seeds/rosenfeld-h100-aae3391/`), where 6c932ce's chunks took
+/// under 1%.
+fn prepared_options(a: &TunerArgs) -> GpuOptions {
+    GpuOptions {
+        tune: Some(Hyper::default()),
+        ..options(a)
+    }
+}
+
 fn shaped(base: &GpuOptions, c: &GpuConfig) -> GpuOptions {
     let mut o = base.clone();
     o.strategy = Some(c.strategy);
@@ -255,6 +269,11 @@ fn tuned(
         out.num_rows
     );
     let chunks = out.report.chunks;
+    let want = (1usize << a.rows_log2).div_ceil(1 << a.batch_rows_log2);
+    anyhow::ensure!(
+        chunks == want,
+        "tuned {strategy:?}: {chunks} chunks a pass, expected {want} (the input's chunks are not the tuner's batches)"
+    );
     let t = out
         .report
         .tuning
@@ -413,7 +432,7 @@ pub async fn tuner(a: TunerArgs) -> Result<()> {
             let begun_at = earlier.map_or(Value::Null, |p| p["commit"].clone());
             let (batch, kind) = sweep_batch(&dense, keys == TunerKeys::Scattered, &values)?;
             let query: GpuQuery = sweep_query(batch.schema().field(0).data_type().clone());
-            let planned = Prepared::new(&query, &[batch], &options(&a))?;
+            let planned = Prepared::new(&query, &[batch], &prepared_options(&a))?;
             let planned_strategy = planned.report().strategy;
             let point = |strategies: &serde_json::Map<String, Value>, auto: &Value| {
                 let mut p = json!({
