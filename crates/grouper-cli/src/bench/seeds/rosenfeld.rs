@@ -68,12 +68,14 @@ fn tuner_args(a: &SeedsArgs, gpu: &str) -> TunerArgs {
         (26, vec![0, 4, 8, 12, 16, 20, 24])
     };
     let plots = a.out_dir.join("rosenfeld-space");
+    // Parts narrow the run only where named (`wants` runs every part when none is).
+    let named = |part: &str| a.parts.iter().any(|p| p == part);
     let keys = [
         ("scattered", TunerKeys::Scattered),
         ("dense", TunerKeys::Dense),
     ]
     .into_iter()
-    .filter(|(part, _)| !a.parts.is_empty() && a.wants(part))
+    .filter(|(part, _)| named(part))
     .map(|(_, k)| k)
     .collect();
     let mut args = TunerArgs::for_seeds(
@@ -83,7 +85,7 @@ fn tuner_args(a: &SeedsArgs, gpu: &str) -> TunerArgs {
         (out, plots),
         (a.resume, a.resume_from.clone()),
     );
-    if a.parts.iter().any(|p| p == "his") {
+    if named("his") {
         args.strategies = STRATEGIES
             .iter()
             .map(|(_, ours)| ours.to_string())
