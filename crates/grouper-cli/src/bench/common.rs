@@ -472,6 +472,13 @@ pub(crate) fn run_grouper(
     Ok(grouper_query(flags, tables, threads, sql, csv)?.map(|(ms, _)| ms))
 }
 
+/// The order of turn `rep` over `len` runs: all of them, starting at `rep` (mod `len`). Timed
+/// runs taking turns this way leave what the first of a turn inherits (clocks, caches, the
+/// previous process's freed memory) to each in turn, not always to the first.
+pub(crate) fn turn(len: usize, rep: usize) -> impl Iterator<Item = usize> {
+    (0..len).map(move |i| (i + rep) % len)
+}
+
 /// The median of `runs`: the middle one, or the mean of the middle two (NaN when there are
 /// none).
 pub(crate) fn median(runs: &[f64]) -> f64 {
@@ -533,6 +540,28 @@ pub fn earlier_points_from(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Every turn runs each once, and none starts every turn.
+    #[test]
+    fn turns_start_at_each_in_turn() {
+        for len in 1..6 {
+            let firsts: Vec<usize> = (0..len)
+                .map(|rep| {
+                    let order: Vec<usize> = turn(len, rep).collect();
+                    let mut sorted = order.clone();
+                    sorted.sort_unstable();
+                    assert_eq!(
+                        sorted,
+                        (0..len).collect::<Vec<_>>(),
+                        "{len}, {rep}: {order:?}"
+                    );
+                    order[0]
+                })
+                .collect();
+            assert_eq!(firsts, (0..len).collect::<Vec<_>>(), "{len}");
+        }
+        assert_eq!(turn(0, 3).count(), 0);
+    }
 
     /// An earlier run is kept for its own commit, or for one `from` names (its points then
     /// stamped with it), and never for another machine or other rows.

@@ -21,7 +21,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use crate::bench::answers;
-use crate::bench::common::{device, git_commit, median, run_grouper, write_json};
+use crate::bench::common::{device, git_commit, median, run_grouper, turn, write_json};
 
 /// TPC-H's 22 queries (the specification's texts with its validation parameters; Q15's view as
 /// a common table expression, so that each query is one statement).
@@ -156,9 +156,10 @@ pub async fn files(a: FilesArgs) -> Result<()> {
         "runs": a.runs,
         "method": "one fresh `grouper query` process per query and run, wall time of the process \
                    (start, planning, scan, output to a CSV file); files read once before timing \
-                   so they sit in the OS page cache; engines interleaved run by run; DuckDB: \
-                   views over the same files, each query timed inside one DuckDB process (its \
-                   start not counted); answers compared with DuckDB's",
+                   so they sit in the OS page cache; engines interleaved run by run, each run \
+                   starting at the next engine; DuckDB: views over the same files, each query \
+                   timed inside one DuckDB process (its start not counted); answers compared \
+                   with DuckDB's",
         "scale_factors": [],
     });
     for (sf, queries) in &plan {
@@ -354,8 +355,12 @@ fn run_scale(
         let name = format!("q{q:02}");
         let mut times: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         let mut errors: BTreeMap<&str, String> = BTreeMap::new();
-        for _ in 0..a.runs.max(1) {
-            for e in engines {
+        // Each run starts at the next engine: a process inherits what came before it, and a
+        // fixed order gave `auto` every query's first run, after the previous query's answer
+        // checks (on this 2-core VM, Q18 at SF 1 after 3 s idle took 1.0-1.3 s under every
+        // engine, 0.33-0.5 s back to back).
+        for run in 0..a.runs.max(1) {
+            for e in turn(engines.len(), run).map(|i| &engines[i]) {
                 let csv = work.join(format!("{name}-{}.csv", e.name));
                 match run_grouper(&e.flags, &tables, threads, sql, &csv)? {
                     Ok(ms) => times.entry(&e.name).or_default().push(ms),

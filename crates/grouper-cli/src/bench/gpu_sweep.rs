@@ -31,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::common::{duckdb, git_commit, q1_lineitem, run_peer, time_sql, write_json};
+use crate::bench::common::{duckdb, git_commit, q1_lineitem, run_peer, time_sql, turn, write_json};
 use crate::synthetic::{Dist, Sampler};
 
 #[derive(Args, Debug)]
@@ -388,11 +388,6 @@ pub(crate) fn timed_run(p: &mut Prepared) -> Result<f64> {
     Ok(p.run_kernels()?.kernel_ms)
 }
 
-/// The order of turn `rep` over `len` runs: all of them, starting at `rep` (mod `len`).
-pub(crate) fn turn(len: usize, rep: usize) -> impl Iterator<Item = usize> {
-    (0..len).map(move |i| (i + rep) % len)
-}
-
 pub async fn gpu_sweep(a: GpuSweepArgs) -> Result<()> {
     for s in a.strategies.iter().filter(|s| *s != "auto") {
         s.parse::<GpuStrategy>()
@@ -596,28 +591,6 @@ async fn q1_gpu(a: &GpuSweepArgs) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every turn runs each strategy once, and no strategy starts every turn.
-    #[test]
-    fn turns_start_at_each_strategy_in_turn() {
-        for len in 1..6 {
-            let firsts: Vec<usize> = (0..len)
-                .map(|rep| {
-                    let order: Vec<usize> = turn(len, rep).collect();
-                    let mut sorted = order.clone();
-                    sorted.sort_unstable();
-                    assert_eq!(
-                        sorted,
-                        (0..len).collect::<Vec<_>>(),
-                        "{len}, {rep}: {order:?}"
-                    );
-                    order[0]
-                })
-                .collect();
-            assert_eq!(firsts, (0..len).collect::<Vec<_>>(), "{len}");
-        }
-        assert_eq!(turn(0, 3).count(), 0);
-    }
 
     /// The totals catch a lost row, a row counted twice, and a sum in the wrong place; the
     /// right answer passes whatever order its groups come in.

@@ -22,7 +22,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::bench::answers;
-use crate::bench::common::{device, git_commit, grouper_query, median, run_grouper, write_json};
+use crate::bench::common::{
+    device, git_commit, grouper_query, median, run_grouper, turn, write_json,
+};
 use crate::difftest::case::Query;
 use table::TableSpec;
 
@@ -171,8 +173,7 @@ impl Bench<'_> {
         }
         let mut times: [Vec<f64>; 2] = [vec![], vec![]];
         for r in 0..runs.max(1) {
-            for i in 0..2 {
-                let e = (i + r) % 2;
+            for e in turn(2, r) {
                 match run_grouper(&flags[e], &tables, self.threads, &sql, &csv(e))? {
                     Ok(ms) => times[e].push(ms),
                     Err(err) if e == 0 => return Ok(Outcome::AutoFailed(err)),

@@ -13,8 +13,8 @@ use arrow::record_batch::RecordBatch;
 use grouper_core::GrouperError;
 use grouper_gpu::{GpuOptions, GpuStrategy, Prepared};
 
-use crate::bench::common::median;
-use crate::bench::gpu_sweep::{check_groups, sweep_query, timed_run, turn, Totals};
+use crate::bench::common::{median, turn};
+use crate::bench::gpu_sweep::{check_groups, sweep_query, timed_run, Totals};
 
 /// One configuration's median kernel milliseconds and the strategy its checked run took
 /// (what `auto` chose: a report says why `auto` was slow or fast).
