@@ -157,7 +157,7 @@ pub async fn files(a: FilesArgs) -> Result<()> {
         "method": "one fresh `grouper query` process per query and run, wall time of the process \
                    (start, planning, scan, output to a CSV file); files read once before timing \
                    so they sit in the OS page cache; engines interleaved run by run, each run \
-                   starting at the next engine; DuckDB: views over the same files, each query \
+                   (a query's first too) starting at the next engine; DuckDB: views over the same files, each query \
                    timed inside one DuckDB process (its start not counted); answers compared \
                    with DuckDB's",
         "scale_factors": [],
@@ -350,17 +350,18 @@ fn run_scale(
         "queries": [],
     }));
     let at = scales.len() - 1;
-    for &q in queries {
+    // Each run starts at the next engine, and each query's first run at the next after the
+    // previous query's: a process inherits what came before it, and a fixed order gave `auto`
+    // every run's first slot, a query's first one after the previous query's answer checks (on
+    // this 2-core VM, Q18 at SF 1 after 3 s idle took 1.0-1.3 s under every engine, 0.33-0.5 s
+    // back to back).
+    for (first, &q) in queries.iter().enumerate() {
         let sql = QUERIES[q - 1];
         let name = format!("q{q:02}");
         let mut times: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         let mut errors: BTreeMap<&str, String> = BTreeMap::new();
-        // Each run starts at the next engine: a process inherits what came before it, and a
-        // fixed order gave `auto` every query's first run, after the previous query's answer
-        // checks (on this 2-core VM, Q18 at SF 1 after 3 s idle took 1.0-1.3 s under every
-        // engine, 0.33-0.5 s back to back).
         for run in 0..a.runs.max(1) {
-            for e in turn(engines.len(), run).map(|i| &engines[i]) {
+            for e in turn(engines.len(), first + run).map(|i| &engines[i]) {
                 let csv = work.join(format!("{name}-{}.csv", e.name));
                 match run_grouper(&e.flags, &tables, threads, sql, &csv)? {
                     Ok(ms) => times.entry(&e.name).or_default().push(ms),
