@@ -157,9 +157,9 @@ pub async fn files(a: FilesArgs) -> Result<()> {
         "method": "one fresh `grouper query` process per query and run, wall time of the process \
                    (start, planning, scan, output to a CSV file); files read once before timing \
                    so they sit in the OS page cache; engines interleaved run by run, each run \
-                   (a query's first too) starting at the next engine; DuckDB: views over the same files, each query \
-                   timed inside one DuckDB process (its start not counted); answers compared \
-                   with DuckDB's",
+                   (a query's first too) starting at the next engine; DuckDB: views over the \
+                   same files, each query timed inside one DuckDB process (its start not \
+                   counted); answers compared with DuckDB's",
         "scale_factors": [],
     });
     for (sf, queries) in &plan {
